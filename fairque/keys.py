@@ -1,0 +1,42 @@
+"""The key schema (design section 3): every key of a namespace is ``fq:{<ns>}:<rest>``.
+
+The hash tag puts all of a namespace's keys in one cluster slot, so every script is legal
+on Redis Cluster. Scripts receive the fixed keys below as KEYS, in this order; the loader
+gives them names inside Lua (``K.ring``, ``K['state:failed']``...).
+"""
+
+from __future__ import annotations
+
+import re
+
+from fairque.errors import InvalidInput
+
+FIXED_KEYS: tuple[str, ...] = (
+    "ring",  # zset: tenants with ready work, by last-served tick (round robin)
+    "ready",  # hash: tenant -> number of ready tasks
+    "scheduled",  # zset: ids not ready yet, by execute_after (us)
+    "leases",  # zset: ids being executed, by lease deadline (us)
+    "stats",  # hash: counters, in total and per tenant ("finished:<tenant>")
+    "clock",  # string: last tick handed out (us), see include/base.lua
+    "state:deferred",  # set: ids waiting on dependencies
+    "state:finished",  # zset: ended ids, by the time their record expires (us)
+    "state:failed",
+    "state:canceled",
+)
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+def namespace_prefix(namespace: str) -> str:
+    """The key prefix of ``namespace``; refuses names that would break the hash tag."""
+    if not _NAMESPACE.fullmatch(namespace):
+        raise InvalidInput(
+            "namespace",
+            f"{namespace!r} must be 1 to 64 characters of letters, digits, '_', '.', ':' or '-'",
+        )
+    return f"fq:{{{namespace}}}:"
+
+
+def fixed_keys(prefix: str) -> tuple[str, ...]:
+    """The KEYS every script of the namespace with ``prefix`` receives."""
+    return tuple(prefix + name for name in FIXED_KEYS)

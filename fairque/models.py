@@ -1,0 +1,184 @@
+"""The public data types: what a user pushes (:class:`Task`) and what comes back."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum, IntEnum
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+
+from fairque.errors import InvalidInput
+
+MAX_ID_LENGTH = 256
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+
+class Priority(IntEnum):
+    """Priority of a task within its tenant (seed 001: 1 lowest .. 5 highest).
+
+    ``CRITICAL`` tasks go first, in FIFO order; the others are chosen by urgency
+    ``(p / 5) * waiting time``, so a low priority task is delayed, never starved.
+    """
+
+    LOWEST = 1
+    LOW = 2
+    NORMAL = 3
+    HIGH = 4
+    HIGHEST = 5
+    CRITICAL = 6
+
+
+class TaskState(str, Enum):
+    """Where a task is in its life (seed 000)."""
+
+    SCHEDULED = "scheduled"
+    DEFERRED = "deferred"
+    QUEUED = "queued"
+    STARTED = "started"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+def check_identifier(value: str) -> str:
+    """Refuses empty, over-long or control-character identifiers (they end up in keys)."""
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"must be at most {MAX_ID_LENGTH} characters, got {len(value)}")
+    if not value.isprintable() and any(unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+class Task(BaseModel):
+    """A unit of work for one tenant.
+
+    >>> Task(user_id="alice", priority=Priority.HIGH, payload={"report": 42})  # doctest: +SKIP
+
+    Invalid values raise :class:`fairque.InvalidInput` naming the field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: str
+    priority: Priority = Priority.NORMAL
+    payload: Any = None
+    name: str | None = None
+    task_id: str | None = None
+    max_retries: int | None = Field(default=3, ge=0)
+    timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
+    keep_result: bool = False
+    execute_after: datetime | None = None
+    delay: timedelta | None = None
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _raise_fairque_error(cls, data: Any, handler: ModelWrapValidatorHandler[Task]) -> Task:
+        try:
+            return handler(data)
+        except pydantic.ValidationError as exc:
+            raise InvalidInput.from_errors(list(exc.errors())) from None
+
+    @pydantic.field_validator("user_id", "task_id", "name")
+    @classmethod
+    def _check_identifiers(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)
+
+    @pydantic.field_validator("execute_after")
+    @classmethod
+    def _check_aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must be timezone-aware (e.g. datetime.now(timezone.utc))")
+        return value
+
+    @pydantic.field_validator("delay")
+    @classmethod
+    def _check_delay(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(0):
+            raise ValueError(f"must not be negative, got {value.total_seconds()} s")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _check_one_start(self) -> Task:
+        if self.execute_after is not None and self.delay is not None:
+            raise ValueError("give execute_after or delay, not both")
+        return self
+
+
+@dataclass
+class LeasedTask:
+    """A task handed to a worker, which holds it until ``lease_deadline``.
+
+    Pass it back to ``finish``, ``fail`` or ``extend``: the ``lease_token`` proves the
+    caller still holds the lease, so a worker whose lease expired cannot overwrite the
+    outcome of the worker that holds the task now.
+    """
+
+    task_id: str
+    user_id: str
+    priority: Priority
+    name: str | None
+    payload: Any
+    attempts: int  # failed or expired attempts before this one (0 on first delivery)
+    lease_deadline: float  # epoch seconds, server clock
+    lease_token: str
+    timeout: float
+    max_retries: int | None
+    created_at: float
+    start_time: float  # when this attempt became available (seed 004 StartTime)
+    prev_start_time: float | None  # when the previous attempt did
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Everything stored about one task (see ``FairQueue.get``)."""
+
+    task_id: str
+    user_id: str
+    priority: Priority
+    state: TaskState
+    name: str | None
+    payload: Any
+    attempts: int
+    max_retries: int | None
+    timeout: float
+    keep_result: bool
+    created_at: float
+    execute_after: float | None
+    start_time: float | None
+    prev_start_time: float | None
+    leased_at: float | None
+    lease_deadline: float | None
+    worker_id: str | None
+    last_error: str | None
+    finished_at: float | None
+    result: Any = None
+    has_result: bool = False
+
+
+@dataclass(frozen=True)
+class TenantStats:
+    """Per-tenant figures: ready backlog and lifetime counters."""
+
+    queued: int = 0
+    pushed: int = 0
+    started: int = 0
+    finished: int = 0
+    failed: int = 0
+    retried: int = 0
+    canceled: int = 0
+    expired: int = 0
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Tasks per state now, lifetime counters, and per-tenant figures."""
+
+    states: dict[TaskState, int]
+    counters: dict[str, int]
+    tenants: dict[str, TenantStats] = field(default_factory=dict)

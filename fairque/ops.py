@@ -1,0 +1,354 @@
+"""The sans-IO core: turns requests into script calls and replies into models.
+
+Nothing here does I/O. :class:`FairQueue` and :class:`AsyncFairQueue` each send a
+:class:`Call` and hand the reply to ``call.parse``, so the logic exists once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from fairque import lua
+from fairque.config import QueueSettings
+from fairque.errors import InvalidInput, LeaseLost
+from fairque.keys import fixed_keys, namespace_prefix
+from fairque.models import (
+    MAX_TIMEOUT_SECONDS,
+    LeasedTask,
+    Priority,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskState,
+    TenantStats,
+    check_identifier,
+)
+
+T = TypeVar("T")
+Arg = str | bytes | int | float
+
+MAX_BATCH = 10_000
+MAX_POP = 1_000
+MAX_TENANTS_PER_POP = 1_000
+MAX_ERROR_LENGTH = 4_096
+_POP_ROW = 13
+MICROS = 1_000_000
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder()
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One script call: what to send and how to read the reply."""
+
+    script: lua.Script
+    keys: Sequence[str]
+    args: Sequence[Arg]
+    parse: Callable[[Any], T]
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What one maintenance pass did."""
+
+    expired: int  # leases that had expired, returned to the queue or failed
+    promoted: int  # scheduled tasks made ready
+    dropped: int  # ids of expired finished/failed/canceled tasks dropped from registries
+
+
+def encode(value: Any, field: str, limit: int) -> bytes:
+    """MessagePack bytes of ``value``; refuses what cannot be serialised or is too big."""
+    try:
+        data = _encoder.encode(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(field, f"cannot be serialised with MessagePack: {exc}") from None
+    if len(data) > limit:
+        raise InvalidInput(field, f"is {len(data)} bytes serialised, over the {limit} limit")
+    return data
+
+
+def decode(data: bytes) -> Any:
+    """The value MessagePack ``data`` holds."""
+    return _decoder.decode(data)
+
+
+def default_worker_id() -> str:
+    """``host:pid``, the worker id used when none is given."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def _seconds(micros: bytes | None) -> float | None:
+    return None if not micros else int(micros) / MICROS
+
+
+def _max_retries(raw: bytes | str) -> int | None:
+    value = int(raw)
+    return None if value < 0 else value
+
+
+def _start_arg(task: Task) -> str:
+    """The execute_after field of push: '' (now), absolute us, or '+us' from server time."""
+    if task.execute_after is not None:
+        return str(int(task.execute_after.timestamp() * MICROS))
+    if task.delay is not None and task.delay > timedelta(0):
+        return f"+{int(task.delay.total_seconds() * MICROS)}"
+    return ""
+
+
+def _check_positive(value: float, field: str, maximum: float) -> None:
+    if not 0 < value <= maximum:
+        raise InvalidInput(field, f"must be above 0 and at most {maximum:g}, got {value!r}")
+
+
+def _tenant_list(values: Sequence[str] | None, field: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InvalidInput(field, "must be a list of user ids, not a single string")
+    if len(values) > MAX_TENANTS_PER_POP:
+        raise InvalidInput(field, f"must name at most {MAX_TENANTS_PER_POP} user ids")
+    try:
+        return [check_identifier(value) for value in values]
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
+class Ops:
+    """Builds the calls of one namespace with its settings."""
+
+    def __init__(self, namespace: str, settings: QueueSettings) -> None:
+        self.namespace = namespace
+        self.settings = settings
+        self.prefix = namespace_prefix(namespace)
+        self._keys = fixed_keys(self.prefix)
+        self._head: tuple[Arg, ...] = (
+            self.prefix,
+            repr(settings.retry_backoff_base),
+            repr(settings.retry_backoff_max),
+            repr(settings.finished_ttl),
+            repr(settings.failed_ttl),
+        )
+
+    def _call(self, name: str, args: Sequence[Arg], parse: Callable[[Any], T]) -> Call[T]:
+        return Call(lua.load(name), self._keys, (*self._head, *args), parse)
+
+    def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
+        """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
+        if not tasks:
+            raise InvalidInput("tasks", "must not be empty")
+        if len(tasks) > MAX_BATCH:
+            raise InvalidInput("tasks", f"at most {MAX_BATCH} tasks per push, got {len(tasks)}")
+        ids: list[str] = []
+        args: list[Arg] = [len(tasks)]
+        limit = self.settings.max_payload_bytes
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
+            task_id = task.task_id or uuid.uuid4().hex
+            ids.append(task_id)
+            args += (
+                task_id,
+                task.user_id,
+                int(task.priority),
+                task.name or "",
+                encode(task.payload, "payload", limit),
+                -1 if task.max_retries is None else task.max_retries,
+                repr(task.timeout),
+                int(task.keep_result),
+                _start_arg(task),
+            )
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("task_id", "the same task_id appears twice in one push")
+        return self._call("push", args, lambda _reply: ids)
+
+    def push_one(self, task: Task) -> Call[str]:
+        """Stores one task; the reply parses to its id."""
+        call = self.push([task])
+        return Call(call.script, call.keys, call.args, lambda reply: call.parse(reply)[0])
+
+    def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Call[list[LeasedTask]]:
+        """Leases up to ``count`` tasks by the fair policy."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
+            raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
+        if lease_seconds is not None:
+            _check_positive(lease_seconds, "lease_seconds", MAX_TIMEOUT_SECONDS)
+        try:
+            worker = check_identifier(worker_id or default_worker_id())
+        except ValueError as exc:
+            raise InvalidInput("worker_id", str(exc)) from None
+        args: list[Arg] = [
+            worker,
+            count,
+            "" if lease_seconds is None else repr(lease_seconds),
+            self.settings.maintenance_batch,
+        ]
+        if assigned_users is None and steal_targets is None:
+            args.append(0)
+        else:
+            assigned = _tenant_list(assigned_users, "assigned_users")
+            steal = _tenant_list(steal_targets, "steal_targets")
+            args += (1, len(assigned), *assigned, len(steal), *steal)
+        return self._call("pop", args, _parse_leased)
+
+    def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any]) -> Call[list[str]]:
+        """Acknowledges ``tasks``; the reply parses to the ids whose lease was lost."""
+        if len(results) != len(tasks):
+            raise InvalidInput("results", "must have one result per task")
+        args: list[Arg] = [len(tasks)]
+        limit = self.settings.max_payload_bytes
+        for task, result in zip(tasks, results, strict=True):
+            kept = b"" if result is None else encode(result, "result", limit)
+            args += (task.task_id, task.lease_token, kept)
+
+        def lost(reply: list[int]) -> list[str]:
+            return [task.task_id for task, ok in zip(tasks, reply, strict=True) if not ok]
+
+        return self._call("finish", args, lost)
+
+    def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
+        """Acknowledges one task; parsing raises :class:`LeaseLost` if its lease was lost."""
+        call = self.finish([task], [result])
+
+        def check(reply: list[int]) -> None:
+            if call.parse(reply):
+                raise LeaseLost(task.task_id)
+
+        return Call(call.script, call.keys, call.args, check)
+
+    def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
+        """Ends an attempt as failed; the reply parses to the task's new state."""
+        args = (task.task_id, task.lease_token, error[:MAX_ERROR_LENGTH], int(retry))
+        return self._call("fail", args, lambda reply: TaskState(reply.decode()))
+
+    def extend(self, task: LeasedTask, seconds: float) -> Call[float]:
+        """Moves the lease deadline to now + ``seconds``; parses to the new deadline."""
+        _check_positive(seconds, "seconds", MAX_TIMEOUT_SECONDS)
+        args = (task.task_id, task.lease_token, repr(seconds))
+
+        def record(reply: bytes) -> float:
+            task.lease_deadline = int(reply) / MICROS
+            return task.lease_deadline
+
+        return self._call("extend", args, record)
+
+    def cancel(self, task_id: str) -> Call[bool]:
+        """Cancels a task that has not started; parses to whether it was canceled."""
+        cancelable = {b"scheduled", b"deferred", b"queued"}
+        return self._call("cancel", (task_id,), lambda reply: reply in cancelable)
+
+    def get(self, task_id: str) -> Call[TaskInfo | None]:
+        """Reads one task; parses to None when there is no such task."""
+        return self._call("get", (task_id,), lambda reply: _parse_info(task_id, reply))
+
+    def stats(self) -> Call[QueueStats]:
+        """Counts per state and per tenant."""
+        return self._call("stats", (), _parse_stats)
+
+    def reap(self, limit: int) -> Call[Maintenance]:
+        """One maintenance pass of at most ``limit`` leases and scheduled tasks."""
+        return self._call("reap", (limit,), lambda reply: Maintenance(*map(int, reply)))
+
+    def promote(self, limit: int) -> Call[int]:
+        """Makes up to ``limit`` due scheduled tasks ready."""
+        return self._call("promote", (limit,), int)
+
+
+def _parse_leased(reply: list[bytes]) -> list[LeasedTask]:
+    leased = []
+    for i in range(0, len(reply), _POP_ROW):
+        row = reply[i : i + _POP_ROW]
+        task_id, tenant, priority, name, payload, attempts, deadline, token = row[:8]
+        timeout, max_retries, created_at, start_time, prev_start_time = row[8:]
+        leased.append(
+            LeasedTask(
+                task_id=task_id.decode(),
+                user_id=tenant.decode(),
+                priority=Priority(int(priority)),
+                name=name.decode() or None,
+                payload=_decoder.decode(payload),
+                attempts=int(attempts),
+                lease_deadline=int(deadline) / MICROS,
+                lease_token=token.decode(),
+                timeout=float(timeout),
+                max_retries=_max_retries(max_retries),
+                created_at=int(created_at) / MICROS,
+                start_time=int(start_time) / MICROS,
+                prev_start_time=_seconds(prev_start_time),
+            )
+        )
+    return leased
+
+
+def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
+    flat, result = reply
+    if not flat:
+        return None
+    fields: dict[str, bytes] = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    return TaskInfo(
+        task_id=task_id,
+        user_id=fields["tenant"].decode(),
+        priority=Priority(int(fields["priority"])),
+        state=TaskState(fields["state"].decode()),
+        name=_text(fields.get("name")),
+        payload=_decoder.decode(fields["payload"]),
+        attempts=int(fields["attempts"]),
+        max_retries=_max_retries(fields["max_retries"]),
+        timeout=float(fields["timeout"]),
+        keep_result=fields["keep_result"] == b"1",
+        created_at=int(fields["created_at"]) / MICROS,
+        execute_after=_seconds(fields.get("execute_after")),
+        start_time=_seconds(fields.get("start_time")),
+        prev_start_time=_seconds(fields.get("prev_start_time")),
+        leased_at=_seconds(fields.get("leased_at")),
+        lease_deadline=_seconds(fields.get("lease_deadline")),
+        worker_id=_text(fields.get("worker_id")),
+        last_error=_text(fields.get("last_error")),
+        finished_at=_seconds(fields.get("finished_at")),
+        result=None if result is None else _decoder.decode(result),
+        has_result=result is not None,
+    )
+
+
+def _pairs(flat: list[bytes]) -> dict[str, int]:
+    return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
+    states_flat, counters_flat, ready_flat = reply
+    states = {TaskState(name): count for name, count in _pairs(states_flat).items()}
+    counters: dict[str, int] = {}
+    per_tenant: dict[str, dict[str, int]] = {}
+    for name, value in _pairs(counters_flat).items():
+        counter, _, tenant = name.partition(":")
+        if tenant:
+            per_tenant.setdefault(tenant, {})[counter] = value
+        else:
+            counters[counter] = value
+    for tenant, ready in _pairs(ready_flat).items():
+        per_tenant.setdefault(tenant, {})["queued"] = ready
+    known = set(TenantStats.__dataclass_fields__)
+    tenants = {
+        tenant: TenantStats(**{k: v for k, v in values.items() if k in known})
+        for tenant, values in sorted(per_tenant.items())
+    }
+    return QueueStats(states=states, counters=counters, tenants=tenants)
