@@ -13,7 +13,7 @@ from fairque.errors import InvalidInput
 
 FIXED_KEYS: tuple[str, ...] = (
     "ring",  # zset: tenants with ready work, by last-served tick (round robin)
-    "ready",  # hash: tenant -> number of ready tasks
+    "ready",  # hash: tenant -> ready tasks * 64 + bitmask of its non-empty queues (ready.lua)
     "scheduled",  # zset: ids not ready yet, by execute_after (us)
     "leases",  # zset: ids being executed, by lease deadline (us)
     "stats",  # hash: counters, in total and per tenant ("finished:<tenant>")

@@ -167,7 +167,6 @@ class TenantStats:
 
     queued: int = 0
     pushed: int = 0
-    started: int = 0
     finished: int = 0
     failed: int = 0
     retried: int = 0

@@ -245,7 +245,7 @@ class Ops:
         _check_positive(seconds, "seconds", MAX_TIMEOUT_SECONDS)
         args = (task.task_id, task.lease_token, repr(seconds))
 
-        def record(reply: bytes) -> float:
+        def record(reply: int) -> float:
             task.lease_deadline = int(reply) / MICROS
             return task.lease_deadline
 
@@ -288,7 +288,7 @@ def _parse_leased(reply: list[bytes]) -> list[LeasedTask]:
                 payload=_decoder.decode(payload),
                 attempts=int(attempts),
                 lease_deadline=int(deadline) / MICROS,
-                lease_token=token.decode(),
+                lease_token=str(token),
                 timeout=float(timeout),
                 max_retries=_max_retries(max_retries),
                 created_at=int(created_at) / MICROS,
@@ -304,23 +304,25 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
     if not flat:
         return None
     fields: dict[str, bytes] = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    state = TaskState(fields["state"].decode())
+    running = state is TaskState.STARTED
     return TaskInfo(
         task_id=task_id,
         user_id=fields["tenant"].decode(),
         priority=Priority(int(fields["priority"])),
-        state=TaskState(fields["state"].decode()),
+        state=state,
         name=_text(fields.get("name")),
         payload=_decoder.decode(fields["payload"]),
-        attempts=int(fields["attempts"]),
+        attempts=int(fields.get("attempts", 0)),
         max_retries=_max_retries(fields["max_retries"]),
         timeout=float(fields["timeout"]),
-        keep_result=fields["keep_result"] == b"1",
+        keep_result=fields.get("keep_result") == b"1",
         created_at=int(fields["created_at"]) / MICROS,
         execute_after=_seconds(fields.get("execute_after")),
         start_time=_seconds(fields.get("start_time")),
         prev_start_time=_seconds(fields.get("prev_start_time")),
         leased_at=_seconds(fields.get("leased_at")),
-        lease_deadline=_seconds(fields.get("lease_deadline")),
+        lease_deadline=_seconds(fields.get("lease_deadline")) if running else None,
         worker_id=_text(fields.get("worker_id")),
         last_error=_text(fields.get("last_error")),
         finished_at=_seconds(fields.get("finished_at")),

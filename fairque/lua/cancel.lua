@@ -15,5 +15,6 @@ elseif state == 'deferred' then
 else
   return state
 end
-end_task(id, tenant, 'canceled', clock_now(), 'canceled')
-return state
+local now = clock_now()
+end_task(id, tenant, 'canceled', now, 'canceled')
+return flush(now, state)

@@ -6,5 +6,5 @@ local id, token, seconds = ARGV[FIRST_ARG], ARGV[FIRST_ARG + 1], tonumber(ARGV[F
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
 local deadline = clock_now() + math.floor(seconds * MICROS)
 redis.call('ZADD', K.leases, 'XX', deadline, id)
-redis.call('HSET', task_key(id), 'lease_deadline', int(deadline))
-return int(deadline)
+redis.call('HSET', task_key(id), 'lease_deadline', deadline)
+return deadline

@@ -6,4 +6,5 @@
 local id, token, reason = ARGV[FIRST_ARG], ARGV[FIRST_ARG + 1], ARGV[FIRST_ARG + 2]
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
 redis.call('ZREM', K.leases, id)
-return retry_or_fail(id, clock_now(), reason, ARGV[FIRST_ARG + 3] == '1')
+local now = clock_now()
+return flush(now, retry_or_fail(id, now, reason, ARGV[FIRST_ARG + 3] == '1'))

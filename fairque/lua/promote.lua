@@ -2,6 +2,5 @@
 -- ARGV[6] = batch limit. Returns the number promoted.
 --@include maintenance
 
-local promoted = promote_due(clock_now(), tonumber(ARGV[FIRST_ARG]))
-save_ticks()
-return promoted
+local now = clock_now()
+return flush(now, promote_due(now, tonumber(ARGV[FIRST_ARG])))

@@ -11,5 +11,4 @@ local dropped = 0
 for _, state in ipairs({'finished', 'failed', 'canceled'}) do
   dropped = dropped + redis.call('ZREMRANGEBYSCORE', K['state:' .. state], '-inf', now)
 end
-save_ticks()
-return {expired, promoted, dropped}
+return flush(now, {expired, promoted, dropped})

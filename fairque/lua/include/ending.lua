@@ -1,26 +1,25 @@
 -- How an attempt ends: finished, failed (retried with backoff or final), canceled.
 --@include ready
 
-local LEASE_FIELDS = {'lease_deadline', 'lease_token', 'worker_id'}
-
 -- Ends task `id` in a terminal state. Finished tasks are kept for finished_ttl, failed
--- and canceled ones for failed_ttl; a TTL of 0 removes the task at once.
+-- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
+-- removes the task at once (seed 001: discard). Registry writes wait for flush().
 local function end_task(id, tenant, state, now, reason)
   local ttl_seconds = SETTINGS.failed_ttl
   if state == 'finished' then ttl_seconds = SETTINGS.finished_ttl end
   local key = task_key(id)
-  redis.call('HDEL', key, unpack(LEASE_FIELDS))
   if ttl_seconds <= 0 then
     redis.call('DEL', key, result_key(id))
   else
-    redis.call('HSET', key, 'state', state, 'finished_at', int(now))
-    if reason then redis.call('HSET', key, 'last_error', reason) end
+    if reason then
+      redis.call('HSET', key, 'state', state, 'finished_at', now, 'last_error', reason)
+    else
+      redis.call('HSET', key, 'state', state, 'finished_at', now)
+    end
     redis.call('EXPIRE', key, math.ceil(ttl_seconds))
-    redis.call('ZADD', K['state:' .. state], now + ttl_seconds * MICROS, id)
+    append('ZADD', K['state:' .. state], now + ttl_seconds * MICROS, id)
   end
-  local counts = {}
-  count_by_tenant(counts, tenant)
-  add_counters(state, counts)
+  count(state, tenant)
 end
 
 -- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
@@ -28,20 +27,18 @@ end
 local function retry_or_fail(id, now, reason, retry)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time')
-  local tenant, attempts, max_retries = f[1], tonumber(f[2]) + 1, tonumber(f[3])
-  redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[4], 'last_error', reason)
+  local tenant, attempts, max_retries = f[1], (tonumber(f[2]) or 0) + 1, tonumber(f[3])
   if retry and (max_retries < 0 or attempts <= max_retries) then
     local delay = SETTINGS.backoff_base * 2 ^ (attempts - 1)
     if delay > SETTINGS.backoff_max then delay = SETTINGS.backoff_max end
     local ready_at = now + math.floor(delay * MICROS)
-    redis.call('HDEL', key, unpack(LEASE_FIELDS))
-    redis.call('HSET', key, 'state', 'scheduled', 'execute_after', int(ready_at))
+    redis.call('HSET', key, 'state', 'scheduled', 'attempts', attempts,
+      'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)
     redis.call('ZADD', K.scheduled, ready_at, id)
-    local counts = {}
-    count_by_tenant(counts, tenant)
-    add_counters('retried', counts)
+    count('retried', tenant)
     return 'scheduled'
   end
+  redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[4])
   end_task(id, tenant, 'failed', now, reason)
   return 'failed'
 end
@@ -50,4 +47,13 @@ end
 local function holds_lease(id, token)
   local f = redis.call('HMGET', task_key(id), 'state', 'lease_token')
   return f[1] == 'started' and f[2] == token
+end
+
+-- Writes everything this call accumulated; every script returns through here.
+local function flush(now, reply)
+  flush_ready(now)
+  flush_appends()
+  flush_counters()
+  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  return reply
 end

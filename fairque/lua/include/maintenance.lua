@@ -5,40 +5,40 @@
 -- or to FAILED once its attempts are used up. Returns how many leases expired.
 local function reap_expired(now, limit)
   local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
-  local expired = {}
+  if #ids == 0 then return 0 end
+  redis.call('ZREM', K.leases, unpack(ids))
   for _, id in ipairs(ids) do
-    redis.call('ZREM', K.leases, id)
     local key = task_key(id)
     local f = redis.call('HMGET', key, 'tenant', 'priority', 'attempts', 'max_retries', 'start_time')
     local tenant, priority = f[1], tonumber(f[2])
-    local attempts, max_retries = tonumber(f[3]) + 1, tonumber(f[4])
-    count_by_tenant(expired, tenant)
+    local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
+    count('expired', tenant)
     if max_retries >= 0 and attempts > max_retries then
       redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[5])
       end_task(id, tenant, 'failed', now, 'lease expired')
     else
       local start_time = next_tick(now)
-      redis.call('HDEL', key, unpack(LEASE_FIELDS))
       redis.call('HSET', key, 'state', 'queued', 'attempts', attempts, 'prev_start_time', f[5],
-        'start_time', int(start_time), 'last_error', 'lease expired')
-      make_ready(now, id, tenant, priority, start_time)
+        'start_time', start_time, 'last_error', 'lease expired')
+      queue_ready(id, tenant, priority, start_time)
     end
   end
-  add_counters('expired', expired)
   return #ids
 end
 
 -- Makes scheduled tasks whose time has come ready, as of their execute_after.
 local function promote_due(now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+  if #due == 0 then return 0 end
+  local ids = {}
   for i = 1, #due, 2 do
     local id, ready_at = due[i], tonumber(due[i + 1])
-    redis.call('ZREM', K.scheduled, id)
+    ids[#ids + 1] = id
     local key = task_key(id)
     local f = redis.call('HMGET', key, 'tenant', 'priority')
-    redis.call('HSET', key, 'state', 'queued', 'start_time', int(ready_at))
-    make_ready(now, id, f[1], tonumber(f[2]), ready_at)
+    redis.call('HSET', key, 'state', 'queued', 'start_time', ready_at)
+    queue_ready(id, f[1], tonumber(f[2]), ready_at)
   end
-  return #due / 2
+  redis.call('ZREM', K.scheduled, unpack(ids))
+  return #ids
 end
-

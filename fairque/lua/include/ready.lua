@@ -1,87 +1,66 @@
--- Ready work: per-tenant queues, the per-tenant ready count and the global ring.
--- Invariant: a tenant is in the ring exactly when its ready count is above zero.
+-- Ready work: per-tenant queues, the per-tenant ready entry and the global ring.
+--
+-- A tenant's entry in the `ready` hash is count * 64 + levels: how many ready tasks it
+-- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
+-- bits of queues it finds empty), so a pop reads both in one field and probes only
+-- queues that have work. Invariant: a tenant is in the ring exactly when its count is
+-- above zero.
 --@include base
 
+local LEVELS = 64
+
+-- The `levels` bit of a queue: 1 for the critical list, 2^p for normal priority p.
+local function level_bit(priority)
+  if priority == CRITICAL then return 1 end
+  return 2 ^ priority
+end
+
+-- A ready entry as {count, levels}.
+local function split_ready(entry)
+  entry = tonumber(entry) or 0
+  return math.floor(entry / LEVELS), entry % LEVELS
+end
+
+-- Ready tasks added in this call, per tenant, in the order tenants first appeared, and
+-- the levels they were added to.
+local ready_added, ready_tenants, ready_levels = {}, {}, {}
+
 -- Queues task `id` of `tenant` as ready since `start_time` (the caller sets its hash).
-local function make_ready(now, id, tenant, priority, start_time)
+local function queue_ready(id, tenant, priority, start_time)
+  ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
-    redis.call('RPUSH', critical_key(tenant), id)
+    append('RPUSH', critical_key(tenant), id)
   else
-    redis.call('ZADD', normal_key(tenant, priority), start_time, id)
+    append('ZADD', normal_key(tenant, priority), start_time, id)
   end
-  if redis.call('HINCRBY', K.ready, tenant, 1) == 1 then
-    -- A tenant that comes back joins at the back of the ring.
-    redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant)
+  if ready_added[tenant] == nil then
+    ready_added[tenant] = 0
+    ready_tenants[#ready_tenants + 1] = tenant
   end
+  ready_added[tenant] = ready_added[tenant] + 1
 end
 
--- One ready task of `tenant` left its queues; returns how many remain.
+-- Writes the queued ids, the ready entries, and the ring for tenants that came back
+-- (they join at the back of the ring).
+local function flush_ready(now)
+  flush_appends()
+  for _, tenant in ipairs(ready_tenants) do
+    local added = ready_added[tenant]
+    local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))
+    local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
+    if missing ~= 0 then redis.call('HINCRBY', K.ready, tenant, missing) end
+    if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
+  end
+  ready_added, ready_tenants, ready_levels = {}, {}, {}
+end
+
+-- One ready task of `tenant` left its queues outside a pop (cancel).
 local function release_ready(tenant)
-  local left = redis.call('HINCRBY', K.ready, tenant, -1)
-  if left <= 0 then
+  local ready = split_ready(redis.call('HINCRBY', K.ready, tenant, -LEVELS))
+  if ready <= 0 then
     redis.call('HDEL', K.ready, tenant)
     redis.call('ZREM', K.ring, tenant)
   end
-  return left
-end
-
--- The least recently served tenant among `candidates` that has ready work, or nil.
-local function least_recent(candidates)
-  if #candidates == 0 then return nil end
-  local scores = redis.call('ZMSCORE', K.ring, unpack(candidates))
-  local best, best_score = nil, nil
-  for i, score in ipairs(scores) do
-    if score then
-      score = tonumber(score)
-      if best_score == nil or score < best_score then best, best_score = candidates[i], score end
-    end
-  end
-  return best
-end
-
--- The tenant to serve next: assigned tenants first, then steal targets (work stealing);
--- with neither, the head of the global ring.
-local function next_tenant(assigned, steal)
-  if assigned == nil then
-    local head = redis.call('ZRANGE', K.ring, 0, 0)
-    return head[1]
-  end
-  return least_recent(assigned) or least_recent(steal)
-end
-
--- Removes and returns the next task id of `tenant`: the critical head (FIFO), else the
--- normal head with the highest urgency (p / 5) * (now - ready time); ties go to the
--- higher priority, then to the older task. Compares at most five heads.
-local function take_task(tenant, now)
-  local id = redis.call('LPOP', critical_key(tenant))
-  if id then return id end
-  local best_id, best_priority, best_urgency = nil, nil, nil
-  for priority = 5, 1, -1 do
-    local head = redis.call('ZRANGE', normal_key(tenant, priority), 0, 0, 'WITHSCORES')
-    if head[1] then
-      local waited = now - tonumber(head[2])
-      if waited < 0 then waited = 0 end
-      local urgency = priority / 5 * waited
-      if best_urgency == nil or urgency > best_urgency then
-        best_id, best_priority, best_urgency = head[1], priority, urgency
-      end
-    end
-  end
-  if best_id then redis.call('ZREM', normal_key(tenant, best_priority), best_id) end
-  return best_id
-end
-
--- Takes one task of `tenant` and moves the tenant to the back of the ring.
-local function serve_tenant(tenant, now)
-  local id = take_task(tenant, now)
-  if id == nil then
-    -- Ready count without queued ids: repair the invariant rather than loop on it.
-    redis.call('HDEL', K.ready, tenant)
-    redis.call('ZREM', K.ring, tenant)
-    return nil
-  end
-  if release_ready(tenant) > 0 then redis.call('ZADD', K.ring, 'XX', next_tick(now), tenant) end
-  return id
 end
 
 -- Removes a queued task from its tenant queue (cancel); returns true if it was there.
