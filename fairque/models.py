@@ -80,9 +80,12 @@ class Task(BaseModel):
     @classmethod
     def _raise_fairque_error(cls, data: Any, handler: ModelWrapValidatorHandler[Task]) -> Task:
         try:
-            return handler(data)
+            task = handler(data)
         except pydantic.ValidationError as exc:
             raise InvalidInput.from_errors(list(exc.errors())) from None
+        if task.execute_after is not None and task.delay is not None:
+            raise InvalidInput("delay", "give execute_after or delay, not both")
+        return task
 
     @pydantic.field_validator("user_id", "task_id", "name")
     @classmethod
@@ -102,12 +105,6 @@ class Task(BaseModel):
         if value is not None and value < timedelta(0):
             raise ValueError(f"must not be negative, got {value.total_seconds()} s")
         return value
-
-    @pydantic.model_validator(mode="after")
-    def _check_one_start(self) -> Task:
-        if self.execute_after is not None and self.delay is not None:
-            raise ValueError("give execute_after or delay, not both")
-        return self
 
 
 @dataclass

@@ -193,7 +193,7 @@ class Ops:
         if lease_seconds is not None:
             _check_positive(lease_seconds, "lease_seconds", MAX_TIMEOUT_SECONDS)
         try:
-            worker = check_identifier(worker_id or default_worker_id())
+            worker = check_identifier(default_worker_id() if worker_id is None else worker_id)
         except ValueError as exc:
             raise InvalidInput("worker_id", str(exc)) from None
         args: list[Arg] = [

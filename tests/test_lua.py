@@ -1,0 +1,46 @@
+"""The scripts: one per operation, includes expanded once, keys declared, no scans."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from fairque import lua
+from fairque.keys import FIXED_KEYS
+
+SCRIPTS = sorted(
+    entry.name.removesuffix(".lua")
+    for entry in resources.files("fairque.lua").iterdir()
+    if entry.name.endswith(".lua")
+)
+
+
+def test_every_operation_has_its_script() -> None:
+    assert SCRIPTS == [
+        "cancel", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap", "stats",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_are_self_contained(name: str) -> None:
+    script = lua.load(name)
+    assert "--@include" not in script.source
+    assert script.source.startswith("local K = {")
+    for helper in re.findall(r"^local function (\w+)", script.source, re.MULTILINE):
+        assert script.source.count(f"local function {helper}(") == 1, helper
+    for forbidden in ("'KEYS'", '"KEYS"', "dofile", "loadstring", "LRANGE", "SMEMBERS", "cjson"):
+        assert forbidden not in script.source, forbidden
+    assert "getkeys" not in script.source.lower()
+
+
+def test_every_fixed_key_is_declared_in_order() -> None:
+    header = lua.load("push").source.splitlines()[0]
+    for index, name in enumerate(FIXED_KEYS, 1):
+        assert f"['{name}'] = KEYS[{index}]" in header
+
+
+def test_load_is_cached_and_hashed() -> None:
+    assert lua.load("pop") is lua.load("pop")
+    assert len(lua.load("pop").sha) == 40

@@ -1,0 +1,171 @@
+"""Bad input gets an error naming what is wrong, and writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from fairque import (
+    DuplicateTask,
+    FairQueue,
+    FairQueueError,
+    InvalidInput,
+    LeasedTask,
+    Priority,
+    QueueSettings,
+    Task,
+)
+from fairque.errors import from_script_error
+from tests.conftest import namespace_keys
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"priority": 0}, "priority"),
+        ({"priority": 7}, "priority"),
+        ({"priority": "high"}, "priority"),
+        ({"user_id": ""}, "user_id"),
+        ({"user_id": "a\nb"}, "user_id"),
+        ({"user_id": "x" * 257}, "user_id"),
+        ({"task_id": ""}, "task_id"),
+        ({"name": "bad\x00name"}, "name"),
+        ({"delay": -1}, "delay"),
+        ({"delay": timedelta(seconds=-0.5)}, "delay"),
+        ({"execute_after": datetime(2030, 1, 1)}, "execute_after"),  # noqa: DTZ001
+        ({"max_retries": -1}, "max_retries"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": 10 * 24 * 3600}, "timeout"),
+        ({"unknown": 1}, "unknown"),
+    ],
+)
+def test_task_fields_are_validated(fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        Task(**{"user_id": "u", **fields})
+    assert raised.value.field == field
+    assert field in str(raised.value)
+
+
+def test_execute_after_and_delay_are_exclusive() -> None:
+    with pytest.raises(InvalidInput, match="not both"):
+        Task(user_id="u", delay=1, execute_after=datetime.now(timezone.utc))
+
+
+def test_valid_tasks_are_accepted() -> None:
+    task = Task(user_id="ユーザー:1", priority=6, delay=0, payload=None)
+    assert task.priority is Priority.CRITICAL
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (complex(1, 2), "cannot be serialised"),
+        (object(), "cannot be serialised"),
+        (2**70, "cannot be serialised"),
+        ("x" * 2000, "over the 1024 limit"),
+    ],
+)
+def test_bad_payloads_write_nothing(
+    make_queue: Callable[..., FairQueue], namespace: str, payload: Any, message: str
+) -> None:
+    queue = make_queue(QueueSettings(max_payload_bytes=1024))
+    queue.push(Task(user_id="u", payload="first"))
+    before = namespace_keys(queue.redis, namespace)
+    good = Task(user_id="u", payload="fine")
+    with pytest.raises(InvalidInput, match=message) as raised:
+        queue.push_many([good, Task(user_id="u", payload=payload)])
+    assert raised.value.field == "payload"
+    assert namespace_keys(queue.redis, namespace) == before
+
+
+def test_a_duplicate_id_refuses_the_whole_batch(queue: FairQueue, namespace: str) -> None:
+    queue.push(Task(user_id="u", task_id="taken", payload=1))
+    before = namespace_keys(queue.redis, namespace)
+    batch = [Task(user_id="u", task_id=f"new{i}") for i in range(3)] + [
+        Task(user_id="v", task_id="taken")
+    ]
+    with pytest.raises(DuplicateTask, match="taken"):
+        queue.push_many(batch)
+    assert namespace_keys(queue.redis, namespace) == before
+    with pytest.raises(InvalidInput, match="twice"):
+        queue.push_many([Task(user_id="u", task_id="same"), Task(user_id="u", task_id="same")])
+    assert namespace_keys(queue.redis, namespace) == before
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda q: q.push_many([]), "tasks"),
+        (lambda q: q.push_many(["not a task"]), "tasks"),
+        (lambda q: q.push_many([Task(user_id="u")] * 10_001), "tasks"),
+        (lambda q: q.pop(count=0), "count"),
+        (lambda q: q.pop(count=1001), "count"),
+        (lambda q: q.pop(count=True), "count"),
+        (lambda q: q.pop(assigned_users="alice"), "assigned_users"),
+        (lambda q: q.pop(assigned_users=[""]), "assigned_users"),
+        (lambda q: q.pop(steal_targets=["u"] * 1001), "steal_targets"),
+        (lambda q: q.pop(worker_id=""), "worker_id"),
+        (lambda q: q.pop(lease_seconds=0), "lease_seconds"),
+    ],
+)
+def test_bad_calls_name_the_argument(
+    queue: FairQueue, namespace: str, call: Callable[[FairQueue], object], field: str
+) -> None:
+    queue.push(Task(user_id="u", payload="x"))
+    before = namespace_keys(queue.redis, namespace)
+    with pytest.raises(InvalidInput) as raised:
+        call(queue)
+    assert raised.value.field == field
+    assert namespace_keys(queue.redis, namespace) == before
+
+
+def test_bad_lease_calls(queue: FairQueue) -> None:
+    queue.push(Task(user_id="u", payload="x"))
+    (leased,) = queue.pop()
+    with pytest.raises(InvalidInput, match="seconds"):
+        queue.extend(leased, -1)
+    with pytest.raises(InvalidInput, match="one result per task"):
+        queue.finish_many([leased], [1, 2])
+    with pytest.raises(InvalidInput, match="result"):
+        queue.finish(leased, result=object())
+
+
+@pytest.mark.parametrize("namespace", ["", "a{b}", "a b", "x" * 65])
+def test_bad_namespace(namespace: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        FairQueue("redis://127.0.0.1:1", namespace)
+    assert raised.value.field == "namespace"
+
+
+def test_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="retry_backoff_max"):
+        QueueSettings(retry_backoff_max=0)
+
+
+def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace: str) -> None:
+    call = queue.ops.push([Task(user_id="u")])
+    args = list(call.args)
+    args[5 + 1 + 2] = 9  # the priority of the first task
+    before = namespace_keys(queue.redis, namespace)
+    with pytest.raises(Exception, match="INVALID priority 9"):
+        queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *args)
+    assert namespace_keys(queue.redis, namespace) == before
+
+
+def test_script_errors_map_to_fairque_errors() -> None:
+    assert isinstance(from_script_error("DUPLICATE x"), DuplicateTask)
+    invalid = from_script_error("INVALID priority 9")
+    assert isinstance(invalid, InvalidInput)
+    assert invalid.field == "priority"
+    other = from_script_error("ERR something else")
+    assert type(other) is FairQueueError
+    assert "something else" in str(other)
+
+
+def test_a_leased_task_from_another_queue_is_refused(queue: FairQueue) -> None:
+    ghost = LeasedTask("ghost", "u", Priority.NORMAL, None, None, 0, 0.0, "1", 1.0, 3, 0.0, 0.0,
+                       None)  # fmt: skip
+    assert queue.finish_many([ghost]) == ["ghost"]
