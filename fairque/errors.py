@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -18,7 +19,7 @@ class InvalidInput(FairQueueError):  # noqa: N818 - reads as "raise InvalidInput
         super().__init__(f"{field}: {message}")
 
     @classmethod
-    def from_errors(cls, errors: list[dict[str, Any]]) -> InvalidInput:
+    def from_errors(cls, errors: Sequence[Mapping[str, Any]]) -> InvalidInput:
         """Builds one error from pydantic's error list, naming every bad field."""
         parts = [(_location(error["loc"]), _message(error)) for error in errors]
         field = parts[0][0] if parts else "input"
@@ -28,7 +29,7 @@ class InvalidInput(FairQueueError):  # noqa: N818 - reads as "raise InvalidInput
         return error
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: Mapping[str, Any]) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 

@@ -66,7 +66,7 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     user_id: str
-    priority: Priority = Priority.NORMAL
+    priority: Priority | int = Priority.NORMAL  # an int 1..6 becomes a Priority
     payload: Any = None
     name: str | None = None
     task_id: str | None = None
@@ -74,7 +74,7 @@ class Task(BaseModel):
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     keep_result: bool = False
     execute_after: datetime | None = None
-    delay: timedelta | None = None
+    delay: timedelta | float | None = None  # seconds, or a timedelta
 
     @pydantic.model_validator(mode="wrap")
     @classmethod
@@ -82,7 +82,7 @@ class Task(BaseModel):
         try:
             task = handler(data)
         except pydantic.ValidationError as exc:
-            raise InvalidInput.from_errors(list(exc.errors())) from None
+            raise InvalidInput.from_errors(exc.errors()) from None
         if task.execute_after is not None and task.delay is not None:
             raise InvalidInput("delay", "give execute_after or delay, not both")
         return task
@@ -97,6 +97,20 @@ class Task(BaseModel):
     def _check_aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError("must be timezone-aware (e.g. datetime.now(timezone.utc))")
+        return value
+
+    @pydantic.field_validator("priority", mode="before")
+    @classmethod
+    def _to_priority(cls, value: Any) -> Priority:
+        if isinstance(value, bool) or value not in Priority._value2member_map_:
+            raise ValueError(f"must be 1 to 5 or Priority.CRITICAL (6), got {value!r}")
+        return Priority(value)
+
+    @pydantic.field_validator("delay", mode="before")
+    @classmethod
+    def _to_timedelta(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return timedelta(seconds=value)
         return value
 
     @pydantic.field_validator("delay")

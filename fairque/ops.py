@@ -103,7 +103,7 @@ def _start_arg(task: Task) -> str:
     """The execute_after field of push: '' (now), absolute us, or '+us' from server time."""
     if task.execute_after is not None:
         return str(int(task.execute_after.timestamp() * MICROS))
-    if task.delay is not None and task.delay > timedelta(0):
+    if isinstance(task.delay, timedelta) and task.delay > timedelta(0):
         return f"+{int(task.delay.total_seconds() * MICROS)}"
     return ""
 

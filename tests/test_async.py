@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import operator
 
 import pytest
 
@@ -47,7 +49,7 @@ async def test_async_pops_concurrently_deliver_once(aqueue: AsyncFairQueue) -> N
         return got
 
     results = await asyncio.gather(*(drain() for _ in range(4)))
-    assert sorted(sum(results, [])) == list(range(300))
+    assert sorted(functools.reduce(operator.iadd, results, [])) == list(range(300))
 
 
 async def test_async_context_manager_and_script_reload(server: LocalServer) -> None:

@@ -20,7 +20,9 @@ def tenants_of(queue: FairQueue, pops: int, count: int = 1) -> list[str]:
 def test_critical_is_fifo_and_goes_first(queue: FairQueue) -> None:
     queue.push(Task(user_id="u", priority=Priority.HIGHEST, payload="normal"))
     queue.push(Task(user_id="u", priority=Priority.CRITICAL, payload="c1"))
-    queue.push_many([Task(user_id="u", priority=Priority.CRITICAL, payload=f"c{i}") for i in (2, 3)])
+    queue.push_many(
+        [Task(user_id="u", priority=Priority.CRITICAL, payload=f"c{i}") for i in (2, 3)]
+    )
     queue.push(Task(user_id="u", priority=Priority.CRITICAL, payload="c4"))
     payloads = [task.payload for task in queue.pop(count=5)]
     assert payloads == ["c1", "c2", "c3", "c4", "normal"]

@@ -74,7 +74,7 @@ def test_finish_keeps_the_result_when_asked(queue: FairQueue) -> None:
 def test_an_expired_lease_brings_the_task_back_with_attempts_plus_one(queue: FairQueue) -> None:
     task_id = queue.push(Task(user_id="u", payload="x"))
     first = pop_one(queue, lease_seconds=0.05)
-    again = wait_for(lambda: queue.pop(), timeout=5)[0]
+    again = wait_for(queue.pop, timeout=5)[0]
     assert again.task_id == task_id
     assert again.attempts == 1
     assert again.prev_start_time == first.start_time
@@ -89,7 +89,7 @@ def test_an_expired_lease_brings_the_task_back_with_attempts_plus_one(queue: Fai
 def test_a_stale_holder_cannot_finish_fail_or_extend(queue: FairQueue) -> None:
     queue.push(Task(user_id="u", payload="x"))
     stale = pop_one(queue, lease_seconds=0.05)
-    holder = wait_for(lambda: queue.pop(), timeout=5)[0]
+    holder = wait_for(queue.pop, timeout=5)[0]
     with pytest.raises(LeaseLost):
         queue.finish(stale, result="stale")
     with pytest.raises(LeaseLost):
@@ -135,7 +135,7 @@ def test_retries_back_off_exponentially_then_fail(make_queue: Callable[..., Fair
     task_id = queue.push(Task(user_id="u", payload="flaky", max_retries=3))
     delays = []
     for attempt in range(3):
-        leased = wait_for(lambda: queue.pop(), timeout=5)[0]
+        leased = wait_for(queue.pop, timeout=5)[0]
         assert leased.attempts == attempt
         failed_at = server_now(queue)
         assert queue.fail(leased, f"boom {attempt}") is TaskState.SCHEDULED
@@ -145,7 +145,7 @@ def test_retries_back_off_exponentially_then_fail(make_queue: Callable[..., Fair
         delays.append(info.execute_after - failed_at)
     for attempt, delay in enumerate(delays):
         assert 0.05 * 2**attempt - 0.01 <= delay <= 0.05 * 2**attempt + 0.01
-    last = wait_for(lambda: queue.pop(), timeout=5)[0]
+    last = wait_for(queue.pop, timeout=5)[0]
     assert last.attempts == 3
     assert queue.fail(last, "final") is TaskState.FAILED
     info = queue.get(task_id)
@@ -172,7 +172,7 @@ def test_backoff_is_capped(make_queue: Callable[..., FairQueue]) -> None:
     queue = make_queue(QueueSettings(retry_backoff_base=100, retry_backoff_max=0.05))
     task_id = queue.push(Task(user_id="u", payload="x"))
     queue.fail(pop_one(queue), "boom")
-    assert wait_for(lambda: queue.pop(), timeout=5)[0].task_id == task_id
+    assert wait_for(queue.pop, timeout=5)[0].task_id == task_id
 
 
 def test_fail_without_retry_is_final(queue: FairQueue) -> None:
@@ -197,7 +197,7 @@ def test_unlimited_retries(make_queue: Callable[..., FairQueue]) -> None:
     queue = make_queue(QueueSettings(retry_backoff_base=0.001))
     queue.push(Task(user_id="u", payload="x", max_retries=None))
     for attempt in range(6):
-        leased = wait_for(lambda: queue.pop(), timeout=5)[0]
+        leased = wait_for(queue.pop, timeout=5)[0]
         assert leased.attempts == attempt
         assert queue.fail(leased, "again") is TaskState.SCHEDULED
 
@@ -205,7 +205,7 @@ def test_unlimited_retries(make_queue: Callable[..., FairQueue]) -> None:
 def test_scheduled_tasks_are_promoted_when_due(queue: FairQueue) -> None:
     task_id = queue.push(Task(user_id="u", payload="x", delay=timedelta(milliseconds=50)))
     assert state_of(queue, task_id) is TaskState.SCHEDULED
-    assert wait_for(lambda: queue.promote(), timeout=5) == 1
+    assert wait_for(queue.promote, timeout=5) == 1
     info = queue.get(task_id)
     assert info is not None
     assert info.state is TaskState.QUEUED

@@ -35,7 +35,7 @@ from tests.conftest import namespace_keys
         ({"name": "bad\x00name"}, "name"),
         ({"delay": -1}, "delay"),
         ({"delay": timedelta(seconds=-0.5)}, "delay"),
-        ({"execute_after": datetime(2030, 1, 1)}, "execute_after"),  # noqa: DTZ001
+        ({"execute_after": datetime(2030, 1, 1)}, "execute_after"),
         ({"max_retries": -1}, "max_retries"),
         ({"timeout": 0}, "timeout"),
         ({"timeout": 10 * 24 * 3600}, "timeout"),

@@ -36,12 +36,12 @@ class AsyncFairQueue:
         self.redis = client or aioredis.Redis.from_url(redis_url(url))
 
     async def _run(self, call: Call[T]) -> T:
-        args = (len(call.keys), *call.keys, *call.args)
+        keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = await self.redis.evalsha(call.script.sha, *args)
+                reply = await self.redis.evalsha(call.script.sha, len(call.keys), *keys_and_args)
             except NoScriptError:
-                reply = await self.redis.eval(call.script.source, *args)
+                reply = await self.redis.eval(call.script.source, len(call.keys), *keys_and_args)
         except ResponseError as exc:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)

@@ -36,12 +36,12 @@ class FairQueue:
         self.redis = client or redis.Redis.from_url(redis_url(url))
 
     def _run(self, call: Call[T]) -> T:
-        args = (len(call.keys), *call.keys, *call.args)
+        keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = self.redis.evalsha(call.script.sha, *args)
+                reply = self.redis.evalsha(call.script.sha, len(call.keys), *keys_and_args)
             except NoScriptError:
-                reply = self.redis.eval(call.script.source, *args)
+                reply = self.redis.eval(call.script.source, len(call.keys), *keys_and_args)
         except ResponseError as exc:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)
