@@ -6,7 +6,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import msgspec
 import pytest
+import redis
 
 from fairque import (
     DuplicateTask,
@@ -146,12 +148,20 @@ def test_settings_are_validated() -> None:
 
 
 def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace: str) -> None:
-    call = queue.ops.push([Task(user_id="u")])
-    args = list(call.args)
-    args[5 + 1 + 2] = 9  # the priority of the first task
+    call = queue.ops.push([Task(user_id="u"), Task(user_id="v")])
+    head, (count, rows, *payloads) = call.args[:5], call.args[5:]
+    good, second = msgspec.msgpack.decode(rows)
+    refused = {
+        "INVALID priority 9": [good, [*second[:2], 9, *second[3:]]],
+        "INVALID task_id or user_id of task 2": [good, [second[0], "", *second[2:]]],
+        "DUPLICATE": [good, good],
+        "INVALID tasks do not match": [good],
+    }
     before = namespace_keys(queue.redis, namespace)
-    with pytest.raises(Exception, match="INVALID priority 9"):
-        queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *args)
+    for message, tampered in refused.items():
+        args = (*head, count, msgspec.msgpack.encode(tampered), *payloads)
+        with pytest.raises(redis.ResponseError, match=message):
+            queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *args)
     assert namespace_keys(queue.redis, namespace) == before
 
 

@@ -64,8 +64,9 @@ local function count(name, tenant)
 end
 
 -- Pending multi-member writes: appends[command][key] = {values...}, in call order.
+-- `append` takes one value (RPUSH) or a score and a member (ZADD).
 local appends, append_keys = {}, {}
-local function append(command, key, ...)
+local function append(command, key, value, member)
   local by_key = appends[command]
   if by_key == nil then by_key = {}; appends[command] = by_key end
   local values = by_key[key]
@@ -74,7 +75,8 @@ local function append(command, key, ...)
     by_key[key] = values
     append_keys[#append_keys + 1] = {command, key}
   end
-  for _, value in ipairs({...}) do values[#values + 1] = value end
+  values[#values + 1] = value
+  if member ~= nil then values[#values + 1] = member end
 end
 
 local function flush_appends()
