@@ -150,6 +150,7 @@ def test_settings_are_validated() -> None:
 def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace: str) -> None:
     call = queue.ops.push([Task(user_id="u"), Task(user_id="v")])
     head, (count, rows, *payloads) = call.args[:5], call.args[5:]
+    assert isinstance(rows, bytes)
     good, second = msgspec.msgpack.decode(rows)
     refused = {
         "INVALID priority 9": [good, [*second[:2], 9, *second[3:]]],
