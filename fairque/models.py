@@ -121,7 +121,7 @@ class Task(BaseModel):
         return value
 
 
-@dataclass
+@dataclass(slots=True)
 class LeasedTask:
     """A task handed to a worker, which holds it until ``lease_deadline``.
 
