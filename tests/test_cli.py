@@ -1,0 +1,53 @@
+"""The fairque command: demo and the embedded server's status."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from fairque import demo
+from fairque.cli import app
+from fairque.config import URL_ENV
+from fairque.embedded import HOME_ENV, LocalServer
+
+runner = CliRunner()
+
+
+def test_demo_shows_small_tenants_finishing_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(URL_ENV, raising=False)
+    result = runner.invoke(app, ["demo", "--tasks", "60", "--tenants", "3"])
+    assert result.exit_code == 0, result.output
+    match = re.search(r"finished by completion (\d+) of (\d+)", result.output)
+    assert match is not None
+    last_small, total = int(match.group(1)), int(match.group(2))
+    assert total == 62  # 60 tasks and 2 critical ones
+    assert last_small <= 2 * 24 + 2  # two small tenants of 12, interleaved with big
+
+
+def test_demo_run_on_a_given_server(server: LocalServer) -> None:
+    summary = demo.run(server.url, tenants=4, tasks=100, console=Console(file=None, quiet=True))
+    small = [f"small-{n}" for n in (1, 2, 3)]
+    assert len(summary.completions) == 102
+    assert summary.mean_position(small) < summary.mean_position([demo.BIG])
+    assert summary.critical_positions == [1, 1 + 4]  # big's first two turns of the ring
+
+
+def test_server_status_and_stop_without_a_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(HOME_ENV, str(tmp_path))
+    status = runner.invoke(app, ["server", "status"])
+    assert status.exit_code == 0
+    assert "not running" in status.output
+    stop = runner.invoke(app, ["server", "stop"])
+    assert "was not running" in stop.output
+
+
+def test_bad_options_are_refused() -> None:
+    result = runner.invoke(app, ["demo", "--tenants", "1"])
+    assert result.exit_code != 0
+    assert "tenants" in result.output
