@@ -139,6 +139,7 @@ class Ops:
         self.settings = settings
         self.prefix = namespace_prefix(namespace)
         self._keys = fixed_keys(self.prefix)
+        self.wake_channel = self.prefix + "wake"  # published when tasks become ready
         self._head: tuple[Arg, ...] = (
             self.prefix,
             repr(settings.retry_backoff_base),
@@ -229,11 +230,7 @@ class Ops:
         for task, result in zip(tasks, results, strict=True):
             kept = b"" if result is None else encode(result, "result", limit)
             args += (task.task_id, task.lease_token, kept)
-
-        def lost(reply: list[int]) -> list[str]:
-            return [task.task_id for task, ok in zip(tasks, reply, strict=True) if not ok]
-
-        return self._call("finish", args, lost)
+        return self._call("finish", args, _lost_ids(tasks))
 
     def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
         """Acknowledges one task; parsing raises :class:`LeaseLost` if its lease was lost."""
@@ -244,6 +241,13 @@ class Ops:
                 raise LeaseLost(task.task_id)
 
         return Call(call.script, call.keys, call.args, check)
+
+    def release(self, tasks: Sequence[LeasedTask]) -> Call[list[str]]:
+        """Hands leased tasks back to the queue; parses to the ids whose lease was lost."""
+        args: list[Arg] = [len(tasks)]
+        for task in tasks:
+            args += (task.task_id, task.lease_token)
+        return self._call("release", args, _lost_ids(tasks))
 
     def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
         """Ends an attempt as failed; the reply parses to the task's new state."""
@@ -281,6 +285,15 @@ class Ops:
     def promote(self, limit: int) -> Call[int]:
         """Makes up to ``limit`` due scheduled tasks ready."""
         return self._call("promote", (limit,), int)
+
+
+def _lost_ids(tasks: Sequence[LeasedTask]) -> Callable[[list[int]], list[str]]:
+    """Parses a per-task 1/0 reply to the ids of the tasks whose lease was lost."""
+
+    def lost(reply: list[int]) -> list[str]:
+        return [task.task_id for task, ok in zip(tasks, reply, strict=True) if not ok]
+
+    return lost
 
 
 _PRIORITY_OF = {str(int(priority)).encode(): priority for priority in Priority}

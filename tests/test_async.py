@@ -36,6 +36,10 @@ async def test_async_round_trip(aqueue: AsyncFairQueue) -> None:
     assert stats.counters["pushed"] == 4
     assert (await aqueue.reap()).expired == 0
     assert await aqueue.promote() == 0
+    await aqueue.push(Task(user_id="d", payload=5))
+    held = await aqueue.pop(assigned_users=["d"])
+    assert await aqueue.release(held) == []
+    assert [task.payload for task in await aqueue.pop(assigned_users=["d"])] == [5]
 
 
 async def test_async_pops_concurrently_deliver_once(aqueue: AsyncFairQueue) -> None:

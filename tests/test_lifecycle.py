@@ -283,3 +283,28 @@ def test_scripts_are_reloaded_after_a_script_flush(queue: FairQueue) -> None:
     queue.push(Task(user_id="u", payload="x"))
     queue.redis.script_flush()
     assert pop_one(queue).payload == "x"
+
+
+def test_release_hands_tasks_back_at_once_in_their_place(queue: FairQueue) -> None:
+    normal = queue.push_many([Task(user_id="u", payload=i) for i in range(3)])
+    critical = queue.push(Task(user_id="u", priority=Priority.CRITICAL, payload="c"))
+    held = queue.pop(count=2)
+    assert [task.task_id for task in held] == [critical, normal[0]]
+    assert queue.release(held) == []
+    assert queue.release(held) == [critical, normal[0]]  # no longer held
+    again = queue.pop(count=4)
+    assert [task.task_id for task in again] == [critical, *normal]
+    assert [task.attempts for task in again] == [0, 0, 0, 0]
+    assert queue.stats().counters["released"] == 2
+
+
+def test_tasks_becoming_ready_wake_idle_workers(queue: FairQueue) -> None:
+    listener = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    listener.subscribe(queue.ops.wake_channel)
+    wait_for(lambda: listener.get_message(timeout=0.01) is None and listener.subscribed)
+    queue.push(Task(user_id="u", payload="wake up", delay=timedelta(hours=1)))
+    assert listener.get_message(timeout=0.2) is None  # nothing ready yet
+    queue.push_many([Task(user_id="a"), Task(user_id="b")])
+    message = wait_for(lambda: listener.get_message(timeout=0.1), timeout=5)
+    assert (message["channel"], message["data"]) == (queue.ops.wake_channel.encode(), b"2")
+    listener.close()

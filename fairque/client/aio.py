@@ -76,6 +76,10 @@ class AsyncFairQueue:
         """Finishes many tasks in one call; returns the ids whose lease was lost."""
         return await self._run(self.ops.finish(tasks, results or [None] * len(tasks)))
 
+    async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
+        """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
+        return await self._run(self.ops.release(tasks))
+
     async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
         return await self._run(self.ops.fail(task, error, retry))

@@ -25,11 +25,12 @@ end
 -- the levels they were added to.
 local ready_added, ready_tenants, ready_levels = {}, {}, {}
 
--- Queues task `id` of `tenant` as ready since `start_time` (the caller sets its hash).
-local function queue_ready(id, tenant, priority, start_time)
+-- Queues task `id` of `tenant` as ready since `start_time` (the caller sets its hash);
+-- a critical task handed back (`first`) goes to the head of its list.
+local function queue_ready(id, tenant, priority, start_time, first)
   ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
-    append('RPUSH', critical_key(tenant), id)
+    append(first and 'LPUSH' or 'RPUSH', critical_key(tenant), id)
   else
     append('ZADD', normal_key(tenant, priority), start_time, id)
   end
@@ -41,9 +42,11 @@ local function queue_ready(id, tenant, priority, start_time)
 end
 
 -- Writes the queued ids, the ready entries, and the ring for tenants that came back
--- (they join at the back of the ring).
+-- (they join at the back of the ring), and wakes idle workers waiting on `wake`.
 local function flush_ready(now)
   flush_appends()
+  if #ready_tenants == 0 then return end
+  redis.call('PUBLISH', PREFIX .. 'wake', #ready_tenants)
   for _, tenant in ipairs(ready_tenants) do
     local added = ready_added[tenant]
     local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))
