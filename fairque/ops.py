@@ -282,6 +282,10 @@ class Ops:
         """One maintenance pass of at most ``limit`` leases and scheduled tasks."""
         return self._call("reap", (limit,), lambda reply: Maintenance(*map(int, reply)))
 
+    def next_due(self) -> Call[float | None]:
+        """Seconds until the next scheduled task is due; None when none is scheduled."""
+        return self._call("due", (), lambda reply: None if reply < 0 else reply / MICROS)
+
     def promote(self, limit: int) -> Call[int]:
         """Makes up to ``limit`` due scheduled tasks ready."""
         return self._call("promote", (limit,), int)

@@ -203,8 +203,12 @@ def test_unlimited_retries(make_queue: Callable[..., FairQueue]) -> None:
 
 
 def test_scheduled_tasks_are_promoted_when_due(queue: FairQueue) -> None:
+    assert queue.next_due() is None
     task_id = queue.push(Task(user_id="u", payload="x", delay=timedelta(milliseconds=50)))
     assert state_of(queue, task_id) is TaskState.SCHEDULED
+    due = queue.next_due()
+    assert due is not None
+    assert 0 <= due <= 0.05
     assert wait_for(queue.promote, timeout=5) == 1
     info = queue.get(task_id)
     assert info is not None

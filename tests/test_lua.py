@@ -19,8 +19,8 @@ SCRIPTS = sorted(
 
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
-        "cancel", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap", "release",
-        "stats",
+        "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
+        "release", "stats",
     ]  # fmt: skip
 
 

@@ -104,6 +104,10 @@ class FairQueue:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
         return self._run(self.ops.reap(limit))
 
+    def next_due(self) -> float | None:
+        """Seconds until the next scheduled task is due (0: now); None if none is."""
+        return self._run(self.ops.next_due())
+
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
         return self._run(self.ops.promote(limit))

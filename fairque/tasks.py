@@ -1,0 +1,109 @@
+"""Task functions: ``@task`` registers a function under a stable name.
+
+A pushed task names its function and carries the arguments in its MessagePack payload
+(``{"args": [...], "kwargs": {...}}``); a worker runs only registered functions, looked up
+by name, and never imports or unpickles code it was sent.
+
+>>> @task
+... def add(x: int, y: int) -> int:
+...     return x + y
+>>> queue.push(add.build(args=[1, 2], user_id="alice"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from fairque.errors import InvalidInput
+from fairque.models import Priority, Task
+
+
+@dataclass(frozen=True)
+class TaskFunction:
+    """A registered function: call it directly, or ``build`` a Task that runs it."""
+
+    name: str
+    func: Callable[..., Any]
+    is_async: bool
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def build(
+        self,
+        *,
+        user_id: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        priority: Priority | int = Priority.NORMAL,
+        **options: Any,
+    ) -> Task:
+        """A Task running this function with ``args`` / ``kwargs`` for tenant ``user_id``.
+
+        ``options`` are the other Task fields (task_id, max_retries, timeout, ...).
+        """
+        payload = {"args": list(args), "kwargs": dict(kwargs or {})}
+        return Task(user_id=user_id, priority=priority, name=self.name, payload=payload, **options)
+
+
+@dataclass
+class Registry:
+    """Task functions by name."""
+
+    functions: dict[str, TaskFunction] = field(default_factory=dict)
+
+    def register(self, func: Callable[..., Any], name: str | None = None) -> TaskFunction:
+        """Registers ``func`` under ``name`` (default: ``module.qualname``)."""
+        name = name or f"{func.__module__}.{func.__qualname__}"
+        known = self.functions.get(name)
+        if known is not None and known.func is not func:
+            raise InvalidInput("name", f"another function is registered as {name!r}")
+        registered = TaskFunction(name, func, inspect.iscoroutinefunction(func))
+        self.functions[name] = registered
+        return registered
+
+    def get(self, name: str | None) -> TaskFunction | None:
+        """The function registered as ``name``, if any."""
+        return None if name is None else self.functions.get(name)
+
+
+registry = Registry()
+
+
+@overload
+def task(func: Callable[..., Any], /) -> TaskFunction: ...
+
+
+@overload
+def task(
+    *, name: str | None = None, into: Registry | None = None
+) -> Callable[[Callable[..., Any]], TaskFunction]: ...
+
+
+def task(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    into: Registry | None = None,
+) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
+    """Registers a sync or async function as a task: ``@task`` or ``@task(name="x")``."""
+    target = into or registry
+
+    def decorate(function: Callable[..., Any]) -> TaskFunction:
+        return target.register(function, name)
+
+    return decorate if func is None else decorate(func)
+
+
+def call_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The (args, kwargs) a task payload carries; refuses any other shape."""
+    if not isinstance(payload, dict) or set(payload) - {"args", "kwargs"}:
+        raise InvalidInput("payload", 'a task function payload is {"args": [...], "kwargs": {}}')
+    args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise InvalidInput("payload", "args must be a list and kwargs a map")
+    return args, kwargs

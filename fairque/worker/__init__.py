@@ -1,0 +1,6 @@
+"""Workers: run registered task functions from the queue (see :class:`Worker`)."""
+
+from fairque.worker.config import WorkerConfig, load_config
+from fairque.worker.runner import Worker
+
+__all__ = ["Worker", "WorkerConfig", "load_config"]

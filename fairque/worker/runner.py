@@ -1,0 +1,202 @@
+"""The worker: leases tasks fairly and runs their registered functions.
+
+One asyncio loop fetches as many tasks as it has free slots (``concurrency``), runs async
+functions on the loop and sync ones on a thread pool, extends the leases of running tasks
+(heartbeat), fails a task that outlives its timeout, and, when idle, waits on the
+namespace's wake channel so a new task is picked up at once rather than at the next poll.
+On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for
+``grace_seconds``, then hands the rest back to the queue in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio.client import PubSub
+
+from fairque.client import AsyncFairQueue
+from fairque.errors import InvalidInput, LeaseLost
+from fairque.models import LeasedTask
+from fairque.tasks import Registry, call_arguments, registry
+from fairque.worker.config import WorkerConfig
+
+log = logging.getLogger("fairque.worker")
+
+WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended: a result, or an error and whether to retry."""
+
+    result: Any = None
+    error: str | None = None
+    retry: bool = True
+
+
+class Worker:
+    """Runs registered task functions from one namespace.
+
+    >>> Worker(load_config(Path("worker.yaml"))).run()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        functions: Registry | None = None,
+        queue: AsyncFairQueue | None = None,
+    ) -> None:
+        self.config = config
+        self.functions = functions or registry
+        self._queue = queue
+        self._running: dict[str, tuple[LeasedTask, asyncio.Task[None]]] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="fairque-task")
+        self.finished = 0
+        self.failed = 0
+
+    def stop(self) -> None:
+        """Asks the worker to stop (from the worker's event loop)."""
+        self._stopping.set()
+
+    def run(self) -> None:
+        """Runs until SIGTERM or SIGINT."""
+        asyncio.run(self.run_async(handle_signals=True))
+
+    async def run_async(self, handle_signals: bool = False) -> None:
+        """Runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
+        queue = self._queue or AsyncFairQueue(self.config.redis_url, self.config.namespace)
+        if handle_signals:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, self.stop)
+        wake = queue.redis.pubsub(ignore_subscribe_messages=True)
+        await wake.subscribe(queue.ops.wake_channel)
+        heartbeat = asyncio.create_task(self._heartbeat(queue))
+        log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
+        try:
+            await self._fetch(queue, wake)
+            await self._hand_back(queue)
+        finally:
+            heartbeat.cancel()
+            await wake.aclose()  # type: ignore[no-untyped-call]
+            if self._queue is None:
+                await queue.close()
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            log.info("worker %s stopped", self.config.id)
+
+    async def _fetch(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+        while not self._stopping.is_set():
+            free = self.config.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            leased = await queue.pop(
+                count=free,
+                assigned_users=self.config.assigned_users,
+                steal_targets=self.config.steal_targets,
+                worker_id=self.config.id,
+                lease_seconds=self.config.lease_seconds,
+            )
+            for task in leased:
+                self._start(queue, task)
+            if not leased:
+                await self._idle(queue, wake)
+
+    async def _idle(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+        """Waits for a wake message, the poll interval, the next scheduled task (a delay
+        or a retry backoff) to come due, or a stop, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        wait = self.config.poll_interval_seconds
+        due = await queue.next_due()
+        if due is not None:
+            wait = min(wait, due)
+        deadline = loop.time() + wait
+        while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
+            if await wake.get_message(timeout=min(left, WAKE_CHECK_SECONDS)):
+                while await wake.get_message(timeout=0):
+                    pass  # one pop serves every wake-up that arrived meanwhile
+                return
+
+    def _start(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
+        job = asyncio.create_task(self._execute(queue, leased))
+        self._running[leased.task_id] = (leased, job)
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._running.pop(leased.task_id, None)
+            self._slot_freed.set()
+
+        job.add_done_callback(done)
+
+    async def _execute(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
+        outcome = await self._call(leased)
+        try:
+            if outcome.error is None:
+                await queue.finish(leased, result=outcome.result)
+                self.finished += 1
+            else:
+                log.warning("task %s failed: %s", leased.task_id, outcome.error)
+                await queue.fail(leased, outcome.error, retry=outcome.retry)
+                self.failed += 1
+        except LeaseLost:
+            log.warning("task %s: lease lost before its outcome was recorded", leased.task_id)
+
+    async def _call(self, leased: LeasedTask) -> Outcome:
+        function = self.functions.get(leased.name)
+        if function is None:
+            return Outcome(error=f"unknown task function {leased.name!r}", retry=False)
+        try:
+            args, kwargs = call_arguments(leased.payload)
+        except InvalidInput as exc:
+            return Outcome(error=str(exc), retry=False)
+        timeout = min(leased.timeout, self.config.task_timeout_seconds)
+        try:
+            if function.is_async:
+                result = await asyncio.wait_for(function.func(*args, **kwargs), timeout)
+            else:
+                call = functools.partial(function.func, *args, **kwargs)
+                running = asyncio.get_running_loop().run_in_executor(self._threads, call)
+                # A sync function cannot be interrupted: at the deadline it is abandoned.
+                result = await asyncio.wait_for(running, timeout)
+        except asyncio.TimeoutError:
+            return Outcome(error=f"timed out after {timeout:g} s")
+        except Exception as exc:
+            return Outcome(error=f"{type(exc).__name__}: {exc}")
+        return Outcome(result=result)
+
+    async def _heartbeat(self, queue: AsyncFairQueue) -> None:
+        """Keeps the leases of running tasks ahead of their deadline."""
+        while True:
+            await asyncio.sleep(self.config.lease_seconds / 3)
+            for leased, job in list(self._running.values()):
+                await self._extend(queue, leased, job)
+
+    async def _extend(
+        self, queue: AsyncFairQueue, leased: LeasedTask, job: asyncio.Task[None]
+    ) -> None:
+        try:
+            await queue.extend(leased, self.config.lease_seconds)
+        except LeaseLost:
+            log.warning("task %s: lease lost, abandoning it", leased.task_id)
+            job.cancel()
+
+    async def _hand_back(self, queue: AsyncFairQueue) -> None:
+        """After a stop: wait up to the grace period, then release what still runs."""
+        jobs = [job for _, job in self._running.values()]
+        if jobs and self.config.grace_seconds > 0:
+            await asyncio.wait(jobs, timeout=self.config.grace_seconds)
+        left = list(self._running.values())
+        for _, job in left:
+            job.cancel()
+        if left:
+            lost = await queue.release([leased for leased, _ in left])
+            log.info("handed %d unfinished task(s) back", len(left) - len(lost))
+        await asyncio.gather(*(job for _, job in left), return_exceptions=True)

@@ -1,0 +1,239 @@
+"""The worker against real servers: each task runs once, timeouts, hand-back, wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from fairque import AsyncFairQueue, QueueSettings, Task, TaskState
+from fairque.embedded import LocalServer
+from fairque.tasks import Registry, task
+from fairque.worker import Worker, WorkerConfig
+
+functions = Registry()
+calls: list[Any] = []
+release_blocked = threading.Event()
+
+
+@task(into=functions, name="add")
+def add(x: int, y: int) -> int:
+    calls.append((x, y))
+    return x + y
+
+
+@task(into=functions, name="async_double")
+async def async_double(x: int) -> int:
+    calls.append(x)
+    await asyncio.sleep(0)
+    return 2 * x
+
+
+@task(into=functions, name="flaky")
+def flaky(key: str) -> str:
+    calls.append(key)
+    if calls.count(key) == 1:
+        raise ValueError("first try fails")
+    return "ok"
+
+
+@task(into=functions, name="wait_forever")
+async def wait_forever() -> None:
+    calls.append("started")
+    await asyncio.Event().wait()
+
+
+@task(into=functions, name="block_thread")
+def block_thread() -> None:
+    release_blocked.wait(timeout=10)
+
+
+@task(into=functions, name="slow")
+async def slow(seconds: float) -> str:
+    await asyncio.sleep(seconds)  # the task's own work, not a wait for state
+    calls.append("slow done")
+    return "done"
+
+
+@pytest.fixture(autouse=True)
+def reset_calls() -> None:
+    calls.clear()
+    release_blocked.clear()
+
+
+@pytest.fixture
+async def pusher(server: LocalServer, namespace: str) -> AsyncIterator[AsyncFairQueue]:
+    queue = AsyncFairQueue(server.url, namespace, settings=QueueSettings(retry_backoff_base=0.01))
+    yield queue
+    release_blocked.set()
+    await queue.close()
+
+
+def config(server: LocalServer, namespace: str, **values: Any) -> WorkerConfig:
+    return WorkerConfig(redis_url=server.url, namespace=namespace, **values)
+
+
+async def until(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    """Polls ``probe`` until true; fails after ``timeout`` s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await probe():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+async def finished(queue: AsyncFairQueue, count: int) -> bool:
+    return (await queue.stats()).counters.get("finished", 0) >= count
+
+
+async def run_workers(workers: list[Worker], probe: Callable[[], Awaitable[bool]]) -> None:
+    runs = [asyncio.create_task(worker.run_async()) for worker in workers]
+    try:
+        await until(probe)
+    finally:
+        for worker in workers:
+            worker.stop()
+        await asyncio.gather(*runs)
+
+
+async def test_each_task_runs_once_with_several_workers(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    ids = await pusher.push_many(
+        [add.build(user_id=f"u{i % 4}", args=[i, i], keep_result=True) for i in range(150)]
+    )
+    workers = [
+        Worker(config(server, namespace, id=f"w{n}", concurrency=5), functions) for n in range(3)
+    ]
+    await run_workers(workers, lambda: finished(pusher, 150))
+    assert sorted(calls) == [(i, i) for i in range(150)]
+    info = await pusher.get(ids[7])
+    assert info is not None
+    assert (info.state, info.result, info.worker_id) == (TaskState.FINISHED, 14, info.worker_id)
+    assert info.worker_id in {"w0", "w1", "w2"}
+    assert sum(worker.finished for worker in workers) == 150
+
+
+async def test_sync_and_async_functions_and_retries(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    double = await pusher.push(async_double.build(user_id="u", args=[21], keep_result=True))
+    retried = await pusher.push(flaky.build(user_id="u", kwargs={"key": "k"}, keep_result=True))
+    worker = Worker(config(server, namespace), functions)
+    await run_workers([worker], lambda: finished(pusher, 2))
+    double_info, retried_info = await pusher.get(double), await pusher.get(retried)
+    assert double_info is not None
+    assert retried_info is not None
+    assert double_info.result == 42
+    assert (retried_info.result, retried_info.attempts) == ("ok", 1)
+    assert retried_info.last_error == "ValueError: first try fails"
+
+
+async def test_unknown_functions_and_bad_payloads_fail_without_retry(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    unknown = await pusher.push(Task(user_id="u", name="os.system", payload={"args": ["ls"]}))
+    malformed = await pusher.push(Task(user_id="u", name="add", payload=[1, 2]))
+    worker = Worker(config(server, namespace), functions)
+
+    async def both_failed() -> bool:
+        return (await pusher.stats()).counters.get("failed", 0) == 2
+
+    await run_workers([worker], both_failed)
+    unknown_info, malformed_info = await pusher.get(unknown), await pusher.get(malformed)
+    assert unknown_info is not None
+    assert malformed_info is not None
+    assert unknown_info.last_error == "unknown task function 'os.system'"
+    assert malformed_info.last_error is not None
+    assert "payload" in malformed_info.last_error
+    assert calls == []
+
+
+async def test_a_task_over_its_timeout_fails_as_a_timeout(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    stuck = await pusher.push(wait_forever.build(user_id="u", timeout=0.2, max_retries=0))
+    blocked = await pusher.push(block_thread.build(user_id="v", max_retries=0))
+    worker = Worker(config(server, namespace, task_timeout_seconds=0.3), functions)
+
+    async def both_failed() -> bool:
+        return (await pusher.stats()).counters.get("failed", 0) == 2
+
+    await run_workers([worker], both_failed)
+    stuck_info, blocked_info = await pusher.get(stuck), await pusher.get(blocked)
+    assert stuck_info is not None
+    assert blocked_info is not None
+    assert (stuck_info.state, stuck_info.last_error) == (TaskState.FAILED, "timed out after 0.2 s")
+    assert blocked_info.last_error == "timed out after 0.3 s"
+
+
+async def test_stop_hands_running_tasks_back_at_once(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    task_id = await pusher.push(wait_forever.build(user_id="u"))
+    worker = Worker(config(server, namespace, grace_seconds=0.05, lease_seconds=60), functions)
+
+    async def started() -> bool:
+        return calls == ["started"]
+
+    await run_workers([worker], started)
+    info = await pusher.get(task_id)
+    assert info is not None
+    assert (info.state, info.attempts) == (TaskState.QUEUED, 0)
+    assert (await pusher.stats()).counters["released"] == 1
+
+
+async def test_the_heartbeat_keeps_a_long_task_leased(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    await pusher.push(slow.build(user_id="u", args=[0.8]))
+    worker = Worker(config(server, namespace, lease_seconds=0.2), functions)
+    rival = Worker(config(server, namespace, id="rival", lease_seconds=0.2), functions)
+    await run_workers([worker, rival], lambda: finished(pusher, 1))
+    assert calls == ["slow done"]
+    assert "expired" not in (await pusher.stats()).counters
+
+
+async def test_an_idle_worker_wakes_on_push(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    worker = Worker(config(server, namespace, poll_interval_seconds=60), functions)
+    run = asyncio.create_task(worker.run_async())
+
+    async def listening() -> bool:
+        subscribers = await pusher.redis.pubsub_numsub(pusher.ops.wake_channel)
+        return bool(subscribers[0][1])
+
+    await until(listening)
+    await pusher.push(add.build(user_id="u", args=[1, 2]))
+    await until(lambda: finished(pusher, 1), timeout=5)  # far less than the 60 s poll
+    worker.stop()
+    await run
+
+
+async def test_assigned_users_only(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    await pusher.push_many([add.build(user_id=user, args=[n, 0]) for n, user in enumerate("abab")])
+    worker = Worker(config(server, namespace, assigned_users=["a"]), functions)
+    await run_workers([worker], lambda: finished(pusher, 2))
+    assert sorted(calls) == [(0, 0), (2, 0)]
+    assert (await pusher.stats()).tenants["b"].queued == 2
+
+
+def test_the_registry_refuses_a_second_function_under_one_name() -> None:
+    registry = Registry()
+
+    @task(into=registry, name="same")
+    def first() -> None: ...
+
+    with pytest.raises(Exception, match="same"):
+
+        @task(into=registry, name="same")
+        def second() -> None: ...
+
+    assert registry.get("same") is first
+    assert first.build(user_id="u").name == "same"

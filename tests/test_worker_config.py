@@ -1,0 +1,96 @@
+"""Worker configuration: YAML, environment overrides, validation naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fairque import InvalidInput
+from fairque.worker import WorkerConfig, load_config
+
+TEMPLATE = Path(__file__).parent.parent / "config" / "worker_config.yaml"
+
+
+def test_the_template_loads() -> None:
+    config = load_config(TEMPLATE, env={})
+    assert config.id == "worker-001"
+    assert config.assigned_users == ["user:1", "user:3", "user:5"]
+    assert config.steal_targets == ["user:2", "user:4", "user:6", "user:7"]
+    assert (config.poll_interval_seconds, config.task_timeout_seconds) == (1.0, 300)
+    assert config.redis_url == "redis://localhost:6379/0"
+
+
+def test_environment_overrides_the_file_and_arguments_override_both() -> None:
+    env = {
+        "FAIRQUE_WORKER_ID": "from-env",
+        "FAIRQUE_ASSIGNED_USERS": "a, b,,c",
+        "FAIRQUE_CONCURRENCY": "32",
+        "FAIRQUE_REDIS_URL": "redis://elsewhere:6380/1",
+        "UNRELATED": "x",
+    }
+    config = load_config(TEMPLATE, env=env, grace_seconds=1)
+    assert (config.id, config.assigned_users, config.concurrency) == (
+        "from-env",
+        ["a", "b", "c"],
+        32,
+    )
+    assert (config.redis_url, config.grace_seconds) == ("redis://elsewhere:6380/1", 1)
+
+
+def test_defaults_without_a_file() -> None:
+    config = load_config(env={})
+    assert config.assigned_users is None
+    assert config.redis_url is None
+    assert ":" in config.id
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"poll_interval_seconds": -1}, "poll_interval_seconds"),
+        ({"task_timeout_seconds": "soon"}, "task_timeout_seconds"),
+        ({"assigned_users": "alice"}, "assigned_users"),
+        ({"id": ""}, "id"),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_bad_values_name_the_field(values: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        WorkerConfig.from_values(values)
+    assert raised.value.field == field
+
+
+def test_a_bad_environment_value_names_the_field() -> None:
+    with pytest.raises(InvalidInput, match="concurrency"):
+        load_config(env={"FAIRQUE_CONCURRENCY": "many"})
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("worker: [1, 2", "config"),
+        ("workers:\n  id: x\n", "config"),
+        ("- a\n- b\n", "config"),
+        ("redis: 5\n", "redis"),
+        ("worker:\n  lease_seconds: 0\n", "lease_seconds"),
+    ],
+)
+def test_bad_files_are_refused(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "worker.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as raised:
+        load_config(path, env={})
+    assert raised.value.field == field
+
+
+def test_a_missing_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="cannot read"):
+        load_config(tmp_path / "absent.yaml", env={})
+
+
+def test_redis_url_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "worker.yaml"
+    path.write_text("redis:\n  url: unix:///tmp/valkey.sock\n")
+    assert load_config(path, env={}).redis_url == "unix:///tmp/valkey.sock"
