@@ -4,7 +4,9 @@ One asyncio loop fetches as many tasks as it has free slots (``concurrency``), r
 functions on the loop and sync ones on a thread pool, extends the leases of running tasks
 (heartbeat), fails a task that outlives its timeout, and, when idle, waits on the
 namespace's wake channel so a new task is picked up at once rather than at the next poll.
-On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for
+Successes are acknowledged in batches (one ``finish_many`` carries every task that
+finished while the previous one was in flight), so a round trip per task does not cap
+throughput. On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for
 ``grace_seconds``, then hands the rest back to the queue in one call.
 """
 
@@ -58,6 +60,9 @@ class Worker:
         self._running: dict[str, tuple[LeasedTask, asyncio.Task[None]]] = {}
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._acks: list[tuple[LeasedTask, Any]] = []  # finished, not yet acknowledged
+        self._acks_waiting = asyncio.Event()
+        self._closing = False
         self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="fairque-task")
         self.finished = 0
         self.failed = 0
@@ -80,12 +85,17 @@ class Worker:
         wake = queue.redis.pubsub(ignore_subscribe_messages=True)
         await wake.subscribe(queue.ops.wake_channel)
         heartbeat = asyncio.create_task(self._heartbeat(queue))
+        acknowledger = asyncio.create_task(self._acknowledge(queue))
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
         try:
             await self._fetch(queue, wake)
             await self._hand_back(queue)
         finally:
             heartbeat.cancel()
+            # The acknowledger sends what is pending, then ends (never cut off mid-call).
+            self._closing = True
+            self._acks_waiting.set()
+            await asyncio.gather(acknowledger, return_exceptions=True)
             await wake.aclose()  # type: ignore[no-untyped-call]
             if self._queue is None:
                 await queue.close()
@@ -138,16 +148,32 @@ class Worker:
 
     async def _execute(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
         outcome = await self._call(leased)
+        if outcome.error is None:
+            self._acks.append((leased, outcome.result))
+            self._acks_waiting.set()
+            return
+        log.warning("task %s failed: %s", leased.task_id, outcome.error)
         try:
-            if outcome.error is None:
-                await queue.finish(leased, result=outcome.result)
-                self.finished += 1
-            else:
-                log.warning("task %s failed: %s", leased.task_id, outcome.error)
-                await queue.fail(leased, outcome.error, retry=outcome.retry)
-                self.failed += 1
+            await queue.fail(leased, outcome.error, retry=outcome.retry)
+            self.failed += 1
         except LeaseLost:
-            log.warning("task %s: lease lost before its outcome was recorded", leased.task_id)
+            log.warning("task %s: lease lost before its failure was recorded", leased.task_id)
+
+    async def _acknowledge(self, queue: AsyncFairQueue) -> None:
+        while not self._closing:
+            await self._acks_waiting.wait()
+            await self._flush_acks(queue)
+
+    async def _flush_acks(self, queue: AsyncFairQueue) -> None:
+        """Sends every pending acknowledgement in one call."""
+        self._acks_waiting.clear()
+        batch, self._acks = self._acks, []
+        if not batch:
+            return
+        lost = await queue.finish_many([task for task, _ in batch], [result for _, result in batch])
+        self.finished += len(batch) - len(lost)
+        for task_id in lost:
+            log.warning("task %s: lease lost before its result was recorded", task_id)
 
     async def _call(self, leased: LeasedTask) -> Outcome:
         function = self.functions.get(leased.name)
