@@ -283,7 +283,7 @@ class Ops:
         return self._call("reap", (limit,), lambda reply: Maintenance(*map(int, reply)))
 
     def next_due(self) -> Call[float | None]:
-        """Seconds until the next scheduled task is due; None when none is scheduled."""
+        """Seconds until a scheduled task is due or a lease expires; None if neither exists."""
         return self._call("due", (), lambda reply: None if reply < 0 else reply / MICROS)
 
     def promote(self, limit: int) -> Call[int]:

@@ -202,6 +202,19 @@ def test_unlimited_retries(make_queue: Callable[..., FairQueue]) -> None:
         assert queue.fail(leased, "again") is TaskState.SCHEDULED
 
 
+def test_next_due_covers_scheduled_tasks_and_leases(queue: FairQueue) -> None:
+    assert queue.next_due() is None
+    queue.push(Task(user_id="u", payload="x", delay=timedelta(hours=1)))
+    due = queue.next_due()
+    assert due is not None
+    assert 3599 < due <= 3600
+    queue.push(Task(user_id="u", payload="y"))
+    queue.pop(lease_seconds=60)
+    due = queue.next_due()
+    assert due is not None
+    assert 59 < due <= 60
+
+
 def test_scheduled_tasks_are_promoted_when_due(queue: FairQueue) -> None:
     assert queue.next_due() is None
     task_id = queue.push(Task(user_id="u", payload="x", delay=timedelta(milliseconds=50)))

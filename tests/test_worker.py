@@ -237,3 +237,25 @@ def test_the_registry_refuses_a_second_function_under_one_name() -> None:
 
     assert registry.get("same") is first
     assert first.build(user_id="u").name == "same"
+
+
+async def test_the_worker_carries_on_after_a_server_restart(namespace: str) -> None:
+    with LocalServer(appendonly=True) as own:
+        queue = AsyncFairQueue(own.url, namespace)
+        worker = Worker(config(own, namespace, poll_interval_seconds=0.1), functions)
+        run = asyncio.create_task(worker.run_async())
+        await queue.push(add.build(user_id="u", args=[1, 1]))
+        await until(lambda: finished(queue, 1))
+        own.stop()
+        await until(lambda: worker_saw_outage(worker), timeout=10)
+        own.start()
+        await queue.push(add.build(user_id="u", args=[2, 2]))  # reconnects by itself
+        await until(lambda: finished(queue, 2), timeout=20)
+        worker.stop()
+        await run
+        await queue.close()
+    assert calls == [(1, 1), (2, 2)]
+
+
+async def worker_saw_outage(worker: Worker) -> bool:
+    return worker.outages > 0

@@ -29,7 +29,7 @@ def test_environment_overrides_the_file_and_arguments_override_both() -> None:
         "FAIRQUE_REDIS_URL": "redis://elsewhere:6380/1",
         "UNRELATED": "x",
     }
-    config = load_config(TEMPLATE, env=env, grace_seconds=1)
+    config = load_config(TEMPLATE, env=env, overrides={"grace_seconds": 1})
     assert (config.id, config.assigned_users, config.concurrency) == (
         "from-env",
         ["a", "b", "c"],

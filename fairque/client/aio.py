@@ -7,7 +7,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.config import QueueSettings, redis_url
 from fairque.errors import from_script_error
@@ -33,7 +37,13 @@ class AsyncFairQueue:
         client: aioredis.Redis | None = None,
     ) -> None:
         self.ops = Ops(namespace, settings or QueueSettings())
-        self.redis = client or aioredis.Redis.from_url(redis_url(url))
+        # Like redis-py's blocking client: a command on a connection that died (e.g. the
+        # server restarted) is retried on a new one. Scripts refuse a duplicate effect.
+        self.redis = client or aioredis.Redis.from_url(
+            redis_url(url),
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        )
 
     async def _run(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
@@ -105,7 +115,7 @@ class AsyncFairQueue:
         return await self._run(self.ops.reap(limit))
 
     async def next_due(self) -> float | None:
-        """Seconds until the next scheduled task is due (0: now); None if none is."""
+        """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
         return await self._run(self.ops.next_due())
 
     async def promote(self, limit: int = 1000) -> int:

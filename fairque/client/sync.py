@@ -105,7 +105,7 @@ class FairQueue:
         return self._run(self.ops.reap(limit))
 
     def next_due(self) -> float | None:
-        """Seconds until the next scheduled task is due (0: now); None if none is."""
+        """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
         return self._run(self.ops.next_due())
 
     def promote(self, limit: int = 1000) -> int:

@@ -1,7 +1,14 @@
--- due: how long until the next scheduled task is due, so an idle worker can wake for it.
--- Returns microseconds (0 if one is due now), or -1 when nothing is scheduled.
+-- due: how long until something becomes ready without a push: the next scheduled task
+-- (a delay or a retry backoff) or the earliest lease deadline (a worker that died), so
+-- an idle worker can wake for it. Returns microseconds (0: now), or -1 for nothing.
 --@include base
 
-local head = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
-if not head[1] then return -1 end
-return math.max(0, tonumber(head[2]) - clock_now())
+local next_time = nil
+for _, key in ipairs({K.scheduled, K.leases}) do
+  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if head[1] and (next_time == nil or tonumber(head[2]) < next_time) then
+    next_time = tonumber(head[2])
+  end
+end
+if next_time == nil then return -1 end
+return math.max(0, next_time - clock_now())

@@ -89,10 +89,13 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def load_config(
-    path: Path | None = None, env: Mapping[str, str] | None = None, **overrides: Any
+    path: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> WorkerConfig:
     """The configuration from ``path`` (YAML), then the environment, then ``overrides``."""
     values = _from_yaml(path) if path is not None else {}
     values.update(_from_env(os.environ if env is None else env))
-    values.update(overrides)
+    values.update(overrides or {})
     return WorkerConfig.from_values(values)

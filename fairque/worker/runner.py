@@ -13,6 +13,7 @@ throughput. On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import signal
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client import AsyncFairQueue
 from fairque.errors import InvalidInput, LeaseLost
@@ -31,6 +34,23 @@ from fairque.worker.config import WorkerConfig
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)  # the server is unreachable
+
+
+@dataclass
+class Backoff:
+    """Exponential waits while the server is unreachable: 0.1 s doubling up to 5 s."""
+
+    first: float = 0.1
+    limit: float = 5.0
+    current: float = 0.0
+
+    def next(self) -> float:
+        self.current = min(self.limit, max(self.first, self.current * 2))
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,7 @@ class Worker:
         self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="fairque-task")
         self.finished = 0
         self.failed = 0
+        self.outages = 0  # times the server was found unreachable
 
     def stop(self) -> None:
         """Asks the worker to stop (from the worker's event loop)."""
@@ -96,6 +117,9 @@ class Worker:
             self._closing = True
             self._acks_waiting.set()
             await asyncio.gather(acknowledger, return_exceptions=True)
+            if self._acks:
+                log.warning("%d result(s) not acknowledged; those tasks will run again after "
+                            "their lease", len(self._acks))  # fmt: skip
             await wake.aclose()  # type: ignore[no-untyped-call]
             if self._queue is None:
                 await queue.close()
@@ -103,27 +127,48 @@ class Worker:
             log.info("worker %s stopped", self.config.id)
 
     async def _fetch(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+        backoff = Backoff()
         while not self._stopping.is_set():
-            free = self.config.concurrency - len(self._running)
-            if free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                continue
-            leased = await queue.pop(
-                count=free,
-                assigned_users=self.config.assigned_users,
-                steal_targets=self.config.steal_targets,
-                worker_id=self.config.id,
-                lease_seconds=self.config.lease_seconds,
-            )
-            for task in leased:
-                self._start(queue, task)
-            if not leased:
-                await self._idle(queue, wake)
+            await self._fetch_or_back_off(queue, wake, backoff)
+
+    async def _fetch_or_back_off(
+        self, queue: AsyncFairQueue, wake: PubSub, backoff: Backoff
+    ) -> None:
+        try:
+            await self._fetch_once(queue, wake)
+            backoff.reset()
+        except OUTAGE as exc:
+            self.outages += 1
+            delay = backoff.next()
+            log.warning("server unreachable (%s); trying again in %.1f s", exc, delay)
+            await self._pause(delay)
+
+    async def _fetch_once(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+        free = self.config.concurrency - len(self._running)
+        if free <= 0:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+            return
+        leased = await queue.pop(
+            count=free,
+            assigned_users=self.config.assigned_users,
+            steal_targets=self.config.steal_targets,
+            worker_id=self.config.id,
+            lease_seconds=self.config.lease_seconds,
+        )
+        for task in leased:
+            self._start(queue, task)
+        if not leased:
+            await self._idle(queue, wake)
+
+    async def _pause(self, seconds: float) -> None:
+        """Waits ``seconds``, or less if the worker is asked to stop."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _idle(self, queue: AsyncFairQueue, wake: PubSub) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
-        or a retry backoff) to come due, or a stop, whichever comes first."""
+        or a retry backoff) or lease expiry, or a stop, whichever comes first."""
         loop = asyncio.get_running_loop()
         wait = self.config.poll_interval_seconds
         due = await queue.next_due()
@@ -158,19 +203,33 @@ class Worker:
             self.failed += 1
         except LeaseLost:
             log.warning("task %s: lease lost before its failure was recorded", leased.task_id)
+        except OUTAGE:
+            log.warning("task %s: server unreachable; it returns when its lease ends",
+                        leased.task_id)  # fmt: skip
 
     async def _acknowledge(self, queue: AsyncFairQueue) -> None:
+        backoff = Backoff()
         while not self._closing:
             await self._acks_waiting.wait()
-            await self._flush_acks(queue)
+            try:
+                await self._flush_acks(queue)
+                backoff.reset()
+            except OUTAGE as exc:
+                log.warning("cannot acknowledge (%s); trying again", exc)
+                await asyncio.sleep(backoff.next())
 
     async def _flush_acks(self, queue: AsyncFairQueue) -> None:
-        """Sends every pending acknowledgement in one call."""
+        """Sends every pending acknowledgement in one call (kept for later if it fails)."""
         self._acks_waiting.clear()
         batch, self._acks = self._acks, []
         if not batch:
             return
-        lost = await queue.finish_many([task for task, _ in batch], [result for _, result in batch])
+        try:
+            lost = await queue.finish_many([task for task, _ in batch], [r for _, r in batch])
+        except OUTAGE:
+            self._acks[:0] = batch
+            self._acks_waiting.set()
+            raise
         self.finished += len(batch) - len(lost)
         for task_id in lost:
             log.warning("task %s: lease lost before its result was recorded", task_id)
@@ -202,8 +261,11 @@ class Worker:
         """Keeps the leases of running tasks ahead of their deadline."""
         while True:
             await asyncio.sleep(self.config.lease_seconds / 3)
-            for leased, job in list(self._running.values()):
-                await self._extend(queue, leased, job)
+            try:
+                for leased, job in list(self._running.values()):
+                    await self._extend(queue, leased, job)
+            except OUTAGE as exc:
+                log.warning("cannot extend leases (%s); trying at the next beat", exc)
 
     async def _extend(
         self, queue: AsyncFairQueue, leased: LeasedTask, job: asyncio.Task[None]
@@ -223,6 +285,11 @@ class Worker:
         for _, job in left:
             job.cancel()
         if left:
-            lost = await queue.release([leased for leased, _ in left])
-            log.info("handed %d unfinished task(s) back", len(left) - len(lost))
+            try:
+                lost = await queue.release([leased for leased, _ in left])
+                log.info("handed %d unfinished task(s) back", len(left) - len(lost))
+            except OUTAGE:
+                log.warning(
+                    "server unreachable: %d task(s) return when their lease ends", len(left)
+                )
         await asyncio.gather(*(job for _, job in left), return_exceptions=True)
