@@ -28,13 +28,14 @@ app = typer.Typer(
 server_app = typer.Typer(help="The embedded Valkey server used when no URL is given.")
 app.add_typer(server_app, name="server")
 console = Console()
+errors = Console(stderr=True)
 
 URL_OPTION = typer.Option(None, envvar=URL_ENV, help="Server URL (default: embedded Valkey).")
 NAMESPACE_OPTION = typer.Option("default", envvar="FAIRQUE_NAMESPACE", help="Queue namespace.")
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {message}")
     return typer.Exit(2)
 
 

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from fairque import demo
+from fairque import FairQueue, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
 from fairque.embedded import HOME_ENV, LocalServer
@@ -51,3 +51,57 @@ def test_bad_options_are_refused() -> None:
     result = runner.invoke(app, ["demo", "--tenants", "1"])
     assert result.exit_code != 0
     assert "tenants" in result.output
+
+
+def test_push_then_stats(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    pushed = runner.invoke(app, ["push", "add", "--user", "alice", "--args", "[1, 2]", *where])
+    assert pushed.exit_code == 0, pushed.output
+    task_id = pushed.output.strip()
+    with FairQueue(server.url, namespace) as queue:
+        info = queue.get(task_id)
+    assert info is not None
+    assert (info.name, info.user_id, info.payload) == (
+        "add",
+        "alice",
+        {"args": [1, 2], "kwargs": {}},
+    )
+    shown = runner.invoke(app, ["stats", *where])
+    assert shown.exit_code == 0
+    assert "alice" in shown.output
+    assert "queued 1" in shown.output
+    watched = runner.invoke(app, ["stats", "--watch", "0.01", "--rounds", "2", *where])
+    assert watched.exit_code == 0
+    assert "alice" in watched.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--args", "[1,"], "--args"),
+        (["--kwargs", "[]x"], "--kwargs"),
+        (["--priority", "9"], "priority"),
+        (["--user", ""], "user_id"),
+    ],
+)
+def test_push_refuses_bad_input(
+    server: LocalServer, namespace: str, arguments: list[str], named: str
+) -> None:
+    base = ["push", "add", "--user", "u", "--url", server.url, "--namespace", namespace]
+    result = runner.invoke(app, [*base, *arguments])
+    assert result.exit_code == 2
+    assert named in result.output
+
+
+def test_worker_refuses_an_unknown_tasks_module() -> None:
+    result = runner.invoke(app, ["worker", "--tasks", "no_such_module_here", "--url", "redis://x"])
+    assert result.exit_code == 2
+    assert "no_such_module_here" in result.output
+
+
+def test_worker_refuses_a_bad_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "worker.yaml"
+    config.write_text("worker:\n  concurrency: many\n")
+    result = runner.invoke(app, ["worker", "-c", str(config)])
+    assert result.exit_code == 2
+    assert "concurrency" in result.output
