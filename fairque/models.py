@@ -165,6 +165,7 @@ class TaskInfo:
     prev_start_time: float | None
     leased_at: float | None
     lease_deadline: float | None
+    lease_token: str | None  # of the last lease: increases with every lease in the namespace
     worker_id: str | None
     last_error: str | None
     finished_at: float | None

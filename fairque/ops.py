@@ -350,6 +350,7 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
         prev_start_time=_seconds(fields.get("prev_start_time")),
         leased_at=_seconds(fields.get("leased_at")),
         lease_deadline=_seconds(fields.get("lease_deadline")) if running else None,
+        lease_token=_text(fields.get("lease_token")),
         worker_id=_text(fields.get("worker_id")),
         last_error=_text(fields.get("last_error")),
         finished_at=_seconds(fields.get("finished_at")),

@@ -100,7 +100,9 @@ def task(
 
 
 def call_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The (args, kwargs) a task payload carries; refuses any other shape."""
+    """The (args, kwargs) a task payload carries (None: no arguments); refuses other shapes."""
+    if payload is None:
+        return [], {}
     if not isinstance(payload, dict) or set(payload) - {"args", "kwargs"}:
         raise InvalidInput("payload", 'a task function payload is {"args": [...], "kwargs": {}}')
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})

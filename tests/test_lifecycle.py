@@ -52,6 +52,7 @@ def test_leased_task_carries_what_a_worker_needs(queue: FairQueue) -> None:
     assert info is not None
     assert (info.state, info.worker_id) == (TaskState.STARTED, "w1")
     assert info.lease_deadline == leased.lease_deadline
+    assert info.lease_token == leased.lease_token
 
 
 def test_finish_keeps_the_result_when_asked(queue: FairQueue) -> None:

@@ -121,10 +121,15 @@ async def test_sync_and_async_functions_and_retries(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:
     double = await pusher.push(async_double.build(user_id="u", args=[21], keep_result=True))
+    no_payload = await pusher.push(
+        Task(user_id="u", name="wait_forever", timeout=0.05, max_retries=0)
+    )
     retried = await pusher.push(flaky.build(user_id="u", kwargs={"key": "k"}, keep_result=True))
     worker = Worker(config(server, namespace), functions)
     await run_workers([worker], lambda: finished(pusher, 2))
     double_info, retried_info = await pusher.get(double), await pusher.get(retried)
+    assert "started" in calls  # a task without a payload runs with no arguments
+    assert no_payload
     assert double_info is not None
     assert retried_info is not None
     assert double_info.result == 42

@@ -1,0 +1,145 @@
+"""Worker figures on a throwaway embedded Valkey, with real ``fairque worker`` processes.
+
+    uv run python bench/bench_worker.py [--tasks 20000] [--repeat 2]
+
+Prints, never asserts: drain rate of queued no-op tasks with 1 and 2 worker processes,
+idle pickup latency (a task pushed every 20 ms to an idle worker), and the fairness
+scenario (tenant "big" pushes 5,000 tasks, then 50 small tenants push 10 each: where in
+the order of execution do the small ones run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fairque import FairQueue, Task
+from fairque.embedded import LocalServer
+
+BENCH = Path(__file__).parent
+
+
+@contextmanager
+def workers(url: str, namespace: str, count: int, concurrency: int) -> Iterator[None]:
+    """Runs ``count`` worker processes until the block ends, then stops them (SIGTERM)."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH), "FAIRQUE_REDIS_URL": url,
+           "FAIRQUE_NAMESPACE": namespace, "FAIRQUE_CONCURRENCY": str(concurrency)}  # fmt: skip
+    command = [sys.executable, "-c", "from fairque.cli import main; main()", "worker",
+               "--tasks", "bench_tasks"]  # fmt: skip
+    started = [subprocess.Popen(command, env=env) for _ in range(count)]
+    queue = FairQueue(url, namespace)
+    try:
+        wait(lambda: listeners(queue) == count, timeout=60)
+        yield
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGTERM)
+        for process in started:
+            process.wait(timeout=30)
+        queue.close()
+
+
+def listeners(queue: FairQueue) -> int:
+    return int(queue.redis.pubsub_numsub(queue.ops.wake_channel)[0][1])
+
+
+def wait(probe: object, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark condition not met")
+        time.sleep(0.005)
+
+
+def finished(queue: FairQueue) -> int:
+    return queue.stats().counters.get("finished", 0)
+
+
+def drain(url: str, tasks: int, processes: int) -> float:
+    """Tasks per second from the first push until every task has finished."""
+    namespace = f"drain-{uuid.uuid4().hex[:8]}"
+    queue = FairQueue(url, namespace)
+    with workers(url, namespace, processes, concurrency=200):
+        started = time.perf_counter()
+        for first in range(0, tasks, 1000):
+            batch = range(first, min(first + 1000, tasks))
+            queue.push_many([Task(user_id=f"t{i % 50}", name="noop") for i in batch])
+        wait(lambda: finished(queue) >= tasks, timeout=600)
+        elapsed = time.perf_counter() - started
+    queue.close()
+    return tasks / elapsed
+
+
+def pickup_latency(url: str, count: int = 500) -> list[float]:
+    """Milliseconds from push to start, for tasks pushed 20 ms apart to an idle worker."""
+    namespace = f"latency-{uuid.uuid4().hex[:8]}"
+    queue = FairQueue(url, namespace)
+    pushed: dict[str, float] = {}
+    with workers(url, namespace, 1, concurrency=10):
+        for _ in range(count):
+            pushed_at = time.time()
+            task_id = queue.push(Task(user_id="u", name="started_at", keep_result=True))
+            pushed[task_id] = pushed_at
+            time.sleep(0.02)  # the pacing of the scenario, not a wait for state
+        wait(lambda: finished(queue) >= count, timeout=60)
+    latencies = []
+    for task_id, pushed_at in pushed.items():
+        info = queue.get(task_id)
+        assert info is not None
+        latencies.append((info.result - pushed_at) * 1000)
+    queue.close()
+    return sorted(latencies)
+
+
+def fairness(url: str, processes: int = 2) -> tuple[int, float, int]:
+    """(index of the last small task, mean index of small tasks, total) in start order."""
+    namespace = f"fair-{uuid.uuid4().hex[:8]}"
+    queue = FairQueue(url, namespace)
+    ids = queue.push_many([Task(user_id="big", name="noop") for _ in range(5000)])
+    for tenant in range(50):
+        ids += queue.push_many([Task(user_id=f"small{tenant}", name="noop") for _ in range(10)])
+    with workers(url, namespace, processes, concurrency=100):
+        wait(lambda: finished(queue) >= len(ids), timeout=600)
+    order = []
+    for task_id in ids:
+        info = queue.get(task_id)
+        assert info is not None
+        assert info.lease_token is not None
+        order.append((int(info.lease_token), info.user_id))
+    order.sort()
+    small = [index for index, (_, tenant) in enumerate(order, 1) if tenant != "big"]
+    queue.close()
+    return max(small), statistics.mean(small), len(order)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=2, help="drain runs (best counts)")
+    options = parser.parse_args()
+    with LocalServer() as server:
+        for processes in (1, 2):
+            best = max(drain(server.url, options.tasks, processes) for _ in range(options.repeat))
+            print(f"drain {options.tasks:,} no-op tasks, {processes} worker process(es): "
+                  f"{best:,.0f} tasks/s")  # fmt: skip
+        latencies = pickup_latency(server.url)
+        p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99) - 1]
+        print(
+            f"idle pickup latency over {len(latencies)} tasks: p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+        )
+        last, mean, total = fairness(server.url)
+        print(f"fairness: last small task ran {last} of {total} (ideal round robin 510, "
+              f"FIFO 5,500); small tasks' mean position {mean:.0f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
