@@ -225,11 +225,14 @@ class Ops:
         """Acknowledges ``tasks``; the reply parses to the ids whose lease was lost."""
         if len(results) != len(tasks):
             raise InvalidInput("results", "must have one result per task")
-        args: list[Arg] = [len(tasks)]
+        rows: list[tuple[str, str, int]] = []
+        kept: list[Arg] = []
         limit = self.settings.max_payload_bytes
         for task, result in zip(tasks, results, strict=True):
-            kept = b"" if result is None else encode(result, "result", limit)
-            args += (task.task_id, task.lease_token, kept)
+            if result is not None:
+                kept.append(encode(result, "result", limit))
+            rows.append((task.task_id, task.lease_token, 0 if result is None else len(kept)))
+        args = (len(tasks), _encoder.encode(rows), *kept)
         return self._call("finish", args, _lost_ids(tasks))
 
     def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:

@@ -180,3 +180,13 @@ def test_a_leased_task_from_another_queue_is_refused(queue: FairQueue) -> None:
     ghost = LeasedTask("ghost", "u", Priority.NORMAL, None, None, 0, 0.0, "1", 1.0, 3, 0.0, 0.0,
                        None)  # fmt: skip
     assert queue.finish_many([ghost]) == ["ghost"]
+
+
+def test_finish_refuses_rows_that_do_not_match_their_count(queue: FairQueue) -> None:
+    queue.push(Task(user_id="u", payload="x"))
+    (leased,) = queue.pop()
+    call = queue.ops.finish([leased], [None])
+    head, (_, rows) = call.args[:5], call.args[5:]
+    with pytest.raises(redis.ResponseError, match="INVALID tasks do not match"):
+        queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *head, 2, rows)
+    queue.finish(leased)
