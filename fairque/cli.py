@@ -20,6 +20,7 @@ from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
 from fairque.models import QueueStats, Task
 from fairque.worker import Worker, load_config
+from fairque.worker.processes import run_processes
 
 app = typer.Typer(
     help="fairque: a task queue that is fair between tenants, on Redis or Valkey.",
@@ -53,6 +54,7 @@ def worker(
     url: str | None = URL_OPTION,
     namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
+    processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
     given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency}
@@ -62,6 +64,8 @@ def worker(
         raise _fail(str(exc)) from None
     for module in tasks:
         _import_tasks(module)
+    if processes > 1:
+        raise typer.Exit(run_processes(settings, processes, tasks))
     Worker(settings).run()
 
 

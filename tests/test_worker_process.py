@@ -48,7 +48,7 @@ def start_worker(tmp_path: Path, server: LocalServer, namespace: str) -> Iterato
     (tmp_path / "demo_tasks.py").write_text(TASKS)
     started: list[subprocess.Popen[str]] = []
 
-    def start(**settings: str) -> subprocess.Popen[str]:
+    def start(*options: str, **settings: str) -> subprocess.Popen[str]:
         env = {
             **os.environ,
             "PYTHONPATH": str(tmp_path),
@@ -58,7 +58,7 @@ def start_worker(tmp_path: Path, server: LocalServer, namespace: str) -> Iterato
             **{f"FAIRQUE_{name.upper()}": value for name, value in settings.items()},
         }
         command = [sys.executable, "-c", "from fairque.cli import main; main()", "worker",
-                   "--tasks", "demo_tasks"]  # fmt: skip
+                   "--tasks", "demo_tasks", *options]  # fmt: skip
         process = subprocess.Popen(command, env=env, text=True, stderr=subprocess.PIPE)
         started.append(process)
         return process
@@ -134,3 +134,23 @@ def test_a_bad_configuration_stops_the_worker_with_the_field_named(start_worker:
     _, errors = worker.communicate(timeout=30)
     assert worker.returncode == 2
     assert "concurrency" in errors
+
+
+def test_processes_run_one_worker_each_and_stop_together(
+    start_worker: Start, queue: FairQueue, tmp_path: Path
+) -> None:
+    out = tmp_path / "ran.txt"
+    parent = start_worker("--processes", "2", WORKER_ID="pool")
+    wait_for(lambda: listeners(queue) == 2, timeout=60)
+    ids = queue.push_many([Task(user_id="u", name="record", payload={"args": [str(out), i]},
+                                keep_result=True) for i in range(40)])  # fmt: skip
+    wait_for(lambda: queue.stats().counters.get("finished") == 40, timeout=30)
+    ran_on = set()
+    for task_id in ids:
+        info = queue.get(task_id)
+        assert info is not None
+        ran_on.add(info.worker_id)
+    assert ran_on <= {"pool-1", "pool-2"}
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 0
+    wait_for(lambda: listeners(queue) == 0, timeout=10)
