@@ -135,8 +135,8 @@ def stats(
 @app.command()
 def demo(
     url: str | None = typer.Option(None, help="Server URL (default: a throwaway Valkey)."),
-    tenants: int = typer.Option(5, min=2, max=100, help="Tenants, one of them heavy."),
-    tasks: int = typer.Option(300, min=10, max=1_000_000, help="Tasks in all."),
+    tenants: int = typer.Option(8, min=2, max=100, help="Tenants, one of them heavy."),
+    tasks: int = typer.Option(2000, min=10, max=1_000_000, help="Tasks in all."),
 ) -> None:
     """Show fairness: small tenants finish early although a heavy one pushed first."""
     demo_module.run(url, tenants, tasks, console)
