@@ -247,10 +247,8 @@ class Ops:
 
     def release(self, tasks: Sequence[LeasedTask]) -> Call[list[str]]:
         """Hands leased tasks back to the queue; parses to the ids whose lease was lost."""
-        args: list[Arg] = [len(tasks)]
-        for task in tasks:
-            args += (task.task_id, task.lease_token)
-        return self._call("release", args, _lost_ids(tasks))
+        rows = [(task.task_id, task.lease_token) for task in tasks]
+        return self._call("release", (len(tasks), _encoder.encode(rows)), _lost_ids(tasks))
 
     def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
         """Ends an attempt as failed; the reply parses to the task's new state."""

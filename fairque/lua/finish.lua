@@ -4,27 +4,15 @@
 -- Returns, per task, 1 if finished or 0 if the caller no longer held its lease.
 --@include ending
 
-local n = tonumber(ARGV[FIRST_ARG])
-local rows = cmsgpack.unpack(ARGV[FIRST_ARG + 1])
-if type(rows) ~= 'table' or #rows ~= n then
-  return redis.error_reply('INVALID tasks do not match their count')
-end
+local rows = read_rows()
+if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
-local acked, unleased = {}, {}
-for i, row in ipairs(rows) do
-  local id, token, slot = row[1], row[2], row[3]
-  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token', 'tenant', 'keep_result')
-  if f[1] == 'started' and f[2] == token then
-    unleased[#unleased + 1] = id
-    end_task(id, f[3], 'finished', now, nil)
-    if slot > 0 and f[4] == '1' and SETTINGS.finished_ttl > 0 then
-      redis.call('SET', result_key(id), ARGV[FIRST_ARG + 1 + slot], 'EX',
-        math.ceil(SETTINGS.finished_ttl))
-    end
-    acked[i] = 1
-  else
-    acked[i] = 0
+local finished = each_held_lease(rows, {'tenant', 'keep_result'}, function(row, f)
+  local id, slot = row[1], row[3]
+  end_task(id, f[1], 'finished', now, nil)
+  if slot > 0 and f[2] == '1' and SETTINGS.finished_ttl > 0 then
+    redis.call('SET', result_key(id), ARGV[FIRST_ARG + 1 + slot], 'EX',
+      math.ceil(SETTINGS.finished_ttl))
   end
-end
-if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
-return flush(now, acked)
+end)
+return flush(now, finished)

@@ -7,12 +7,12 @@
 -- Returns the number of tasks stored.
 --@include ending
 
-local n = tonumber(ARGV[FIRST_ARG])
-local rows = cmsgpack.unpack(ARGV[FIRST_ARG + 1])
 local PAYLOADS = FIRST_ARG + 1 -- the payload of task i is ARGV[PAYLOADS + i]
-if type(rows) ~= 'table' or #rows ~= n or #ARGV ~= PAYLOADS + n then
+local rows = read_rows()
+if rows == nil or #ARGV ~= PAYLOADS + #rows then
   return redis.error_reply('INVALID tasks do not match their count')
 end
+local n = #rows
 
 -- Refuse the whole batch before writing anything.
 local keys, seen = {}, {}

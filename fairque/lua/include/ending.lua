@@ -43,6 +43,33 @@ local function retry_or_fail(id, now, reason, retry)
   return 'failed'
 end
 
+-- The MessagePack rows in ARGV[FIRST_ARG + 1], which ARGV[FIRST_ARG] says number `n`;
+-- nil if they do not match.
+local function read_rows()
+  local rows = cmsgpack.unpack(ARGV[FIRST_ARG + 1])
+  if type(rows) ~= 'table' or #rows ~= tonumber(ARGV[FIRST_ARG]) then return nil end
+  return rows
+end
+
+-- For each row {id, lease token, ...} whose token still holds the task's lease: calls
+-- handle(row, fields), fields being the task's `wanted` hash fields, and drops the lease.
+-- Returns 1 (held) or 0 (lost) per row.
+local function each_held_lease(rows, wanted, handle)
+  local held, unleased = {}, {}
+  for i, row in ipairs(rows) do
+    local f = redis.call('HMGET', task_key(row[1]), 'state', 'lease_token', unpack(wanted))
+    if f[1] == 'started' and f[2] == row[2] then
+      unleased[#unleased + 1] = row[1]
+      handle(row, {unpack(f, 3)})
+      held[i] = 1
+    else
+      held[i] = 0
+    end
+  end
+  if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
+  return held
+end
+
 -- True when `token` still holds the lease of task `id`.
 local function holds_lease(id, token)
   local f = redis.call('HMGET', task_key(id), 'state', 'lease_token')
