@@ -179,7 +179,8 @@ async def test_stop_hands_running_tasks_back_at_once(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:
     task_id = await pusher.push(wait_forever.build(user_id="u"))
-    worker = Worker(config(server, namespace, grace_seconds=0.05, lease_seconds=60), functions)
+    worker = Worker(config(server, namespace, grace_seconds=0.05, lease_seconds=60,
+                           concurrency=1), functions)  # fmt: skip
 
     async def started() -> bool:
         return calls == ["started"]

@@ -101,6 +101,7 @@ class Worker:
     def stop(self) -> None:
         """Asks the worker to stop (from the worker's event loop)."""
         self._stopping.set()
+        self._slot_freed.set()  # a fetch loop waiting for a free slot must notice the stop
 
     def run(self) -> None:
         """Runs until SIGTERM or SIGINT."""
