@@ -74,6 +74,10 @@ def from_script_error(message: str) -> FairQueueError:
         return TaskNotFound(detail)
     if code == "LEASE_LOST":
         return LeaseLost(detail)
+    if code == "UNKNOWN_DEPENDENCY":
+        return InvalidInput("depends_on", f"no task with id {', '.join(detail.split())}")
+    if code == "CANCELED_DEPENDENCY":
+        return InvalidInput("depends_on", f"task {detail} was canceled, so this could never run")
     if code == "INVALID":
         field, _, text = detail.partition(" ")
         return InvalidInput(field, f"refused by the server: {text!r}")

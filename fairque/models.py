@@ -75,6 +75,7 @@ class Task(BaseModel):
     keep_result: bool = False
     execute_after: datetime | None = None
     delay: timedelta | float | None = None  # seconds, or a timedelta
+    depends_on: tuple[str, ...] = Field(default=(), max_length=1000)  # ids that must finish first
 
     @pydantic.model_validator(mode="wrap")
     @classmethod
@@ -85,12 +86,23 @@ class Task(BaseModel):
             raise InvalidInput.from_errors(exc.errors()) from None
         if task.execute_after is not None and task.delay is not None:
             raise InvalidInput("delay", "give execute_after or delay, not both")
+        if task.task_id is not None and task.task_id in task.depends_on:
+            raise InvalidInput("depends_on", f"task {task.task_id!r} cannot depend on itself")
         return task
 
     @pydantic.field_validator("user_id", "task_id", "name")
     @classmethod
     def _check_identifiers(cls, value: str | None) -> str | None:
         return None if value is None else check_identifier(value)
+
+    @pydantic.field_validator("depends_on")
+    @classmethod
+    def _check_dependencies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for task_id in value:
+            check_identifier(task_id)
+        if len(set(value)) != len(value):
+            raise ValueError("names a task twice")
+        return value
 
     @pydantic.field_validator("execute_after")
     @classmethod
@@ -171,6 +183,8 @@ class TaskInfo:
     finished_at: float | None
     result: Any = None
     has_result: bool = False
+    blocked_by: tuple[str, ...] = ()  # dependencies that have not finished
+    dependents: tuple[str, ...] = ()  # tasks waiting for this one
 
 
 @dataclass(frozen=True)

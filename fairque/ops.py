@@ -6,6 +6,7 @@ Nothing here does I/O. :class:`FairQueue` and :class:`AsyncFairQueue` each send 
 
 from __future__ import annotations
 
+import collections
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -113,6 +114,37 @@ def _start_arg(task: Task) -> str:
     return ""
 
 
+def _dependency_order(ids: list[str], tasks: Sequence[Task]) -> list[int]:
+    """Indices of ``tasks`` with every task after the tasks of the batch it depends on
+    (the script stores them in this order); refuses a cycle, naming it."""
+    position = {task_id: index for index, task_id in enumerate(ids)}
+    inner = [[position[d] for d in task.depends_on if d in position] for task in tasks]
+    unmet = [len(dependencies) for dependencies in inner]
+    dependents: list[list[int]] = [[] for _ in tasks]
+    for index, dependencies in enumerate(inner):
+        for dependency in dependencies:
+            dependents[dependency].append(index)
+    ready = collections.deque(index for index, count in enumerate(unmet) if count == 0)
+    order: list[int] = []
+    while ready:
+        index = ready.popleft()
+        order.append(index)
+        for dependent in dependents[index]:
+            unmet[dependent] -= 1
+            if unmet[dependent] == 0:
+                ready.append(dependent)
+    if len(order) < len(tasks):
+        # Every task left over waits on another one left over: walking them finds a cycle.
+        left = {index for index, count in enumerate(unmet) if count > 0}
+        path, index = [], min(left)
+        while index not in path:
+            path.append(index)
+            index = next(dependency for dependency in inner[index] if dependency in left)
+        cycle = [ids[i] for i in path[path.index(index) :]] + [ids[index]]
+        raise InvalidInput("depends_on", f"dependency cycle: {' -> '.join(cycle)}")
+    return order
+
+
 def _check_positive(value: float, field: str, maximum: float) -> None:
     if not 0 < value <= maximum:
         raise InvalidInput(field, f"must be above 0 and at most {maximum:g}, got {value!r}")
@@ -157,16 +189,19 @@ class Ops:
             raise InvalidInput("tasks", "must not be empty")
         if len(tasks) > MAX_BATCH:
             raise InvalidInput("tasks", f"at most {MAX_BATCH} tasks per push, got {len(tasks)}")
-        ids: list[str] = []
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
+        ids = [
+            task.task_id or fresh for task, fresh in zip(tasks, new_ids(len(tasks)), strict=True)
+        ]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("task_id", "the same task_id appears twice in one push")
         rows: list[tuple[Any, ...]] = []
         payloads: list[Arg] = []
         limit = self.settings.max_payload_bytes
-        fresh_ids = new_ids(len(tasks))
-        for task, fresh_id in zip(tasks, fresh_ids, strict=True):
-            if not isinstance(task, Task):
-                raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
-            task_id = task.task_id or fresh_id
-            ids.append(task_id)
+        for index in _dependency_order(ids, tasks):
+            task, task_id = tasks[index], ids[index]
             payloads.append(encode(task.payload, "payload", limit))
             rows.append(
                 (
@@ -178,10 +213,9 @@ class Ops:
                     task.timeout,
                     int(task.keep_result),
                     _start_arg(task),
+                    task.depends_on,
                 )
             )
-        if len(set(ids)) != len(ids):
-            raise InvalidInput("task_id", "the same task_id appears twice in one push")
         args = (len(tasks), _encoder.encode(rows), *payloads)
         return self._call("push", args, lambda _reply: ids)
 
@@ -328,7 +362,7 @@ def _parse_leased(reply: list[Any]) -> list[LeasedTask]:
 
 
 def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
-    flat, result = reply
+    flat, result, blocked_by, dependents = reply
     if not flat:
         return None
     fields: dict[str, bytes] = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
@@ -357,6 +391,8 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
         finished_at=_seconds(fields.get("finished_at")),
         result=None if result is None else _decoder.decode(result),
         has_result=result is not None,
+        blocked_by=tuple(sorted(task_id.decode() for task_id in blocked_by)),
+        dependents=tuple(sorted(task_id.decode() for task_id in dependents)),
     )
 
 

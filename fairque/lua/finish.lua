@@ -7,9 +7,11 @@
 local rows = read_rows()
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
-local finished = each_held_lease(rows, {'tenant', 'keep_result'}, function(row, f)
+local wanted = {'tenant', 'keep_result', 'has_dependents'}
+local finished = each_held_lease(rows, wanted, function(row, f)
   local id, slot = row[1], row[3]
   end_task(id, f[1], 'finished', now, nil)
+  if f[3] then release_dependents(id, now) end
   if slot > 0 and f[2] == '1' and SETTINGS.finished_ttl > 0 then
     redis.call('SET', result_key(id), ARGV[FIRST_ARG + 1 + slot], 'EX',
       math.ceil(SETTINGS.finished_ttl))

@@ -1,6 +1,7 @@
--- push: store tasks and make each ready or scheduled; all of them or none.
+-- push: store tasks and make each ready, scheduled or deferred; all of them or none.
 -- ARGV[6] = number of tasks n; ARGV[7] = MessagePack array of n rows {id, tenant,
--- priority, name, max_retries (-1 = unlimited), timeout (s), keep_result (0/1), start};
+-- priority, name, max_retries (-1 = unlimited), timeout (s), keep_result (0/1), start,
+-- depends_on (ids: existing tasks, or tasks earlier in this batch)};
 -- ARGV[8 ..] = the n payloads (opaque bytes, never decoded here). start is '' (now),
 -- absolute microseconds, or '+' relative microseconds (from the server clock).
 -- One blob instead of nine arguments per task keeps client-side packing cheap.
@@ -15,8 +16,20 @@ end
 local n = #rows
 
 -- Refuse the whole batch before writing anything.
-local keys, seen = {}, {}
+local keys, seen, dependency_state, unknown = {}, {}, {}, {}
 for i, row in ipairs(rows) do
+  for _, dependency in ipairs(row[9]) do
+    if not seen[dependency] and dependency_state[dependency] == nil then
+      local state = redis.call('HGET', task_key(dependency), 'state')
+      if not state then
+        unknown[#unknown + 1] = dependency
+      elseif state == 'canceled' then
+        return redis.error_reply('CANCELED_DEPENDENCY ' .. dependency)
+      else
+        dependency_state[dependency] = state
+      end
+    end
+  end
   local id, tenant, priority = row[1], row[2], row[3]
   if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
     return redis.error_reply('INVALID task_id or user_id of task ' .. i)
@@ -28,6 +41,7 @@ for i, row in ipairs(rows) do
   seen[id] = true
   keys[i] = task_key(id)
 end
+if #unknown > 0 then return redis.error_reply('UNKNOWN_DEPENDENCY ' .. table.concat(unknown, ' ')) end
 for first = 1, n, CHUNK do
   local last = math.min(first + CHUNK - 1, n)
   if redis.call('EXISTS', unpack(keys, first, last)) > 0 then
@@ -46,8 +60,21 @@ for i, row in ipairs(rows) do
   elseif start ~= '' then
     execute_after = tonumber(start)
   end
+  -- Dependencies that have finished already do not block (seed 000).
+  local open = {}
+  for _, dependency in ipairs(row[9]) do
+    if dependency_state[dependency] ~= 'finished' then open[#open + 1] = dependency end
+  end
   local state, time_field, time_value
-  if execute_after ~= nil and execute_after > now then
+  if #open > 0 then
+    state, time_field, time_value = 'deferred', 'deferred_at', now
+    append('SADD', K['state:deferred'], id)
+    for _, dependency in ipairs(open) do
+      redis.call('SADD', waiting_key(dependency), id)
+      redis.call('HSET', task_key(dependency), 'has_dependents', 1)
+    end
+    redis.call('SADD', blocked_key(id), unpack(open))
+  elseif execute_after ~= nil and execute_after > now then
     state, time_field, time_value = 'scheduled', 'execute_after', execute_after
     append('ZADD', K.scheduled, execute_after, id)
   else
@@ -61,6 +88,9 @@ for i, row in ipairs(rows) do
     time_field, time_value)
   if row[4] ~= '' then redis.call('HSET', keys[i], 'name', row[4]) end
   if row[7] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
+  if state == 'deferred' and execute_after ~= nil then
+    redis.call('HSET', keys[i], 'execute_after', execute_after)
+  end
   count('pushed', tenant)
 end
 return flush(now, n)

@@ -21,6 +21,9 @@ local CHUNK = 1000
 
 local function task_key(id) return PREFIX .. 'task:' .. id end
 local function result_key(id) return PREFIX .. 'result:' .. id end
+-- Seed 000: the tasks waiting for `id`, and the tasks `id` still waits for.
+local function waiting_key(id) return PREFIX .. 'deps:waiting:' .. id end
+local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
 local function critical_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':critical' end
 local function normal_key(tenant, priority)
   return PREFIX .. 'queue:user:' .. tenant .. ':normal:' .. priority

@@ -22,6 +22,38 @@ local function end_task(id, tenant, state, now, reason)
   count(state, tenant)
 end
 
+-- A deferred task whose last dependency finished: queued, or scheduled if its
+-- execute_after is still ahead.
+local function undefer(id, now)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'state', 'tenant', 'priority', 'execute_after')
+  if f[1] ~= 'deferred' then return end
+  redis.call('SREM', K['state:deferred'], id)
+  local execute_after = tonumber(f[4])
+  if execute_after ~= nil and execute_after > now then
+    redis.call('HSET', key, 'state', 'scheduled')
+    redis.call('ZADD', K.scheduled, execute_after, id)
+  else
+    local start_time = next_tick(now)
+    redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
+    queue_ready(id, f[2], tonumber(f[3]), start_time)
+  end
+end
+
+-- Task `id` finished: it blocks its dependents no more; those with no blocker left run,
+-- in this same call, so each is released exactly once (seed 000).
+local function release_dependents(id, now)
+  for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(id))) do
+    local blockers = blocked_key(dependent)
+    redis.call('SREM', blockers, id)
+    if redis.call('SCARD', blockers) == 0 then
+      redis.call('DEL', blockers)
+      undefer(dependent, now)
+    end
+  end
+  redis.call('DEL', waiting_key(id))
+end
+
 -- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
 -- remain, else FAILED. Returns the new state.
 local function retry_or_fail(id, now, reason, retry)
