@@ -196,6 +196,7 @@ class TenantStats:
     finished: int = 0
     failed: int = 0
     retried: int = 0
+    requeued: int = 0
     canceled: int = 0
     expired: int = 0
 

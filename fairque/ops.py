@@ -305,6 +305,10 @@ class Ops:
         cancelable = {b"scheduled", b"deferred", b"queued"}
         return self._call("cancel", (task_id,), lambda reply: reply in cancelable)
 
+    def retry(self, task_id: str) -> Call[bool]:
+        """Queues a FAILED task again now; parses to whether it was failed."""
+        return self._call("retry", (task_id,), lambda reply: reply == b"failed")
+
     def get(self, task_id: str) -> Call[TaskInfo | None]:
         """Reads one task; parses to None when there is no such task."""
         return self._call("get", (task_id,), lambda reply: _parse_info(task_id, reply))

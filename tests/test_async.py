@@ -37,6 +37,7 @@ async def test_async_round_trip(aqueue: AsyncFairQueue) -> None:
     assert (await aqueue.reap()).expired == 0
     assert await aqueue.promote() == 0
     await aqueue.push(Task(user_id="d", payload=5))
+    assert await aqueue.retry(ids[0]) is False  # finished, not failed
     held = await aqueue.pop(assigned_users=["d"])
     assert await aqueue.release(held) == []
     assert [task.payload for task in await aqueue.pop(assigned_users=["d"])] == [5]

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from fairque import FairQueue, InvalidInput, Task, TaskState
+from fairque import FairQueue, InvalidInput, Task, TaskNotFound, TaskState
 from tests.conftest import namespace_keys
 
 
@@ -180,3 +180,17 @@ def test_a_long_chain_pushed_in_reverse(queue: FairQueue) -> None:
     assert queue.stats().states[TaskState.DEFERRED] == 2999
     assert run_next(queue) == ["n0"]
     assert run_next(queue) == ["n1"]
+
+
+def test_retrying_a_failed_dependency_to_success_releases_dependents(queue: FairQueue) -> None:
+    queue.push_many([job("parent", max_retries=0), job("child", "parent")])
+    (parent,) = queue.pop()
+    queue.fail(parent, "broken")
+    assert queue.retry("child") is False  # deferred, not failed
+    assert queue.retry("parent") is True
+    assert queue.redis.ttl(f"{queue.ops.prefix}task:parent") == -1  # kept again
+    assert run_next(queue) == ["parent"]
+    assert run_next(queue) == ["child"]
+    assert queue.stats().counters["requeued"] == 1
+    with pytest.raises(TaskNotFound):
+        queue.retry("missing")

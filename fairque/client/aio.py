@@ -102,6 +102,10 @@ class AsyncFairQueue:
         """Cancels a task that has not started; False if it is running or has ended."""
         return await self._run(self.ops.cancel(task_id))
 
+    async def retry(self, task_id: str) -> bool:
+        """Queues a FAILED task again now; False if it had not failed."""
+        return await self._run(self.ops.retry(task_id))
+
     async def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
         return await self._run(self.ops.get(task_id))

@@ -92,6 +92,10 @@ class FairQueue:
         """Cancels a task that has not started; False if it is running or has ended."""
         return self._run(self.ops.cancel(task_id))
 
+    def retry(self, task_id: str) -> bool:
+        """Queues a FAILED task again now; False if it had not failed."""
+        return self._run(self.ops.retry(task_id))
+
     def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
         return self._run(self.ops.get(task_id))
