@@ -13,6 +13,7 @@ by name, and never imports or unpickles code it was sent.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -23,11 +24,17 @@ from fairque.models import Priority, Task
 
 @dataclass(frozen=True)
 class TaskFunction:
-    """A registered function: call it directly, or ``build`` a Task that runs it."""
+    """A registered function: call it directly, or ``build`` a Task that runs it.
+
+    ``step`` and ``depends_on`` place it in a :class:`Pipeline` (seed 000's ``task_id``
+    and ``depends_on``, naming other steps).
+    """
 
     name: str
     func: Callable[..., Any]
     is_async: bool
+    step: str | None = None
+    depends_on: tuple[str, ...] = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -55,13 +62,20 @@ class Registry:
 
     functions: dict[str, TaskFunction] = field(default_factory=dict)
 
-    def register(self, func: Callable[..., Any], name: str | None = None) -> TaskFunction:
+    def register(
+        self,
+        func: Callable[..., Any],
+        name: str | None = None,
+        step: str | None = None,
+        depends_on: Sequence[str] = (),
+    ) -> TaskFunction:
         """Registers ``func`` under ``name`` (default: ``module.qualname``)."""
         name = name or f"{func.__module__}.{func.__qualname__}"
         known = self.functions.get(name)
         if known is not None and known.func is not func:
             raise InvalidInput("name", f"another function is registered as {name!r}")
-        registered = TaskFunction(name, func, inspect.iscoroutinefunction(func))
+        is_async = inspect.iscoroutinefunction(func)
+        registered = TaskFunction(name, func, is_async, step, tuple(depends_on))
         self.functions[name] = registered
         return registered
 
@@ -79,7 +93,11 @@ def task(func: Callable[..., Any], /) -> TaskFunction: ...
 
 @overload
 def task(
-    *, name: str | None = None, into: Registry | None = None
+    *,
+    name: str | None = None,
+    into: Registry | None = None,
+    task_id: str | None = None,
+    depends_on: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], TaskFunction]: ...
 
 
@@ -89,12 +107,15 @@ def task(
     *,
     name: str | None = None,
     into: Registry | None = None,
+    task_id: str | None = None,
+    depends_on: Sequence[str] = (),
 ) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
-    """Registers a sync or async function as a task: ``@task`` or ``@task(name="x")``."""
+    """Registers a sync or async function as a task: ``@task`` or ``@task(name="x")``;
+    ``task_id`` and ``depends_on`` make it a pipeline step (seed 000)."""
     target = into or registry
 
     def decorate(function: Callable[..., Any]) -> TaskFunction:
-        return target.register(function, name)
+        return target.register(function, name, task_id, depends_on)
 
     return decorate if func is None else decorate(func)
 
@@ -109,3 +130,48 @@ def call_arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise InvalidInput("payload", "args must be a list and kwargs a map")
     return args, kwargs
+
+
+class Pipeline:
+    """Steps (``@task(task_id=..., depends_on=[...])`` functions) run in dependency order.
+
+    Each :meth:`build` is one run with its own ids (``<run>.<step>``), so the same
+    pipeline can run many times at once; push the run with ``push_many``, atomically.
+
+    >>> run = Pipeline(extract, transform, load).build(user_id="alice")  # doctest: +SKIP
+    >>> queue.push_many(run)  # doctest: +SKIP
+    """
+
+    def __init__(self, *steps: TaskFunction) -> None:
+        names = [step.step or step.name for step in steps]
+        if len(set(names)) != len(names):
+            raise InvalidInput("steps", "two steps have the same task_id")
+        known = set(names)
+        for step, step_name in zip(steps, names, strict=True):
+            missing = [name for name in step.depends_on if name not in known]
+            if missing:
+                raise InvalidInput("depends_on", f"step {step_name!r} depends on unknown "
+                                   f"steps: {', '.join(missing)}")  # fmt: skip
+        self.steps = dict(zip(names, steps, strict=True))
+
+    def build(
+        self,
+        *,
+        user_id: str,
+        run_id: str | None = None,
+        arguments: Mapping[str, Sequence[Any]] | None = None,
+        **options: Any,
+    ) -> list[Task]:
+        """The tasks of one run; ``arguments`` maps a step to its positional arguments."""
+        run = run_id or os.urandom(8).hex()
+        arguments = arguments or {}
+        return [
+            function.build(
+                user_id=user_id,
+                args=arguments.get(step, ()),
+                task_id=f"{run}.{step}",
+                depends_on=tuple(f"{run}.{name}" for name in function.depends_on),
+                **options,
+            )
+            for step, function in self.steps.items()
+        ]
