@@ -3,7 +3,8 @@
     uv run python bench/bench_worker.py [--tasks 20000] [--repeat 2]
 
 Prints, never asserts: drain rate of queued no-op tasks with 1 and 2 worker processes,
-idle pickup latency (a task pushed every 20 ms to an idle worker), and the fairness
+idle pickup latency (a task pushed every 20 ms to an idle worker), the time to submit and
+run a 1,000-task fan-out/fan-in pipeline, and the fairness
 scenario (tenant "big" pushes 5,000 tasks, then 50 small tenants push 10 each: where in
 the order of execution do the small ones run).
 """
@@ -121,6 +122,26 @@ def fairness(url: str, processes: int = 2) -> tuple[int, float, int]:
     return max(small), statistics.mean(small), len(order)
 
 
+def fan_out_fan_in(url: str, width: int = 998, processes: int = 2) -> tuple[float, float]:
+    """(seconds to submit, seconds to run) a pipeline: prepare -> ``width`` tasks -> combine."""
+    namespace = f"pipeline-{uuid.uuid4().hex[:8]}"
+    queue = FairQueue(url, namespace)
+    middle = [f"part-{n}" for n in range(width)]
+    tasks = [Task(user_id="u", task_id="prepare", name="noop")]
+    tasks += [
+        Task(user_id="u", task_id=part, name="noop", depends_on=("prepare",)) for part in middle
+    ]
+    tasks.append(Task(user_id="u", task_id="combine", name="noop", depends_on=tuple(middle)))
+    with workers(url, namespace, processes, concurrency=100):
+        started = time.perf_counter()
+        queue.push_many(tasks)
+        submitted = time.perf_counter()
+        wait(lambda: finished(queue) >= len(tasks), timeout=120)
+        done = time.perf_counter()
+    queue.close()
+    return submitted - started, done - submitted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -136,6 +157,9 @@ def main() -> None:
         print(
             f"idle pickup latency over {len(latencies)} tasks: p50 {p50:.2f} ms, p99 {p99:.2f} ms"
         )
+        submit, run = fan_out_fan_in(server.url)
+        print(f"fan-out/fan-in pipeline of 1,000 tasks, 2 worker processes: submitted in "
+              f"{submit * 1000:.1f} ms, ran in {run * 1000:.0f} ms")  # fmt: skip
         last, mean, total = fairness(server.url)
         print(f"fairness: last small task ran {last} of {total} (ideal round robin 510, "
               f"FIFO 5,500); small tasks' mean position {mean:.0f}")  # fmt: skip
