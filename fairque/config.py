@@ -20,6 +20,7 @@ class QueueSettings(BaseModel):
     finished_ttl: float = Field(default=24 * 3600.0, ge=0)  # 0: drop finished tasks at once
     failed_ttl: float = Field(default=7 * 24 * 3600.0, ge=0)  # seed 000: 7 days
     maintenance_batch: int = Field(default=100, ge=1, le=10_000)  # reaped/promoted per pop
+    xcom_ttl: float = Field(default=24 * 3600.0, gt=0)  # how long XCom values live
 
 
 def redis_url(url: str | None) -> str:

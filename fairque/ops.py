@@ -150,6 +150,13 @@ def _check_positive(value: float, field: str, maximum: float) -> None:
         raise InvalidInput(field, f"must be above 0 and at most {maximum:g}, got {value!r}")
 
 
+def _check_name(value: str, field: str) -> None:
+    try:
+        check_identifier(value)
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
 def _tenant_list(values: Sequence[str] | None, field: str) -> list[str]:
     if values is None:
         return []
@@ -308,6 +315,24 @@ class Ops:
     def retry(self, task_id: str) -> Call[bool]:
         """Queues a FAILED task again now; parses to whether it was failed."""
         return self._call("retry", (task_id,), lambda reply: reply == b"failed")
+
+    def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None) -> Call[None]:
+        """Stores ``value`` under ``key`` for task ``task_id``'s dependents."""
+        _check_name(task_id, "task_id")
+        _check_name(key, "key")
+        seconds = self.settings.xcom_ttl if ttl is None else ttl
+        _check_positive(seconds, "ttl", 366 * 24 * 3600.0)
+        data = encode(value, "value", self.settings.max_payload_bytes)
+        args = (task_id, key, data, max(1, int(seconds * 1000)))
+        return self._call("xcom_push", args, lambda _reply: None)
+
+    def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Call[Any]:
+        """The value task ``task_id`` stored under ``key``, or ``default``."""
+        _check_name(task_id, "task_id")
+        _check_name(key, "key")
+        return self._call(
+            "xcom_pull", (task_id, key), lambda reply: default if reply is None else decode(reply)
+        )
 
     def get(self, task_id: str) -> Call[TaskInfo | None]:
         """Reads one task; parses to None when there is no such task."""

@@ -35,6 +35,7 @@ class TaskFunction:
     is_async: bool
     step: str | None = None
     depends_on: tuple[str, ...] = ()
+    wants_context: bool = False  # it has a parameter named "context" (worker/context.py)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -75,7 +76,8 @@ class Registry:
         if known is not None and known.func is not func:
             raise InvalidInput("name", f"another function is registered as {name!r}")
         is_async = inspect.iscoroutinefunction(func)
-        registered = TaskFunction(name, func, is_async, step, tuple(depends_on))
+        wants_context = "context" in inspect.signature(func).parameters
+        registered = TaskFunction(name, func, is_async, step, tuple(depends_on), wants_context)
         self.functions[name] = registered
         return registered
 

@@ -20,7 +20,7 @@ SCRIPTS = sorted(
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
         "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
-        "release", "retry", "stats",
+        "release", "retry", "stats", "xcom_pull", "xcom_push",
     ]  # fmt: skip
 
 

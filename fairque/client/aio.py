@@ -106,6 +106,14 @@ class AsyncFairQueue:
         """Queues a FAILED task again now; False if it had not failed."""
         return await self._run(self.ops.retry(task_id))
 
+    async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
+        await self._run(self.ops.xcom_push(task_id, key, value, ttl))
+
+    async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
+        return await self._run(self.ops.xcom_pull(task_id, key, default))
+
     async def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
         return await self._run(self.ops.get(task_id))

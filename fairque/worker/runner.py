@@ -27,11 +27,12 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fairque.client import AsyncFairQueue
+from fairque.client import AsyncFairQueue, FairQueue
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.models import LeasedTask
 from fairque.tasks import Registry, call_arguments, registry
 from fairque.worker.config import WorkerConfig
+from fairque.worker.context import SyncTaskContext, TaskContext
 
 log = logging.getLogger("fairque.worker")
 
@@ -97,6 +98,7 @@ class Worker:
         self.finished = 0
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
+        self._sync_queue: FairQueue | None = None
 
     def stop(self) -> None:
         """Asks the worker to stop (from the worker's event loop)."""
@@ -134,6 +136,8 @@ class Worker:
             await wake.aclose()  # type: ignore[no-untyped-call]
             if self._queue is None:
                 await queue.close()
+            if self._sync_queue is not None:
+                self._sync_queue.close()
             self._threads.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.config.id)
 
@@ -203,7 +207,7 @@ class Worker:
         job.add_done_callback(done)
 
     async def _execute(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
-        outcome = await self._call(leased)
+        outcome = await self._call(queue, leased)
         if outcome.error is None:
             self._acks.append((leased, outcome.result))
             self._acks_waiting.set()
@@ -245,7 +249,7 @@ class Worker:
         for task_id in lost:
             log.warning("task %s: lease lost before its result was recorded", task_id)
 
-    async def _call(self, leased: LeasedTask) -> Outcome:
+    async def _call(self, queue: AsyncFairQueue, leased: LeasedTask) -> Outcome:
         function = self.functions.get(leased.name)
         if function is None:
             return Outcome(error=f"unknown task function {leased.name!r}", retry=False)
@@ -253,6 +257,11 @@ class Worker:
             args, kwargs = call_arguments(leased.payload)
         except InvalidInput as exc:
             return Outcome(error=str(exc), retry=False)
+        if function.wants_context:
+            kwargs["context"] = (
+                TaskContext(leased, queue) if function.is_async
+                else SyncTaskContext(leased, self._blocking_queue())
+            )  # fmt: skip
         timeout = min(leased.timeout, self.config.task_timeout_seconds)
         try:
             if function.is_async:
@@ -267,6 +276,12 @@ class Worker:
         except Exception as exc:
             return Outcome(error=f"{type(exc).__name__}: {exc}")
         return Outcome(result=result)
+
+    def _blocking_queue(self) -> FairQueue:
+        """A blocking client for the contexts of sync functions (they run on threads)."""
+        if self._sync_queue is None:
+            self._sync_queue = FairQueue(self.config.redis_url, self.config.namespace)
+        return self._sync_queue
 
     async def _heartbeat(self, queue: AsyncFairQueue) -> None:
         """Keeps the leases of running tasks ahead of their deadline."""

@@ -1,0 +1,66 @@
+"""What a running task function can reach: which task it is, and XCom.
+
+A task function that has a parameter named ``context`` receives a :class:`TaskContext`
+(async functions) or a :class:`SyncTaskContext` (sync functions, which run on threads).
+
+>>> @task(task_id="transform", depends_on=["extract"])
+... async def transform(context: TaskContext) -> int:
+...     records = await context.xcom_pull("extract", "records", default=[])
+...     await context.xcom_push("count", len(records))
+...     return len(records)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fairque.client import AsyncFairQueue, FairQueue
+from fairque.models import LeasedTask
+
+
+@dataclass(frozen=True)
+class _Context:
+    task: LeasedTask
+
+    @property
+    def run_id(self) -> str | None:
+        """The pipeline run this task belongs to (ids ``<run>.<step>``), if any."""
+        run, dot, _ = self.task.task_id.partition(".")
+        return run if dot else None
+
+    def resolve(self, task_id: str) -> str:
+        """A task id; a name without a dot is a step of this task's pipeline run."""
+        if self.run_id is not None and "." not in task_id:
+            return f"{self.run_id}.{task_id}"
+        return task_id
+
+
+@dataclass(frozen=True)
+class TaskContext(_Context):
+    """The context of an async task function."""
+
+    queue: AsyncFairQueue
+
+    async def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` under ``key`` for this task's dependents."""
+        await self.queue.xcom_push(self.task.task_id, key, value, ttl)
+
+    async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What task (or step) ``task_id`` stored under ``key``, else ``default``."""
+        return await self.queue.xcom_pull(self.resolve(task_id), key, default)
+
+
+@dataclass(frozen=True)
+class SyncTaskContext(_Context):
+    """The context of a sync task function."""
+
+    queue: FairQueue
+
+    def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` under ``key`` for this task's dependents."""
+        self.queue.xcom_push(self.task.task_id, key, value, ttl)
+
+    def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What task (or step) ``task_id`` stored under ``key``, else ``default``."""
+        return self.queue.xcom_pull(self.resolve(task_id), key, default)
