@@ -19,6 +19,7 @@ FIXED_KEYS: tuple[str, ...] = (
     "stats",  # hash: counters, in total and per tenant ("finished:<tenant>")
     "clock",  # string: last tick handed out (us), see include/base.lua
     "state:deferred",  # set: ids waiting on dependencies
+    "deps:cursor",  # string: where reap's scan for orphaned dependencies goes on
     "state:finished",  # zset: ended ids, by the time their record expires (us)
     "state:failed",
     "state:canceled",

@@ -63,6 +63,7 @@ class Maintenance:
     expired: int  # leases that had expired, returned to the queue or failed
     promoted: int  # scheduled tasks made ready
     dropped: int  # ids of expired finished/failed/canceled tasks dropped from registries
+    orphaned: int  # deferred tasks canceled because a dependency no longer exists
 
 
 def encode(value: Any, field: str, limit: int) -> bytes:

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from fairque import FairQueue, InvalidInput, Task, TaskNotFound, TaskState
-from tests.conftest import namespace_keys
+from fairque import FairQueue, InvalidInput, QueueSettings, Task, TaskNotFound, TaskState
+from tests.conftest import namespace_keys, wait_for
 
 
 def job(task_id: str, *depends_on: str, **fields: object) -> Task:
@@ -194,3 +194,41 @@ def test_retrying_a_failed_dependency_to_success_releases_dependents(queue: Fair
     assert queue.stats().counters["requeued"] == 1
     with pytest.raises(TaskNotFound):
         queue.retry("missing")
+
+
+def test_stats_show_dependency_links_and_releases(queue: FairQueue) -> None:
+    queue.push_many([job("A"), job("B"), job("C")])
+    queue.push_many([job("D", "A", "B", "C"), job("E", "A", "B"), job("F", "C")])
+    assert queue.stats().counters["dependency_links"] == 6
+    by_id = {task.task_id: task for task in queue.pop(count=3)}
+    queue.finish(by_id["A"])
+    queue.finish(by_id["B"])
+    counters = queue.stats().counters
+    assert (counters["dependency_links"], counters["undeferred"]) == (2, 1)
+    assert queue.cancel("D")  # it waited for C only by now
+    assert queue.stats().counters["dependency_links"] == 1
+    queue.finish(by_id["C"])
+    counters = queue.stats().counters
+    assert (counters["dependency_links"], counters["undeferred"]) == (0, 2)
+    assert queue.stats().states[TaskState.DEFERRED] == 0
+
+
+def test_reap_cancels_tasks_whose_dependency_expired(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    queue = make_queue(QueueSettings(failed_ttl=0.05))
+    queue.push_many(
+        [job("parent", max_retries=0), job("child", "parent"), job("grandchild", "child")]
+    )
+    (parent,) = queue.pop()
+    queue.fail(parent, "broken")
+    assert wait_for(lambda: queue.reap().orphaned, timeout=5) == 1
+    for task_id, reason in (
+        ("child", "dependency parent no longer exists"),
+        ("grandchild", "dependency child was canceled"),
+    ):
+        info = queue.get(task_id)
+        assert info is not None
+        assert (info.state, info.last_error) == (TaskState.CANCELED, reason)
+    assert queue.stats().counters["dependency_links"] == 0
+    assert queue.reap().orphaned == 0

@@ -52,6 +52,7 @@ for first = 1, n, CHUNK do
 end
 
 local now = clock_now()
+local links = 0
 for i, row in ipairs(rows) do
   local id, tenant, priority, start = row[1], row[2], row[3], row[8]
   local execute_after = nil
@@ -74,6 +75,7 @@ for i, row in ipairs(rows) do
       redis.call('HSET', task_key(dependency), 'has_dependents', 1)
     end
     redis.call('SADD', blocked_key(id), unpack(open))
+    links = links + #open
   elseif execute_after ~= nil and execute_after > now then
     state, time_field, time_value = 'scheduled', 'execute_after', execute_after
     append('ZADD', K.scheduled, execute_after, id)
@@ -93,4 +95,5 @@ for i, row in ipairs(rows) do
   end
   count('pushed', tenant)
 end
+if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', links) end
 return flush(now, n)

@@ -1,6 +1,9 @@
--- reap: maintenance. Return expired leases, promote due scheduled tasks, and drop ids of
--- expired terminal tasks from the state registries. ARGV[6] = batch limit.
--- Returns {leases expired, tasks promoted, registry entries dropped}.
+-- reap: maintenance. Return expired leases, promote due scheduled tasks, drop ids of
+-- expired terminal tasks from the state registries, and cancel deferred tasks whose
+-- dependency no longer exists (it failed and its record expired, so they could never
+-- run), looking at `limit` deferred tasks per call from where the last call stopped.
+-- ARGV[6] = batch limit. Returns {leases expired, promoted, registry entries dropped,
+-- orphaned tasks canceled}.
 --@include maintenance
 
 local limit = tonumber(ARGV[FIRST_ARG])
@@ -11,4 +14,17 @@ local dropped = 0
 for _, state in ipairs({'finished', 'failed', 'canceled'}) do
   dropped = dropped + redis.call('ZREMRANGEBYSCORE', K['state:' .. state], '-inf', now)
 end
-return flush(now, {expired, promoted, dropped})
+local orphaned = 0
+local scan = redis.call('SSCAN', K['state:deferred'], redis.call('GET', K['deps:cursor']) or 0,
+  'COUNT', limit)
+redis.call('SET', K['deps:cursor'], scan[1])
+for _, id in ipairs(scan[2]) do
+  for _, blocker in ipairs(redis.call('SMEMBERS', blocked_key(id))) do
+    if redis.call('EXISTS', task_key(blocker)) == 0 then
+      cancel_with_dependents(id, 'dependency ' .. blocker .. ' no longer exists', now)
+      orphaned = orphaned + 1
+      break
+    end
+  end
+end
+return flush(now, {expired, promoted, dropped, orphaned})

@@ -43,15 +43,59 @@ end
 -- Task `id` finished: it blocks its dependents no more; those with no blocker left run,
 -- in this same call, so each is released exactly once (seed 000).
 local function release_dependents(id, now)
+  local links = 0
   for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(id))) do
     local blockers = blocked_key(dependent)
-    redis.call('SREM', blockers, id)
+    links = links + redis.call('SREM', blockers, id)
     if redis.call('SCARD', blockers) == 0 then
       redis.call('DEL', blockers)
       undefer(dependent, now)
+      count('undeferred')
     end
   end
   redis.call('DEL', waiting_key(id))
+  if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', -links) end
+end
+
+-- Cancels one task if it has not started; returns its former state, and whether it was
+-- canceled. It waits for nothing any more: its links to its blockers go.
+local function cancel_one(id, reason, now)
+  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority')
+  local state, tenant = f[1], f[2]
+  if state == 'queued' then
+    unqueue(id, tenant, tonumber(f[3]))
+  elseif state == 'scheduled' then
+    redis.call('ZREM', K.scheduled, id)
+  elseif state == 'deferred' then
+    redis.call('SREM', K['state:deferred'], id)
+  else
+    return state, false
+  end
+  end_task(id, tenant, 'canceled', now, reason)
+  local blockers = redis.call('SMEMBERS', blocked_key(id))
+  for _, blocker in ipairs(blockers) do redis.call('SREM', waiting_key(blocker), id) end
+  if #blockers > 0 then
+    redis.call('DEL', blocked_key(id))
+    redis.call('HINCRBY', K.stats, 'dependency_links', -#blockers)
+  end
+  return state, true
+end
+
+-- Cancels `id` and, since they can never run, every task that depends on it, directly or
+-- not, each with the reason recorded (design section 7). Returns cancel_one's answer.
+local function cancel_with_dependents(id, reason, now)
+  local state, canceled = cancel_one(id, reason, now)
+  if not canceled then return state, false end
+  local pending = {id}
+  while #pending > 0 do
+    local current = table.remove(pending)
+    for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(current))) do
+      local _, also = cancel_one(dependent, 'dependency ' .. current .. ' was canceled', now)
+      if also then pending[#pending + 1] = dependent end
+    end
+    redis.call('DEL', waiting_key(current))
+  end
+  return state, true
 end
 
 -- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
