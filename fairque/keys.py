@@ -23,6 +23,8 @@ FIXED_KEYS: tuple[str, ...] = (
     "state:finished",  # zset: ended ids, by the time their record expires (us)
     "state:failed",
     "state:canceled",
+    "storage:ids",  # string: last id given to a storage (seed 004) task
+    "storage:queues",  # hash: numbered queue -> tasks it holds (see fairque/storage)
 )
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")

@@ -191,6 +191,13 @@ class Ops:
     def _call(self, name: str, args: Sequence[Arg], parse: Callable[[Any], T]) -> Call[T]:
         return Call(lua.load(name), self._keys, (*self._head, *args), parse)
 
+    def call(
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], keys: Sequence[str] = ()
+    ) -> Call[T]:
+        """A call of script ``name`` with the namespace's fixed keys, then ``keys``, and its
+        settings before ``args`` (for facades built on the engine, such as fairque.storage)."""
+        return Call(lua.load(name), (*self._keys, *keys), (*self._head, *args), parse)
+
     def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
         """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
         if not tasks:

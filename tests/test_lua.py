@@ -20,7 +20,8 @@ SCRIPTS = sorted(
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
         "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
-        "release", "retry", "stats", "xcom_pull", "xcom_push",
+        "release", "retry", "stats", "storage_done", "storage_get", "storage_put",
+        "storage_retry", "storage_stat", "xcom_pull", "xcom_push",
     ]  # fmt: skip
 
 

@@ -56,6 +56,10 @@ class AsyncFairQueue:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)
 
+    async def execute(self, call: Call[T]) -> T:
+        """Sends a call built elsewhere (fairque.storage) and parses its reply."""
+        return await self._run(call)
+
     async def push(self, task: Task) -> str:
         """Enqueues one task; returns its id."""
         return await self._run(self.ops.push_one(task))

@@ -46,6 +46,10 @@ class FairQueue:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)
 
+    def execute(self, call: Call[T]) -> T:
+        """Sends a call built elsewhere (fairque.storage) and parses its reply."""
+        return self._run(call)
+
     def push(self, task: Task) -> str:
         """Enqueues one task; returns its id."""
         return self._run(self.ops.push_one(task))

@@ -43,7 +43,8 @@ def _expand(text: str, included: set[str]) -> str:
 
 def _keys_header() -> str:
     names = ", ".join(f"[{name!r}] = KEYS[{i}]" for i, name in enumerate(FIXED_KEYS, 1))
-    return f"local K = {{{names}}}\n"
+    # Keys a script declares beyond the fixed ones start at KEYS[FIXED_KEY_COUNT + 1].
+    return f"local K = {{{names}}}\nlocal FIXED_KEY_COUNT = {len(FIXED_KEYS)}\n"
 
 
 @cache
