@@ -259,9 +259,10 @@ def plan_processors(
     batch_sizes: Mapping[int, int],
     seconds_per_task: Mapping[int, float],
 ) -> list[int] | None:
-    """Which queue each processor should serve: more processors where there is more work
-    (ready tasks times their measured cost), by highest averages; never more processors
-    on a queue than it has batches ready. None when no queue has ready work."""
+    """Which queue each processor should serve: one for each queue with ready work (the
+    most work first, while processors last), the rest where there is more work (ready
+    tasks times their measured cost) by highest averages; never more processors on a
+    queue than it has batches ready. None when no queue has ready work."""
     known = [cost for cost in seconds_per_task.values() if cost > 0]
     default_cost = sum(known) / len(known) if known else 1.0
     work = {
@@ -272,7 +273,9 @@ def plan_processors(
     if not work:
         return None
     given = dict.fromkeys(work, 0)
-    for _ in range(processors):
+    for queue in sorted(work, key=lambda q: -work[q])[:processors]:
+        given[queue] = 1  # no queue with backlog waits for another to drain
+    for _ in range(processors - sum(given.values())):
         open_queues = [q for q in work if given[q] < math.ceil(ready[q] / batch_sizes[q])]
         if not open_queues:
             break
