@@ -21,6 +21,7 @@ from fairque.storage import (
 )
 from fairque.storage.contract import Contract
 from fairque.storage.worker import (
+    Handler,
     HandlerStats,
     Manager,
     QueueConfig,
@@ -55,7 +56,7 @@ class Recorder:
     def __init__(self) -> None:
         self.batches: list[tuple[str, list[Any]]] = []
 
-    def __call__(self, name: str) -> Any:
+    def __call__(self, name: str) -> Handler:
         async def handle(storage: AsyncStorage, tasks: list[Any]) -> HandlerStats:
             self.batches.append((name, tasks))
             good = [task.task_id for task in tasks if not task.fail]
@@ -102,7 +103,7 @@ async def test_round_robin_over_queues_with_their_batch_sizes() -> None:
     await put(storage, "sms", 6)
     recorder = Recorder()
     queues = {1: QueueConfig(batch_size=2), 2: QueueConfig(batch_size=3)}
-    handlers = {"emails": recorder("emails"), 2: recorder("sms")}
+    handlers: dict[int | str, Handler] = {"emails": recorder("emails"), 2: recorder("sms")}
     worker = StorageWorker(storage, CONTRACT, handlers, config(queues=queues))
     await run_until(worker, lambda: len(recorder.batches) == 5)
     sizes = [(name, len(tasks)) for name, tasks in recorder.batches]
@@ -242,7 +243,7 @@ def test_plan_follows_backlog_and_cost() -> None:
 async def test_manager_moves_processors_to_the_backlog() -> None:
     storage = AsyncMemoryStorage()
     recorder = Recorder()
-    handlers = {"emails": recorder("emails"), "sms": recorder("sms")}
+    handlers: dict[int | str, Handler] = {"emails": recorder("emails"), "sms": recorder("sms")}
     worker = StorageWorker(storage, CONTRACT, handlers, config(max_processors=1))
     manager = Manager(storage, [worker], interval=0.01)
     assert await manager.rebalance() == [None]  # no backlog: no instruction
