@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,11 @@ from fairque import embedded
 from fairque.client import FairQueue
 from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
+from fairque.metrics import Metrics
 from fairque.models import QueueStats, Task
+from fairque.storage import AsyncRedisStorage, RedisStorage
+from fairque.storage.contract import Contract
+from fairque.storage.worker import StorageWorkerConfig, serve
 from fairque.worker import Worker, load_config
 from fairque.worker.processes import run_processes
 
@@ -130,6 +136,54 @@ def stats(
                 time.sleep(watch)  # a refresh period, not a wait for state
                 live.update(_stats_table(queue.stats(), namespace))
                 shown += 1
+
+
+@app.command("storage-worker")
+def storage_worker(
+    contract: Path = typer.Option(..., "--contract", help="Queue-contract YAML (seed 004)."),
+    handlers: str = typer.Option(
+        ..., help="module:attribute, a mapping of queue name (or number) to handler."
+    ),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Storage worker YAML."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    ),
+    manager: float = typer.Option(0.0, min=0, help="Rebalance every N s (0: round robin)."),
+) -> None:
+    """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
+    try:
+        queues = Contract.load(contract)
+        settings = StorageWorkerConfig.load(config) if config else StorageWorkerConfig()
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    table = _import_handlers(handlers)
+    metrics = Metrics()
+    if metrics_port is not None:
+        metrics.watch_storage(RedisStorage(url, namespace))
+        server = metrics.serve(metrics_port)
+        console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
+    storage = AsyncRedisStorage(url, namespace)
+    try:
+        run = serve(storage, queues, table, settings, metrics=metrics, manager_interval=manager)
+        worker = asyncio.run(run)
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    done = sum(stats.processed for stats in worker.stats.values())
+    console.print(f"stopped after {done} processed task(s)")
+
+
+def _import_handlers(spec: str) -> Any:
+    """The mapping ``module:attribute`` names."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        table = getattr(importlib.import_module(module_name), attribute or "HANDLERS")
+    except (ImportError, AttributeError) as exc:
+        raise _fail(f"--handlers {spec}: {exc}") from None
+    if not isinstance(table, Mapping):
+        raise _fail(f"--handlers {spec}: expected a mapping of queue to handler")
+    return table
 
 
 @app.command()

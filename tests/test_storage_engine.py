@@ -23,6 +23,7 @@ from fairque.storage import (
     RedisStorage,
     RetryInfo,
 )
+from fairque.storage.models import MAX_COUNT
 from tests.conftest import wait_for
 
 
@@ -109,6 +110,13 @@ def test_a_killed_processor_loses_nothing(
     back = wait_for(lambda: storage.get_task(9, 10))
     assert sorted(task.id for task in back) == ids
     assert {task.attempts for task in back} == {1}
+
+
+def test_the_largest_batches(storage: RedisStorage) -> None:
+    ids = storage.put_tasks([PutTaskRequest(1, b"") for _ in range(MAX_COUNT)])
+    taken = storage.get_task(1, MAX_COUNT)
+    assert [task.id for task in taken] == ids
+    assert storage.done_task(ids) == MAX_COUNT
 
 
 async def _round_trip(storage: AsyncStorage) -> None:

@@ -18,7 +18,7 @@ flush_ready(now) -- reaped tasks are written back before the queue is read
 
 local ids = redis.call('ZRANGEBYSCORE', key, '-inf', due_horizon(now), 'LIMIT', 0, wanted)
 if #ids == 0 then return flush(now, {}) end
-redis.call('ZREM', key, unpack(ids))
+call_chunked('ZREM', key, ids)
 local deadline = now + math.floor(visibility * MICROS)
 local taken = {}
 for _, id in ipairs(ids) do

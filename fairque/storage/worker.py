@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -326,3 +327,29 @@ class Manager:
             await self.rebalance()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.interval)
+
+
+async def serve(
+    storage: AsyncStorage,
+    contract: Contract,
+    handlers: Mapping[int | str, Handler],
+    config: StorageWorkerConfig,
+    *,
+    metrics: Metrics | None = None,
+    manager_interval: float | None = None,
+) -> StorageWorker:
+    """Runs a worker, and a :class:`Manager` every ``manager_interval`` seconds if given,
+    until SIGTERM / SIGINT; returns the worker (its stats) once every handler call ended."""
+    worker = StorageWorker(storage, contract, handlers, config, metrics)
+    manager = Manager(storage, [worker], manager_interval) if manager_interval else None
+
+    def stop() -> None:
+        worker.stop()
+        if manager:
+            manager.stop()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop)
+    await asyncio.gather(worker.run(), *([manager.run()] if manager else []))
+    return worker
