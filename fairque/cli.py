@@ -24,7 +24,7 @@ from fairque.metrics import Metrics
 from fairque.models import QueueStats, Task
 from fairque.storage import AsyncRedisStorage, RedisStorage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import StorageWorkerConfig, serve
+from fairque.storage.worker import StorageWorker, StorageWorkerConfig, serve
 from fairque.worker import Worker, load_config
 from fairque.worker.processes import run_processes
 
@@ -164,10 +164,15 @@ def storage_worker(
         metrics.watch_storage(RedisStorage(url, namespace))
         server = metrics.serve(metrics_port)
         console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
-    storage = AsyncRedisStorage(url, namespace)
+
+    async def run() -> StorageWorker:
+        async with AsyncRedisStorage(url, namespace) as storage:
+            return await serve(
+                storage, queues, table, settings, metrics=metrics, manager_interval=manager
+            )
+
     try:
-        run = serve(storage, queues, table, settings, metrics=metrics, manager_interval=manager)
-        worker = asyncio.run(run)
+        worker = asyncio.run(run())
     except FairQueueError as exc:
         raise _fail(str(exc)) from None
     done = sum(stats.processed for stats in worker.stats.values())
