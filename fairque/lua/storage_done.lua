@@ -4,7 +4,7 @@
 --@include storage
 
 local now = clock_now()
-local unleased, removed = {}, 0
+local unleased, removed, held = {}, 0, {}
 for i = FIRST_ARG, #ARGV do
   local id = ARGV[i]
   local f = redis.call('HMGET', task_key(id), 'queue', 'state')
@@ -15,10 +15,11 @@ for i = FIRST_ARG, #ARGV do
       redis.call('ZREM', storage_queue_key(f[1]), id)
     end
     redis.call('DEL', task_key(id))
-    count_held(f[1], -1)
+    held[f[1]] = (held[f[1]] or 0) - 1
     count('finished')
     removed = removed + 1
   end
 end
 if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
+for queue, n in pairs(held) do count_held(queue, n) end
 return flush(now, removed)
