@@ -95,11 +95,7 @@ class MemoryStorage:
     ) -> list[StorageTask]:
         check_queue_num(queue_num)
         check_count(count)
-        seconds = (
-            self.visibility_timeout
-            if visibility_timeout is None
-            else check_visibility(visibility_timeout)
-        )
+        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
         with self._lock:
             now = self.clock()
             self._reap(now)

@@ -88,10 +88,10 @@ def check_count(value: object) -> int:
     return _int(value, "count", 1, MAX_COUNT)
 
 
-def check_visibility(seconds: float | None) -> float:
-    """The visibility timeout to use: ``seconds``, or the default when None."""
+def check_visibility(seconds: float | None, default: float = DEFAULT_VISIBILITY_TIMEOUT) -> float:
+    """The visibility timeout to use: ``seconds``, or ``default`` when None."""
     if seconds is None:
-        return DEFAULT_VISIBILITY_TIMEOUT
+        return default
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise InvalidInput("visibility_timeout", f"must be a number of seconds, got {seconds!r}")
     if not 0 < seconds <= MAX_VISIBILITY_TIMEOUT:

@@ -50,11 +50,7 @@ class StorageOps:
     ) -> Call[list[StorageTask]]:
         check_queue_num(queue_num)
         check_count(count)
-        seconds = (
-            self.visibility_timeout
-            if visibility_timeout is None
-            else check_visibility(visibility_timeout)
-        )
+        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
         args = (queue_num, count, repr(seconds), self.ops.settings.maintenance_batch)
 
         def parse(reply: list[Any]) -> list[StorageTask]:
