@@ -203,6 +203,13 @@ async def test_slow_cycles_are_counted() -> None:
     assert worker.slow_cycles == 2
 
 
+async def test_an_unreachable_storage_is_retried_until_stopped() -> None:
+    async with AsyncRedisStorage("redis://127.0.0.1:1/0") as storage:
+        worker = StorageWorker(storage, CONTRACT, {"emails": Recorder()("emails")}, config())
+        await run_until(worker, lambda: worker.outages >= 2)
+    assert worker.stats[1].handled == 0
+
+
 def test_worker_settings_are_checked() -> None:
     storage = AsyncMemoryStorage()
     with pytest.raises(InvalidInput, match="at least one queue"):

@@ -38,6 +38,7 @@ from fairque.storage.models import (
     StorageTask,
 )
 from fairque.storage.protocol import AsyncStorage
+from fairque.worker.runner import OUTAGE, Backoff
 
 log = logging.getLogger("fairque.storage")
 
@@ -135,6 +136,7 @@ class StorageWorker:
         )
         self.stats = {queue.id: HandlerStats() for queue in self.queues}  # summed per queue
         self.slow_cycles = 0  # cycles longer than config.slow_cycle
+        self.outages = 0  # times the storage was found unreachable
         self._plan: list[int] = []  # the Manager's queue for processor i, if it gave one
         self._stopping = asyncio.Event()
 
@@ -170,6 +172,7 @@ class StorageWorker:
             self.metrics.running_job_processors.inc()
         turn = index  # processors start on different queues
         empty = 0  # empty takes in a row
+        backoff = Backoff()
         try:
             while not self._stopping.is_set():
                 pinned = self._pinned(index)
@@ -178,14 +181,18 @@ class StorageWorker:
                     turn += 1
                 else:
                     queue = next(q for q in self.queues if q.id == pinned)
-                if await self._cycle(queue):
-                    empty = 0
+                try:
+                    took = await self._cycle(queue)
+                except OUTAGE as exc:
+                    self.outages += 1
+                    log.warning("storage unreachable (%s); trying again", exc)
+                    await _wait(self._stopping, backoff.next())
                     continue
-                empty += 1
-                if pinned is not None or empty >= len(self.queues):
+                backoff.reset()
+                empty = 0 if took else empty + 1
+                if empty and (pinned is not None or empty >= len(self.queues)):
                     empty = 0
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), self.config.idle_wait)
+                    await _wait(self._stopping, self.config.idle_wait)
         finally:
             if self.metrics:
                 self.metrics.running_job_processors.dec()
@@ -239,6 +246,12 @@ class StorageWorker:
             handled.duration = time.monotonic() - started
         stats.add(handled)
         return stats
+
+
+async def _wait(stopping: asyncio.Event, seconds: float) -> None:
+    """Waits ``seconds``, or less if ``stopping`` is set meanwhile."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stopping.wait(), seconds)
 
 
 def _decode(queue: QueueContract, task: StorageTask) -> Any:
@@ -325,8 +338,7 @@ class Manager:
         self._stopping.clear()
         while not self._stopping.is_set():
             await self.rebalance()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval)
+            await _wait(self._stopping, self.interval)
 
 
 async def serve(
