@@ -155,6 +155,18 @@ async def test_a_failing_handler_leaves_its_batch_to_the_visibility_timeout() ->
     assert await storage.done_task([task_id]) == 0
 
 
+async def test_a_handler_that_returns_no_stats_is_counted_as_errors() -> None:
+    storage = AsyncMemoryStorage()
+    await put(storage, "emails", 2)
+
+    async def forgetful(storage: AsyncStorage, tasks: list[Any]) -> Any:
+        await storage.done_task([task.task_id for task in tasks])
+
+    worker = StorageWorker(storage, CONTRACT, {"emails": forgetful}, config())
+    await run_until(worker, lambda: worker.stats[1].errors == 2)
+    assert worker.stats[1].last_error == "handler returned NoneType"
+
+
 async def test_data_off_the_contract_comes_back_later_not_to_the_handler() -> None:
     storage = AsyncMemoryStorage()
     await storage.put_task(PutTaskRequest(1, b"\x93\x01\x02\x03"))

@@ -242,6 +242,10 @@ class StorageWorker:
         finally:
             if self.metrics:
                 self.metrics.tasks_in_progress.labels(label).dec(len(typed))
+        if not isinstance(handled, HandlerStats):
+            returned = type(handled).__name__
+            log.error("queue %s: the handler returned %s, not HandlerStats", queue.name, returned)
+            handled = HandlerStats(errors=len(typed), last_error=f"handler returned {returned}")
         if not handled.duration:
             handled.duration = time.monotonic() - started
         stats.add(handled)
