@@ -61,6 +61,9 @@ def worker(
     namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
     processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    ),
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
     given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency}
@@ -71,8 +74,16 @@ def worker(
     for module in tasks:
         _import_tasks(module)
     if processes > 1:
+        if metrics_port is not None:
+            raise _fail("--metrics-port serves one process: use it with --processes 1")
         raise typer.Exit(run_processes(settings, processes, tasks))
-    Worker(settings).run()
+    metrics = None
+    if metrics_port is not None:
+        metrics = Metrics()
+        metrics.watch_queue(FairQueue(settings.redis_url, settings.namespace))
+        server = metrics.serve(metrics_port)
+        console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
+    Worker(settings, metrics=metrics).run()
 
 
 def _import_tasks(module: str) -> None:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue, FairQueue, Task
+from fairque.cli import app
 from fairque.embedded import LocalServer
 from fairque.metrics import Metrics
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
@@ -17,6 +24,7 @@ from fairque.storage.contract import Contract
 from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
 from fairque.tasks import Registry, task
 from fairque.worker import Worker, WorkerConfig
+from tests.conftest import wait_for
 
 functions = Registry()
 
@@ -122,3 +130,40 @@ async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namesp
     assert samples[("fairque_task_duration_seconds_count", finished)] == 4
     failed = (("name", "missing"), ("outcome", "failed"))
     assert samples[("fairque_task_duration_seconds_count", failed)] == 1
+
+
+def test_fair_worker_process_serves_metrics(
+    tmp_path: Path, server: LocalServer, namespace: str
+) -> None:
+    module = "from fairque.tasks import task\n\n@task(name='triple')\ndef triple(x): return 3 * x\n"
+    (tmp_path / "metric_tasks.py").write_text(module)
+    command = [
+        sys.executable, "-c", "from fairque.cli import main; main()", "worker",
+        "--tasks", "metric_tasks", "--url", server.url, "--namespace", namespace,
+        "--metrics-port", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        address = worker.stdout.readline().split()[-1]
+        with FairQueue(server.url, namespace) as queue:
+            tasks = [Task(user_id="u", name="triple", payload={"args": [n]}) for n in range(3)]
+            queue.push_many(tasks)
+            wait_for(lambda: queue.stats().counters.get("finished") == 3)
+        with urllib.request.urlopen(address, timeout=10) as response:
+            text = response.read().decode()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert 'fairque_task_duration_seconds_count{name="triple",outcome="finished"} 3.0' in text
+    assert f'fairque_tasks{{namespace="{namespace}",state="finished"}} 3.0' in text
+
+
+def test_metrics_port_needs_one_process() -> None:
+    result = CliRunner().invoke(app, ["worker", "--processes", "2", "--metrics-port", "0"])
+    assert result.exit_code == 2
+    assert "--processes 1" in result.output
