@@ -25,6 +25,14 @@ FIXED_KEYS: tuple[str, ...] = (
     "state:canceled",
 )
 
+# The scheduler's keys (design section 8), after the fixed keys in its scripts' KEYS.
+SCHEDULER_KEYS: tuple[str, ...] = (
+    "schedules",  # hash: schedule id -> its definition (MessagePack)
+    "schedules:next",  # zset: active schedule ids, by their next run (us)
+    "schedules:status",  # hash: schedule id -> runs, failures, state... (MessagePack)
+    "scheduler:instances",  # hash: instance id -> its state and counters (MessagePack)
+)
+
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
@@ -41,3 +49,8 @@ def namespace_prefix(namespace: str) -> str:
 def fixed_keys(prefix: str) -> tuple[str, ...]:
     """The KEYS every script of the namespace with ``prefix`` receives."""
     return tuple(prefix + name for name in FIXED_KEYS)
+
+
+def lock_key(prefix: str, schedule_id: str) -> str:
+    """The scheduler's lock on one schedule (seed 002's distributed lock)."""
+    return f"{prefix}scheduler:lock:{schedule_id}"
