@@ -188,8 +188,18 @@ class Ops:
             repr(settings.failed_ttl),
         )
 
-    def _call(self, name: str, args: Sequence[Arg], parse: Callable[[Any], T]) -> Call[T]:
-        return Call(lua.load(name), self._keys, (*self._head, *args), parse)
+    def _call(
+        self,
+        name: str,
+        args: Sequence[Arg],
+        parse: Callable[[Any], T],
+        extra_names: tuple[str, ...] = (),
+        extra_keys: Sequence[str] = (),
+    ) -> Call[T]:
+        """The call of script ``name``; ``extra_keys`` follow the fixed keys, and the
+        script knows them by ``extra_names``."""
+        keys = (*self._keys, *extra_keys) if extra_keys else self._keys
+        return Call(lua.load(name, extra_names), keys, (*self._head, *args), parse)
 
     def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
         """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
