@@ -65,7 +65,7 @@ class TaskScheduler:
         """Stores a new schedule (a :class:`Schedule`, or its fields); returns its id."""
         return self.queue._run(self.ops.save(_schedule(schedule, fields), self._now(), "add"))
 
-    def update_schedule(self, schedule_id: str, **changes: Any) -> ScheduleInfo:
+    def update_schedule(self, schedule_id: str, /, **changes: Any) -> ScheduleInfo:
         """Changes some fields of a schedule; every instance uses them from its next cycle.
         Raises :class:`ScheduleChanged` if it was changed by someone else meanwhile."""
         snapshot = self.queue._run(self.ops.read([schedule_id]))
@@ -126,6 +126,12 @@ class TaskScheduler:
         """Closes the connection pool."""
         self.queue.close()
 
+    def __enter__(self) -> TaskScheduler:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 class AsyncTaskScheduler:
     """:class:`TaskScheduler` for asyncio: the same methods, as coroutines.
@@ -159,7 +165,7 @@ class AsyncTaskScheduler:
         save = self.ops.save(_schedule(schedule, fields), await self._now(), "add")
         return await self.queue._run(save)
 
-    async def update_schedule(self, schedule_id: str, **changes: Any) -> ScheduleInfo:
+    async def update_schedule(self, schedule_id: str, /, **changes: Any) -> ScheduleInfo:
         """Changes some fields of a schedule (see :meth:`TaskScheduler.update_schedule`)."""
         snapshot = await self.queue._run(self.ops.read([schedule_id]))
         info = _one(snapshot, schedule_id)
