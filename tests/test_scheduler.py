@@ -316,7 +316,7 @@ async def test_a_dead_instances_lock_expires_and_another_takes_over(
 async def test_missed_runs_never_come_as_a_burst(
     instance: AsyncTaskScheduler, policy: MissedRuns
 ) -> None:
-    sid = await instance.add_schedule(interval=0.1, missed=policy, task=TEMPLATE)
+    sid = await instance.add_schedule(interval=0.1, missed=policy, misfire_grace=0.2, task=TEMPLATE)
     first = (await instance.get_schedule(sid)).next_run
     assert first is not None
     await wait_server_time_past(instance.queue, first + 0.55)  # all instances were down
@@ -332,6 +332,21 @@ async def test_missed_runs_never_come_as_a_burst(
         assert info.skipped == 1
     assert info.next_run is not None
     assert info.next_run > first + 0.55
+
+
+async def test_runs_late_within_the_grace_time_are_caught_up_one_by_one(
+    instance: AsyncTaskScheduler,
+) -> None:
+    sid = await instance.add_schedule(interval=0.1, task=TEMPLATE)
+    first = (await instance.get_schedule(sid)).next_run
+    assert first is not None
+    await wait_server_time_past(instance.queue, first + 0.55)  # a short outage
+    pauses = [await instance.runner.cycle() for _ in range(12)]
+    assert pauses[0] == 0.0  # a cycle that submitted looks again at once
+    times = await runs_of(instance.queue, sid)
+    assert len(times) >= 6
+    assert times[0] == round(first * 1e6)
+    assert {b - a for a, b in itertools.pairwise(times)} == {100_000}
 
 
 @pytest.mark.parametrize(("grace", "runs"), [(30, 1), (0.1, 0)])

@@ -18,7 +18,8 @@ MAX_INTERVAL_SECONDS = 366 * 24 * 3600.0
 
 
 class MissedRuns(str, Enum):
-    """What happens to runs that came due while no scheduler instance was running."""
+    """What happens to a run missed by more than ``misfire_grace`` (e.g. while no scheduler
+    instance was running); either way the runs missed after it are dropped."""
 
     RUN_ONCE = "run_once"  # all missed runs become one run, submitted now
     SKIP = "skip"  # missed runs are dropped; the schedule goes on with the next one
@@ -91,7 +92,8 @@ class Schedule(BaseModel):
     interval: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)  # seconds
     start_at: datetime | None = None  # first run of an interval schedule (default: now)
     missed: MissedRuns = MissedRuns.RUN_ONCE
-    misfire_grace: float = Field(default=60.0, gt=0)  # later than this, a run is missed
+    # A run later than this (s) is missed; later runs within it are caught up one by one.
+    misfire_grace: float = Field(default=10.0, gt=0)
     schedule_id: str | None = None  # generated when not given
 
     @pydantic.model_validator(mode="wrap")

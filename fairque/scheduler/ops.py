@@ -80,15 +80,16 @@ class Plan:
 
 
 def plan_run(grant: Grant) -> Plan:
-    """Decides a due run: submit it (or drop it if missed and the policy is SKIP), and the
-    next run, which is always after now, so missed runs never come as a burst."""
+    """Decides a due run. A run at most ``misfire_grace`` late is submitted and the
+    schedule goes on with the run after it, so short delays are caught up run by run. A
+    later run is missed: submitted (RUN_ONCE) or dropped (SKIP), and the schedule goes on
+    with its first run after now, so missed runs never come as a burst."""
     schedule, now = grant.schedule, grant.now
     run_at = grant.pending_run or int(float(grant.next_run))
-    following = next_run(schedule, max(run_at, now))
-    late = now - run_at
-    missed = late > schedule.misfire_grace * MICROS or next_run(schedule, run_at) <= now
-    submit = not (missed and schedule.missed is MissedRuns.SKIP)
-    return Plan(run_at, following, submit, f"{grant.schedule_id}@{run_at}")
+    if now - run_at <= schedule.misfire_grace * MICROS:
+        return Plan(run_at, next_run(schedule, run_at), True, f"{grant.schedule_id}@{run_at}")
+    submit = schedule.missed is MissedRuns.RUN_ONCE
+    return Plan(run_at, next_run(schedule, now), submit, f"{grant.schedule_id}@{run_at}")
 
 
 @dataclass(frozen=True)
