@@ -23,10 +23,11 @@ runner = CliRunner()
 @pytest.fixture
 def scheduler(
     server: LocalServer, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> TaskScheduler:
+) -> Iterator[TaskScheduler]:
     monkeypatch.setenv("FAIRQUE_REDIS_URL", server.url)
     monkeypatch.setenv("FAIRQUE_NAMESPACE", namespace)
-    return TaskScheduler(server.url, namespace)
+    with TaskScheduler(server.url, namespace) as made:
+        yield made
 
 
 def invoke(*args: str, code: int = 0) -> str:
