@@ -17,6 +17,7 @@ from rich.table import Table
 
 from fairque import demo as demo_module
 from fairque import embedded
+from fairque.cli_scheduler import app as scheduler_app
 from fairque.client import FairQueue
 from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
@@ -34,6 +35,7 @@ app = typer.Typer(
 )
 server_app = typer.Typer(help="The embedded Valkey server used when no URL is given.")
 app.add_typer(server_app, name="server")
+app.add_typer(scheduler_app, name="scheduler")
 console = Console()
 errors = Console(stderr=True)
 

@@ -61,6 +61,30 @@ class LeaseLost(FairQueueError):  # noqa: N818
         super().__init__(f"the lease on task {task_id!r} is no longer held by this caller")
 
 
+class ScheduleNotFound(FairQueueError):  # noqa: N818
+    """No schedule with this id."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"no schedule with id {schedule_id!r}")
+
+
+class DuplicateSchedule(FairQueueError):  # noqa: N818
+    """A schedule with this id already exists; nothing was written."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"schedule_id: a schedule with id {schedule_id!r} already exists")
+
+
+class ScheduleChanged(FairQueueError):  # noqa: N818
+    """The schedule was changed by someone else between reading and updating it."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"schedule {schedule_id!r} changed meanwhile; read it and try again")
+
+
 class EmbeddedServerError(FairQueueError):
     """The embedded Valkey server could not be started or reached."""
 
@@ -74,6 +98,12 @@ def from_script_error(message: str) -> FairQueueError:
         return TaskNotFound(detail)
     if code == "LEASE_LOST":
         return LeaseLost(detail)
+    if code == "SCHEDULE_NOT_FOUND":
+        return ScheduleNotFound(detail)
+    if code == "DUPLICATE_SCHEDULE":
+        return DuplicateSchedule(detail)
+    if code == "SCHEDULE_CHANGED":
+        return ScheduleChanged(detail)
     if code == "UNKNOWN_DEPENDENCY":
         return InvalidInput("depends_on", f"no task with id {', '.join(detail.split())}")
     if code == "CANCELED_DEPENDENCY":

@@ -23,8 +23,21 @@ FIXED_KEYS: tuple[str, ...] = (
     "state:finished",  # zset: ended ids, by the time their record expires (us)
     "state:failed",
     "state:canceled",
-    "storage:ids",  # string: last id given to a storage (seed 004) task
-    "storage:queues",  # hash: numbered queue -> tasks it holds (see fairque/storage)
+)
+
+# The scheduler's keys (design section 8), after the fixed keys in its scripts' KEYS.
+SCHEDULER_KEYS: tuple[str, ...] = (
+    "schedules",  # hash: schedule id -> its definition (MessagePack)
+    "schedules:next",  # zset: active schedule ids, by their next run (us)
+    "schedules:status",  # hash: schedule id -> runs, failures, state... (MessagePack)
+    "scheduler:instances",  # hash: instance id -> its state and counters (MessagePack)
+)
+
+# Seed 004's storage keys (fairque/storage), after the fixed keys in its scripts' KEYS
+# (and in stats, which counts storage tasks too).
+STORAGE_KEYS: tuple[str, ...] = (
+    "storage:ids",  # string: last id given to a storage task
+    "storage:queues",  # hash: numbered queue -> tasks it holds
 )
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -43,3 +56,8 @@ def namespace_prefix(namespace: str) -> str:
 def fixed_keys(prefix: str) -> tuple[str, ...]:
     """The KEYS every script of the namespace with ``prefix`` receives."""
     return tuple(prefix + name for name in FIXED_KEYS)
+
+
+def lock_key(prefix: str, schedule_id: str) -> str:
+    """The scheduler's lock on one schedule (seed 002's distributed lock)."""
+    return f"{prefix}scheduler:lock:{schedule_id}"

@@ -6,7 +6,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum, IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
@@ -55,6 +55,17 @@ def check_identifier(value: str) -> str:
     return value
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(handler: ModelWrapValidatorHandler[M], data: Any) -> M:
+    """Runs a model's validation, raising :class:`InvalidInput` naming every bad field."""
+    try:
+        return handler(data)
+    except pydantic.ValidationError as exc:
+        raise InvalidInput.from_errors(exc.errors()) from None
+
+
 class Task(BaseModel):
     """A unit of work for one tenant.
 
@@ -80,10 +91,7 @@ class Task(BaseModel):
     @pydantic.model_validator(mode="wrap")
     @classmethod
     def _raise_fairque_error(cls, data: Any, handler: ModelWrapValidatorHandler[Task]) -> Task:
-        try:
-            task = handler(data)
-        except pydantic.ValidationError as exc:
-            raise InvalidInput.from_errors(exc.errors()) from None
+        task = validate(handler, data)
         if task.execute_after is not None and task.delay is not None:
             raise InvalidInput("delay", "give execute_after or delay, not both")
         if task.task_id is not None and task.task_id in task.depends_on:

@@ -19,7 +19,7 @@ import msgspec
 from fairque import lua
 from fairque.config import QueueSettings
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.keys import fixed_keys, namespace_prefix
+from fairque.keys import STORAGE_KEYS, fixed_keys, namespace_prefix
 from fairque.models import (
     MAX_TIMEOUT_SECONDS,
     LeasedTask,
@@ -188,15 +188,18 @@ class Ops:
             repr(settings.failed_ttl),
         )
 
-    def _call(self, name: str, args: Sequence[Arg], parse: Callable[[Any], T]) -> Call[T]:
-        return Call(lua.load(name), self._keys, (*self._head, *args), parse)
-
-    def call(
-        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], keys: Sequence[str] = ()
+    def _call(
+        self,
+        name: str,
+        args: Sequence[Arg],
+        parse: Callable[[Any], T],
+        extra_names: tuple[str, ...] = (),
+        extra_keys: Sequence[str] = (),
     ) -> Call[T]:
-        """A call of script ``name`` with the namespace's fixed keys, then ``keys``, and its
-        settings before ``args`` (for facades built on the engine, such as fairque.storage)."""
-        return Call(lua.load(name), (*self._keys, *keys), (*self._head, *args), parse)
+        """The call of script ``name``; ``extra_keys`` follow the fixed keys, and the
+        script knows them by ``extra_names``."""
+        keys = (*self._keys, *extra_keys) if extra_keys else self._keys
+        return Call(lua.load(name, extra_names), keys, (*self._head, *args), parse)
 
     def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
         """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
@@ -348,7 +351,8 @@ class Ops:
 
     def stats(self) -> Call[QueueStats]:
         """Counts per state and per tenant."""
-        return self._call("stats", (), _parse_stats)
+        keys = tuple(self.prefix + name for name in STORAGE_KEYS)  # storage tasks count too
+        return self._call("stats", (), _parse_stats, STORAGE_KEYS, keys)
 
     def reap(self, limit: int) -> Call[Maintenance]:
         """One maintenance pass of at most ``limit`` leases and scheduled tasks."""

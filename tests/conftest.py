@@ -6,10 +6,11 @@ Every engine test runs on the embedded Valkey binary and, when Debian's
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import pytest
@@ -78,3 +79,12 @@ def wait_for(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+async def until(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    """Polls the coroutine ``probe`` until true; fails after ``timeout`` s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await probe():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.01)

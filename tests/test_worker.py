@@ -13,6 +13,7 @@ from fairque import AsyncFairQueue, QueueSettings, Task, TaskState
 from fairque.embedded import LocalServer
 from fairque.tasks import Registry, task
 from fairque.worker import Worker, WorkerConfig
+from tests.conftest import until
 
 functions = Registry()
 calls: list[Any] = []
@@ -74,15 +75,6 @@ async def pusher(server: LocalServer, namespace: str) -> AsyncIterator[AsyncFair
 
 def config(server: LocalServer, namespace: str, **values: Any) -> WorkerConfig:
     return WorkerConfig(redis_url=server.url, namespace=namespace, **values)
-
-
-async def until(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    """Polls ``probe`` until true; fails after ``timeout`` s."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await probe():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.01)
 
 
 async def finished(queue: AsyncFairQueue, count: int) -> bool:

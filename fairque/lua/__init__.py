@@ -2,6 +2,8 @@
 
 A line ``--@include name`` is replaced by ``include/name.lua`` (each helper once per
 script, its own includes first). Scripts are sent by SHA-1 and loaded on NOSCRIPT.
+Every script receives the namespace's fixed keys; a script that needs more (the
+scheduler's) names them when loaded, and they follow the fixed keys in KEYS.
 """
 
 from __future__ import annotations
@@ -41,14 +43,17 @@ def _expand(text: str, included: set[str]) -> str:
     return _INCLUDE.sub(include, text)
 
 
-def _keys_header() -> str:
-    names = ", ".join(f"[{name!r}] = KEYS[{i}]" for i, name in enumerate(FIXED_KEYS, 1))
-    # Keys a script declares beyond the fixed ones start at KEYS[FIXED_KEY_COUNT + 1].
-    return f"local K = {{{names}}}\nlocal FIXED_KEY_COUNT = {len(FIXED_KEYS)}\n"
+def _keys_header(extra_keys: tuple[str, ...]) -> str:
+    names = (*FIXED_KEYS, *extra_keys)
+    pairs = ", ".join(f"[{name!r}] = KEYS[{i}]" for i, name in enumerate(names, 1))
+    # Keys sent after the named ones (seed 004's per-queue keys) start at
+    # KEYS[NAMED_KEY_COUNT + 1].
+    return f"local K = {{{pairs}}}\nlocal NAMED_KEY_COUNT = {len(names)}\n"
 
 
 @cache
-def load(name: str) -> Script:
-    """The script ``lua/<name>.lua`` with its includes expanded."""
-    source = _keys_header() + _expand(_read(f"{name}.lua"), set())
+def load(name: str, extra_keys: tuple[str, ...] = ()) -> Script:
+    """The script ``lua/<name>.lua`` with its includes expanded; ``extra_keys`` names the
+    keys it receives after the fixed ones."""
+    source = _keys_header(extra_keys) + _expand(_read(f"{name}.lua"), set())
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324

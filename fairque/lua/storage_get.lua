@@ -2,7 +2,7 @@
 -- first (seed 004 GetTask). Each is leased for the visibility timeout: no other caller
 -- gets it until then, and if it is neither done nor retried by then it comes back
 -- (attempts + 1). Expired leases are reaped first, so no separate reaper is needed.
--- KEYS after the fixed ones: the queue's key.
+-- KEYS: the fixed keys, the storage keys, then the queue's key.
 -- ARGV[6] = queue number, ARGV[7] = count, ARGV[8] = visibility timeout (s),
 -- ARGV[9] = reap batch limit.
 -- Returns, per task: id, payload, attempts, created_at, start_time, prev_start_time ('').

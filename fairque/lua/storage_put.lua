@@ -1,5 +1,5 @@
 -- storage_put: store tasks in numbered queues (seed 004 PutTask); all of them or none.
--- KEYS after the fixed ones: the queue keys the requests name.
+-- KEYS: the fixed keys, the storage keys, then the queue keys the requests name.
 -- ARGV[6] = number of tasks n; ARGV[7] = MessagePack array of n rows {key slot (1 = the
 -- first queue key), queue number, start}; ARGV[8 ..] = the n payloads (opaque bytes).
 -- start is '' (now), absolute microseconds, or '+' relative microseconds.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
+from fairque.keys import STORAGE_KEYS
 from fairque.ops import MICROS, Arg, Call, Ops
 from fairque.storage.models import (
     PutTaskRequest,
@@ -23,6 +24,7 @@ from fairque.storage.models import (
     check_visibility,
 )
 
+T = TypeVar("T")
 _encoder = msgspec.msgpack.Encoder()
 _ROW = 6  # fields per task in a storage_get reply
 
@@ -41,6 +43,13 @@ class StorageOps:
     def __init__(self, ops: Ops, visibility_timeout: float | None = None) -> None:
         self.ops = ops
         self.visibility_timeout = check_visibility(visibility_timeout)
+        self._keys = tuple(ops.prefix + name for name in STORAGE_KEYS)
+
+    def _call(
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], queues: Sequence[str] = ()
+    ) -> Call[T]:
+        """A storage script's call: the storage keys, then the ``queues`` keys it writes."""
+        return self.ops._call(name, args, parse, STORAGE_KEYS, (*self._keys, *queues))
 
     def queue_key(self, queue_num: int) -> str:
         return f"{self.ops.prefix}storage:queue:{queue_num}"
@@ -67,15 +76,15 @@ class StorageOps:
                 for i in range(0, len(reply), _ROW)
             ]
 
-        return self.ops.call("storage_get", args, parse, (self.queue_key(queue_num),))
+        return self._call("storage_get", args, parse, (self.queue_key(queue_num),))
 
     def done_task(self, task_ids: Sequence[int]) -> Call[int]:
-        return self.ops.call("storage_done", check_ids(task_ids), int)
+        return self._call("storage_done", check_ids(task_ids), int)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
         rows = [(str(task_id), _micros(moment)) for task_id, moment in check_retries(retries)]
         args = (len(rows), _encoder.encode(rows), self.ops.settings.maintenance_batch)
-        return self.ops.call("storage_retry", args, int)
+        return self._call("storage_retry", args, int)
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
         starts = check_requests(requests)
@@ -93,7 +102,7 @@ class StorageOps:
         args: list[Arg] = [len(rows), _encoder.encode(rows)]
         args += [request.data for request in requests]
         keys = [self.queue_key(queue_num) for queue_num in slots]
-        return self.ops.call("storage_put", args, lambda reply: [int(i) for i in reply], keys)
+        return self._call("storage_put", args, lambda reply: [int(i) for i in reply], keys)
 
     def put_task(self, request: PutTaskRequest) -> Call[int]:
         call = self.put_tasks([request])
@@ -104,4 +113,4 @@ class StorageOps:
             rows = (reply[i : i + 5] for i in range(0, len(reply), 5))
             return Stats({int(row[0]): QueueStat(*map(int, row)) for row in sorted(rows)})
 
-        return self.ops.call("storage_stat", (self.ops.settings.maintenance_batch,), parse)
+        return self._call("storage_stat", (self.ops.settings.maintenance_batch,), parse)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairque.errors import InvalidInput
 from fairque.metrics import SLOW_CYCLE_SECONDS, Metrics
+from fairque.outage import OUTAGE, Backoff
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -38,7 +39,6 @@ from fairque.storage.models import (
     StorageTask,
 )
 from fairque.storage.protocol import AsyncStorage
-from fairque.worker.runner import OUTAGE, Backoff
 
 log = logging.getLogger("fairque.storage")
 

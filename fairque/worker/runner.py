@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.client import PubSub
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client import AsyncFairQueue, FairQueue
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.models import LeasedTask
+from fairque.outage import OUTAGE, Backoff
 from fairque.tasks import Registry, call_arguments, registry
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
@@ -41,23 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
-OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)  # the server is unreachable
-
-
-@dataclass
-class Backoff:
-    """Exponential waits while the server is unreachable: 0.1 s doubling up to 5 s."""
-
-    first: float = 0.1
-    limit: float = 5.0
-    current: float = 0.0
-
-    def next(self) -> float:
-        self.current = min(self.limit, max(self.first, self.current * 2))
-        return self.current
-
-    def reset(self) -> None:
-        self.current = 0.0
 
 
 async def _within(work: Awaitable[Any], seconds: float) -> Any:

@@ -4,10 +4,10 @@
 -- shared `leases` zset, so the fair queue's maintenance returns them when it expires.
 --@include maintenance
 
--- The queue key the caller declared in KEYS[FIXED_KEY_COUNT + slot], or nil when it is
+-- The queue key the caller declared in KEYS[NAMED_KEY_COUNT + slot], or nil when it is
 -- not the key of queue `n`.
 local function declared_queue_key(slot, n)
-  local key = KEYS[FIXED_KEY_COUNT + slot]
+  local key = KEYS[NAMED_KEY_COUNT + slot]
   if type(n) ~= 'number' or n < 0 or n % 1 ~= 0 or key ~= storage_queue_key(int(n)) then
     return nil
   end

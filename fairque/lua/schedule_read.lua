@@ -1,0 +1,18 @@
+-- schedule_read: schedules with their status and next run, and the scheduler instances.
+-- ARGV[6] = 'all' (every schedule) or 'some': those of ARGV[7 ..]. Returns {flat list of id, definition,
+-- status, next run (or false), ...; flat list of instance id, record, ...; server time}.
+--@include schedule
+
+local ids = {unpack(ARGV, FIRST_ARG + 1)}
+if ARGV[FIRST_ARG] == 'all' then ids = redis.call('HKEYS', K.schedules) end
+local rows = {}
+for _, id in ipairs(ids) do
+  local definition = redis.call('HGET', K.schedules, id)
+  if definition then
+    rows[#rows + 1] = id
+    rows[#rows + 1] = definition
+    rows[#rows + 1] = redis.call('HGET', K['schedules:status'], id)
+    rows[#rows + 1] = redis.call('ZSCORE', K['schedules:next'], id)
+  end
+end
+return {rows, redis.call('HGETALL', K['scheduler:instances']), clock_now()}

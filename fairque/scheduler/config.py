@@ -1,0 +1,45 @@
+"""Settings of a scheduler instance (seed 002's configuration parameters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+
+from fairque.models import check_identifier, validate
+
+
+class SchedulerConfig(BaseModel):
+    """How one scheduler instance polls, locks and retries.
+
+    Invalid values raise :class:`fairque.InvalidInput` naming the field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    poll_interval: float = Field(default=1.0, gt=0, le=60)  # longest sleep between cycles (s)
+    lock_timeout: float = Field(default=30.0, gt=0, le=3600)  # a dead holder's lock expires
+    max_submit_retries: int = Field(default=3, ge=0, le=100)  # then the schedule is FAILED
+    retry_backoff_base: float = Field(default=1.0, gt=0)  # retry after base * 2^(n-1) s
+    retry_backoff_max: float = Field(default=300.0, gt=0)
+    batch: int = Field(default=100, ge=1, le=10_000)  # due schedules handled per cycle
+    instance_id: str | None = None  # default: host:pid:random
+    # health_check(): a cycle older than this many poll intervals is a warning, then an error
+    stale_cycles_warning: float = Field(default=5, gt=0)
+    stale_cycles_error: float = Field(default=30, gt=0)
+    # health_check(): failed share of the recent submissions for a warning, then an error
+    error_rate_warning: float = Field(default=0.1, gt=0, le=1)
+    error_rate_error: float = Field(default=0.5, gt=0, le=1)
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _raise_fairque_error(
+        cls, data: Any, handler: ModelWrapValidatorHandler[SchedulerConfig]
+    ) -> SchedulerConfig:
+        return validate(handler, data)
+
+    @pydantic.field_validator("instance_id")
+    @classmethod
+    def _check_id(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)

@@ -1,0 +1,282 @@
+"""The scheduler's sans-IO core: schedule records to script calls, and run planning.
+
+Like :mod:`fairque.ops`, nothing here does I/O: the sync and async schedulers send these
+calls. Times are integer microseconds of the server clock, as in the scripts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal, TypeVar
+
+from fairque.errors import InvalidInput
+from fairque.keys import SCHEDULER_KEYS, lock_key
+from fairque.ops import MICROS, Arg, Call, Ops, decode, encode
+from fairque.scheduler import cron
+from fairque.scheduler.config import SchedulerConfig
+from fairque.scheduler.models import MissedRuns, Schedule, ScheduleInfo, ScheduleState
+
+T = TypeVar("T")
+_MAX_DEFINITION_BYTES = 1024 * 1024
+_LOCKED = (*SCHEDULER_KEYS, "lock")
+
+
+def new_schedule_id() -> str:
+    """A random schedule id (16 hex digits)."""
+    return os.urandom(8).hex()
+
+
+def next_run(schedule: Schedule, after: int) -> int:
+    """The schedule's first run strictly after ``after`` (us).
+
+    Interval schedules keep to the grid ``start_at + k * interval``, so a late or missed
+    run does not shift the runs after it.
+    """
+    if schedule.cron is not None:
+        seconds = cron.next_after(schedule.cron, schedule.timezone, after / MICROS)
+        return round(seconds * MICROS)
+    assert schedule.interval is not None  # validated: cron or interval
+    assert schedule.start_at is not None  # set by anchored() when stored
+    interval = max(1, round(schedule.interval * MICROS))
+    anchor = round(schedule.start_at.timestamp() * MICROS)
+    if after < anchor:
+        return anchor
+    return anchor + interval * ((after - anchor) // interval + 1)
+
+
+def anchored(schedule: Schedule, now: int) -> Schedule:
+    """An interval schedule with no start time starts one interval from ``now``."""
+    if schedule.interval is None or schedule.start_at is not None:
+        return schedule
+    start = datetime.fromtimestamp(now / MICROS + schedule.interval, timezone.utc)
+    return schedule.model_copy(update={"start_at": start})
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A lock held on a due schedule, with what was read under it."""
+
+    schedule_id: str
+    token: str
+    now: int  # server time when the lock was taken
+    next_run: bytes  # the schedule's next run as stored (compared again when firing)
+    schedule: Schedule
+    version: int
+    pending_run: int | None  # a run whose submission failed and is being retried
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one due run."""
+
+    run_at: int  # when the run was due (us); part of its task id
+    following: int  # the run after it
+    submit: bool  # False: a missed run dropped by MissedRuns.SKIP
+    task_id: str
+
+
+def plan_run(grant: Grant) -> Plan:
+    """Decides a due run. A run at most ``misfire_grace`` late is submitted and the
+    schedule goes on with the run after it, so short delays are caught up run by run. A
+    later run is missed: submitted (RUN_ONCE) or dropped (SKIP), and the schedule goes on
+    with its first run after now, so missed runs never come as a burst."""
+    schedule, now = grant.schedule, grant.now
+    run_at = grant.pending_run or int(float(grant.next_run))
+    if now - run_at <= schedule.misfire_grace * MICROS:
+        return Plan(run_at, next_run(schedule, run_at), True, f"{grant.schedule_id}@{run_at}")
+    submit = schedule.missed is MissedRuns.RUN_ONCE
+    return Plan(run_at, next_run(schedule, now), submit, f"{grant.schedule_id}@{run_at}")
+
+
+@dataclass(frozen=True)
+class Due:
+    """One cycle's look at the schedules."""
+
+    now: int
+    schedules: list[tuple[str, bytes]]  # (id, next run as stored), due now
+    earliest: int | None  # the earliest next run of any active schedule
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Schedules and scheduler instances as stored."""
+
+    schedules: list[ScheduleInfo]
+    instances: dict[str, dict[str, Any]]
+    now: int
+
+
+def _seconds(micros: Any) -> float | None:
+    return None if micros is None else int(micros) / MICROS
+
+
+def _info(
+    schedule_id: str, definition: bytes, packed: bytes, stored_next: bytes | None
+) -> ScheduleInfo:
+    status: dict[str, Any] = decode(packed)
+    return ScheduleInfo(
+        schedule_id=schedule_id,
+        schedule=Schedule.model_validate(decode(definition)),
+        state=ScheduleState(status["state"]),
+        next_run=None if stored_next is None else float(stored_next) / MICROS,
+        version=status["v"],
+        runs=status["runs"],
+        skipped=status["skipped"],
+        failures=status["failures"],
+        last_run=_seconds(status.get("last_run")),
+        last_submitted_at=_seconds(status.get("last_submitted_at")),
+        last_task_id=status.get("last_task_id"),
+        last_error=status.get("last_error"),
+    )
+
+
+def _parse_snapshot(reply: list[Any]) -> Snapshot:
+    rows, instances, now = reply
+    schedules = [
+        _info(rows[i].decode(), rows[i + 1], rows[i + 2], rows[i + 3])
+        for i in range(0, len(rows), 4)
+    ]
+    records = {instances[i].decode(): decode(instances[i + 1]) for i in range(0, len(instances), 2)}
+    return Snapshot(schedules, records, int(now))
+
+
+def _parse_due(reply: list[Any]) -> Due:
+    now, flat, earliest = reply
+    due = [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
+    return Due(int(now), due, None if earliest < 0 else int(earliest))
+
+
+class SchedulerOps:
+    """Builds the scheduler's calls in one queue namespace."""
+
+    def __init__(self, ops: Ops) -> None:
+        self.ops = ops
+        self._keys = tuple(ops.prefix + name for name in SCHEDULER_KEYS)
+
+    def _call(
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None
+    ) -> Call[T]:
+        if locking is None:
+            return self.ops._call(name, args, parse, SCHEDULER_KEYS, self._keys)
+        keys = (*self._keys, lock_key(self.ops.prefix, locking))
+        return self.ops._call(name, args, parse, _LOCKED, keys)
+
+    def save(
+        self,
+        schedule: Schedule,
+        now: int,
+        mode: Literal["add", "update"],
+        expected_version: int | None = None,
+    ) -> Call[str]:
+        """Stores ``schedule`` (its id given, or generated for an add); parses to the id."""
+        schedule_id = schedule.schedule_id or new_schedule_id()
+        schedule = anchored(schedule, now).model_copy(update={"schedule_id": schedule_id})
+        definition = encode(schedule.model_dump(mode="json"), "schedule", _MAX_DEFINITION_BYTES)
+        expected = "" if expected_version is None else expected_version
+        args = (schedule_id, mode, definition, next_run(schedule, now), expected)
+        return self._call("schedule_save", args, lambda _version: schedule_id)
+
+    def remove(self, schedule_id: str) -> Call[bool]:
+        """Deletes a schedule; parses to whether it existed."""
+        return self._call("schedule_remove", (schedule_id,), bool)
+
+    def pause(self, schedule_id: str) -> Call[ScheduleState]:
+        """Stops a schedule's runs until it is resumed."""
+        return self._call("schedule_pause", (schedule_id, "pause", ""), _state)
+
+    def resume(self, info: ScheduleInfo, now: int) -> Call[ScheduleState]:
+        """Makes a paused or failed schedule active; its next run is the first after now."""
+        after = next_run(info.schedule, now)
+        return self._call("schedule_pause", (info.schedule_id, "resume", after), _state)
+
+    def read(self, schedule_ids: Sequence[str] | None = None) -> Call[Snapshot]:
+        """The schedules ``schedule_ids`` (None: all) and the instances."""
+        args = ("all",) if schedule_ids is None else ("some", *schedule_ids)
+        return self._call("schedule_read", args, _parse_snapshot)
+
+    def due(self, instance: str, record: dict[str, Any], limit: int) -> Call[Due]:
+        """Due schedules (at most ``limit``), recording the instance's heartbeat."""
+        packed = encode(record, "record", _MAX_DEFINITION_BYTES)
+        return self._call("scheduler_due", (instance, packed, limit), _parse_due)
+
+    def record(self, instance: str, record: dict[str, Any]) -> Call[None]:
+        """Records an instance's state (e.g. stopped)."""
+        packed = encode(record, "record", _MAX_DEFINITION_BYTES)
+        return self._call("scheduler_instance", (instance, packed), lambda _reply: None)
+
+    def lock(self, schedule_id: str, token: str, seconds: float) -> Call[Grant | bool]:
+        """Takes the schedule's lock if it is due; parses to a :class:`Grant`, or to False
+        (no longer due) or True (another instance holds the lock)."""
+
+        def parse(reply: list[Any]) -> Grant | bool:
+            if reply[0] < 2:
+                return bool(reply[0] == 1)
+            _code, now, stored_next, definition, packed = reply
+            status = decode(packed)
+            return Grant(
+                schedule_id, token, int(now), stored_next,
+                Schedule.model_validate(decode(definition)), status["v"],
+                status.get("pending_run"),
+            )  # fmt: skip
+
+        args = (schedule_id, token, max(1, math.ceil(seconds * 1000)))
+        return self._call("scheduler_lock", args, parse, locking=schedule_id)
+
+    def _planned(self, grant: Grant, run_at: int) -> tuple[Arg, ...]:
+        return (grant.schedule_id, grant.token, grant.version, grant.next_run, run_at)
+
+    def fire(self, grant: Grant, plan: Plan) -> Call[int | None]:
+        """Submits the planned run (unless skipped), moves the schedule on, releases the
+        lock; parses to the server time of submission, or None if the plan was stale."""
+        if plan.submit:
+            template = grant.schedule.task
+            push = self.ops.push([template.build(plan.task_id)])
+            task_args = tuple(push.args[len(push.args) - 3 :])  # count, row, payload
+        else:
+            task_args = (0, b"", b"")
+        args = (*self._planned(grant, plan.run_at), plan.following, *task_args)
+        return self._call(
+            "scheduler_fire", args, lambda reply: int(reply[1]) if reply[0] else None,
+            locking=grant.schedule_id,
+        )  # fmt: skip
+
+    def failed(
+        self, grant: Grant, run_at: int, error: str, config: SchedulerConfig
+    ) -> Call[ScheduleState | None]:
+        """Records a failed submission (retried with backoff, FAILED after the maximum)
+        and releases the lock; parses to the schedule's state, None if the plan was stale."""
+        args = (
+            *self._planned(grant, run_at), error[:4096], config.max_submit_retries,
+            repr(config.retry_backoff_base), repr(config.retry_backoff_max),
+        )  # fmt: skip
+        return self._call(
+            "scheduler_failed", args, lambda reply: _state(reply[0]) if reply else None,
+            locking=grant.schedule_id,
+        )  # fmt: skip
+
+    def unlock(self, schedule_id: str, token: str) -> Call[bool]:
+        """Releases the lock if ``token`` still owns it (compare-and-delete)."""
+        return self._call("scheduler_unlock", (schedule_id, token), bool, locking=schedule_id)
+
+
+def _state(reply: bytes) -> ScheduleState:
+    return ScheduleState(reply.decode())
+
+
+def check_update(info: ScheduleInfo, changes: dict[str, Any]) -> Schedule:
+    """The schedule with ``changes`` applied, validated; the id cannot change."""
+    if "schedule_id" in changes:
+        raise InvalidInput("schedule_id", "cannot be changed; remove and add instead")
+    current = info.schedule.model_dump()
+    if "cron" in changes:
+        current["interval"] = None  # switching from interval to cron
+    if "interval" in changes:
+        current["cron"] = None
+    if {"cron", "interval", "timezone"} & changes.keys():
+        # The start of the grid belongs to the old timing; the new one starts afresh.
+        current["start_at"] = None
+    return Schedule.model_validate({**current, **changes})

@@ -1,0 +1,161 @@
+"""The scheduler's execution cycle (seed 002, section 3), run by any number of instances.
+
+Each cycle reads the due schedules (and records the instance's heartbeat), then for
+each one takes its lock (SET NX PX with an owner token), plans the run in Python (cron
+needs time zones) and fires it: one script submits the task, moves the schedule to its
+next run and releases the lock, refusing if another instance got there first. The lock
+keeps instances from doing the same work; the fire script's checks make each run
+submitted exactly once even when a lock expires mid-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import socket
+import time
+from typing import Any
+
+from fairque.client import AsyncFairQueue
+from fairque.errors import FairQueueError
+from fairque.ops import MICROS
+from fairque.outage import OUTAGE, Backoff
+from fairque.scheduler.config import SchedulerConfig
+from fairque.scheduler.metrics import SchedulerMetrics
+from fairque.scheduler.ops import Grant, SchedulerOps, plan_run
+
+log = logging.getLogger("fairque.scheduler")
+
+CONTENDED_PAUSE = 0.1  # wait before looking again at a schedule another instance holds
+
+
+def default_instance_id() -> str:
+    """``host:pid:random``: unique even when a pid is reused."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+class SchedulerRunner:
+    """Runs cycles until stopped; after a stop, the cycle in progress completes, held locks
+    are released and the instance is recorded as stopped."""
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        config: SchedulerConfig,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self.queue = queue
+        self.ops = SchedulerOps(queue.ops)
+        self.config = config
+        self.metrics = metrics or SchedulerMetrics()
+        self.instance = config.instance_id or default_instance_id()
+        self._tokens = itertools.count(1)
+        self._held: dict[str, str] = {}  # schedule id -> token of a lock not yet released
+        self._stopping = asyncio.Event()
+        self._started = time.time()
+
+    def stop(self) -> None:
+        """Asks the scheduler to stop after the current cycle (from its event loop)."""
+        self._stopping.set()
+
+    def _record(self, state: str) -> dict[str, Any]:
+        return {
+            "state": state,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": self._started,
+            **self.metrics.summary(),
+        }
+
+    async def run(self, handle_signals: bool = False) -> None:
+        """Runs until :meth:`stop` (or SIGTERM / SIGINT with ``handle_signals``)."""
+        if handle_signals:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, self.stop)
+        backoff = Backoff()
+        self.metrics.running = True
+        log.info("scheduler %s started", self.instance)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    pause = await self.cycle()
+                    backoff.reset()
+                except OUTAGE as exc:
+                    self.metrics.outages += 1
+                    pause = backoff.next()
+                    log.warning("server unreachable (%s); retrying in %.1f s", exc, pause)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), pause)
+        finally:
+            self.metrics.running = False
+            await self._shut_down()
+
+    async def _shut_down(self) -> None:
+        try:
+            await self._release_held()
+            await self.queue._run(self.ops.record(self.instance, self._record("stopped")))
+        except OUTAGE as exc:
+            log.warning("could not record the stop (%s); held locks expire by themselves", exc)
+        log.info("scheduler %s stopped", self.instance)
+
+    async def _release_held(self) -> None:
+        for schedule_id, token in list(self._held.items()):
+            await self.queue._run(self.ops.unlock(schedule_id, token))
+            del self._held[schedule_id]
+
+    async def cycle(self) -> float:
+        """Handles the due schedules once; returns how long to wait before the next cycle."""
+        await self._release_held()  # left over from a cycle the server went away in
+        record = self._record("running")
+        due = await self.queue._run(self.ops.due(self.instance, record, self.config.batch))
+        contended = False
+        for schedule_id, _next in due.schedules:
+            contended |= await self._handle(schedule_id)
+        self.metrics.cycles += 1
+        self.metrics.last_cycle = time.monotonic()
+        if contended:
+            return min(self.config.poll_interval, CONTENDED_PAUSE)
+        if due.schedules:
+            return 0.0  # look again at once: more may be due, and the earliest has moved
+        if due.earliest is None:
+            return self.config.poll_interval
+        return min(self.config.poll_interval, max(0.0, (due.earliest - due.now) / MICROS))
+
+    async def _handle(self, schedule_id: str) -> bool:
+        """Submits one due run if this instance gets its lock; True if another had it."""
+        token = f"{self.instance}:{next(self._tokens)}"
+        started = time.perf_counter()
+        grant = await self.queue._run(self.ops.lock(schedule_id, token, self.config.lock_timeout))
+        self.metrics.lock_time.append(time.perf_counter() - started)
+        if grant is True:  # another instance holds the lock
+            self.metrics.lock_busy += 1
+            return True
+        if grant is False:  # no longer due: another instance has just handled it
+            return False
+        self._held[schedule_id] = token
+        await self._fire(grant)
+        del self._held[schedule_id]  # every path of _fire released it, unless it raised
+        return False
+
+    async def _fire(self, grant: Grant) -> None:
+        plan = plan_run(grant)
+        try:
+            submitted_at = await self.queue._run(self.ops.fire(grant, plan))
+        except FairQueueError as exc:  # refused (the server's or our own validation)
+            self.metrics.failure()
+            log.warning("schedule %s: submission failed: %s", grant.schedule_id, exc)
+            failed = self.ops.failed(grant, plan.run_at, str(exc), self.config)
+            state = await self.queue._run(failed)
+            log.warning("schedule %s is %s", grant.schedule_id, state and state.value)
+            return
+        if submitted_at is None:
+            self.metrics.stale += 1
+        elif plan.submit:
+            self.metrics.submission((submitted_at - plan.run_at) / MICROS)
+        else:
+            self.metrics.skipped += 1

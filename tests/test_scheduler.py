@@ -1,0 +1,521 @@
+"""The TaskScheduler on real servers: schedules, the execution cycle, locks, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings
+from fairque.embedded import LocalServer
+from fairque.errors import DuplicateSchedule, ScheduleChanged, ScheduleNotFound
+from fairque.keys import lock_key
+from fairque.scheduler import (
+    AsyncTaskScheduler,
+    HealthStatus,
+    MissedRuns,
+    Schedule,
+    SchedulerConfig,
+    ScheduleState,
+    TaskScheduler,
+)
+from fairque.scheduler.ops import plan_run
+from tests.conftest import until
+
+FAST = SchedulerConfig(poll_interval=0.05, lock_timeout=5, retry_backoff_base=0.05)
+TEMPLATE = {"name": "report", "user_id": "alice", "args": [1], "kwargs": {"pages": 2}}
+
+
+@pytest.fixture
+def scheduler(server: LocalServer, namespace: str) -> Iterator[TaskScheduler]:
+    made = TaskScheduler(server.url, namespace, config=FAST)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+async def instance(server: LocalServer, namespace: str) -> AsyncIterator[AsyncTaskScheduler]:
+    made = AsyncTaskScheduler(server.url, namespace, config=FAST)
+    yield made
+    await made.close()
+
+
+async def wait_server_time_past(queue: AsyncFairQueue, moment: float) -> None:
+    async def passed() -> bool:
+        seconds, micros = await queue.redis.time()
+        return bool(seconds + micros / 1e6 > moment)
+
+    await until(passed, timeout=10)
+
+
+async def add_due(
+    instance: AsyncTaskScheduler, late: float = 0.0, **fields: Any
+) -> tuple[str, datetime]:
+    """Adds an hourly schedule whose first run comes due in 50 ms, and waits until it is
+    due (and ``late`` seconds more)."""
+    start = datetime.now(timezone.utc) + timedelta(milliseconds=50)
+    sid = await instance.add_schedule(
+        **{"interval": 3600, "start_at": start, "task": TEMPLATE, **fields}
+    )
+    await wait_server_time_past(instance.queue, start.timestamp() + late)
+    return sid, start
+
+
+def server_now(queue: FairQueue) -> float:
+    seconds, micros = queue.redis.time()
+    return seconds + micros / 1e6
+
+
+# --- schedules -------------------------------------------------------------------------
+
+
+def test_a_schedule_is_stored_with_its_next_run(scheduler: TaskScheduler) -> None:
+    sid = scheduler.add_schedule(cron="30 6 * * *", timezone="Asia/Tokyo", task=TEMPLATE)
+    info = scheduler.get_schedule(sid)
+    assert info.state is ScheduleState.ACTIVE
+    assert info.schedule.task.name == "report"
+    assert info.version == 1
+    assert info.runs == 0
+    assert info.next_run is not None
+    local = datetime.fromtimestamp(info.next_run, timezone.utc).astimezone(
+        __import__("zoneinfo").ZoneInfo("Asia/Tokyo")
+    )
+    assert (local.hour, local.minute, local.second) == (6, 30, 0)
+    assert 0 < info.next_run - server_now(scheduler.queue) <= 24 * 3600
+
+
+def test_other_instances_see_the_changes(server: LocalServer, namespace: str) -> None:
+    with (
+        TaskScheduler(server.url, namespace) as first,
+        TaskScheduler(server.url, namespace) as second,
+    ):
+        sid = first.add_schedule(interval=60, task=TEMPLATE, schedule_id="hourly-ish")
+        assert [info.schedule_id for info in second.list_schedules()] == ["hourly-ish"]
+        second.update_schedule(sid, interval=30)
+        assert first.get_schedule(sid).schedule.interval == 30
+        first.remove_schedule(sid)
+        assert second.list_schedules() == []
+
+
+def test_an_interval_schedule_runs_on_a_grid_from_its_start(scheduler: TaskScheduler) -> None:
+    start = datetime.now(timezone.utc) + timedelta(hours=1)
+    sid = scheduler.add_schedule(interval=90, start_at=start, task=TEMPLATE)
+    assert scheduler.get_schedule(sid).next_run == pytest.approx(start.timestamp())
+    unanchored = scheduler.add_schedule(interval=90, task=TEMPLATE)
+    info = scheduler.get_schedule(unanchored)
+    assert info.schedule.start_at is not None
+    assert info.next_run == pytest.approx(info.schedule.start_at.timestamp())
+
+
+def test_an_update_takes_a_new_timing_and_keeps_the_history(scheduler: TaskScheduler) -> None:
+    sid = scheduler.add_schedule(cron="0 * * * *", task=TEMPLATE)
+    updated = scheduler.update_schedule(sid, interval=5, task={**TEMPLATE, "priority": 5})
+    assert updated.schedule.cron is None
+    assert updated.schedule.interval == 5
+    assert updated.schedule.task.priority == 5
+    assert updated.version == 2
+    back = scheduler.update_schedule(sid, cron="*/10 * * * *")
+    assert back.schedule.interval is None
+    assert back.schedule.start_at is None
+
+
+def test_an_update_on_a_stale_read_is_refused(scheduler: TaskScheduler) -> None:
+    sid = scheduler.add_schedule(interval=5, task=TEMPLATE)
+    stale = scheduler.get_schedule(sid)
+    scheduler.update_schedule(sid, interval=6)
+    save = scheduler.ops.save(stale.schedule, 0, "update", stale.version)
+    with pytest.raises(ScheduleChanged):
+        scheduler.queue._run(save)
+    assert scheduler.get_schedule(sid).schedule.interval == 6
+
+
+def test_missing_and_duplicate_schedules_are_refused(scheduler: TaskScheduler) -> None:
+    scheduler.add_schedule(interval=5, task=TEMPLATE, schedule_id="one")
+    with pytest.raises(DuplicateSchedule):
+        scheduler.add_schedule(interval=7, task=TEMPLATE, schedule_id="one")
+    assert scheduler.get_schedule("one").schedule.interval == 5
+    for call in (
+        lambda: scheduler.get_schedule("none"),
+        lambda: scheduler.remove_schedule("none"),
+        lambda: scheduler.update_schedule("none", interval=3),
+        lambda: scheduler.pause_schedule("none"),
+        lambda: scheduler.resume_schedule("none"),
+    ):
+        with pytest.raises(ScheduleNotFound, match="none"):
+            call()
+    with pytest.raises(InvalidInput, match="schedule_id"):
+        scheduler.update_schedule("one", schedule_id="two")
+    with pytest.raises(TypeError):
+        scheduler.add_schedule(
+            Schedule.model_validate({"interval": 5, "task": TEMPLATE}), interval=6
+        )
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"cron": "61 * * * *"}, "cron: minute field: 61 out of range 0-59"),
+        ({"cron": "* 24 * * *"}, "hour field: 24 out of range 0-23"),
+        ({"cron": "* * 0 * *"}, "day-of-month field: 0 out of range 1-31"),
+        ({"cron": "* * * 13 *"}, "month field: 13 out of range 1-12"),
+        ({"cron": "* * * * 8"}, "day-of-week field: 8 out of range 0-7"),
+        ({"cron": "0 0 30 2 *"}, "day-of-month field: 30 never occurs"),
+        ({"cron": "*/0 * * * *"}, "minute field: '*/0' is not valid"),
+        ({"cron": "60 * * * * *"}, "second field: 60 out of range 0-59"),
+        ({"cron": "* * *"}, "expected 5 fields"),
+        ({"cron": "@sometimes"}, "expected 5 fields"),
+        ({"cron": "* * * * *", "timezone": "Mars/Base"}, "timezone: unknown time zone"),
+        ({"interval": 5, "timezone": "Nowhere"}, "timezone: unknown time zone"),
+        ({"interval": 0}, "interval"),
+        ({"interval": -1}, "interval"),
+        ({}, "give either cron or interval"),
+        ({"cron": "* * * * *", "interval": 5}, "give either cron or interval"),
+        ({"cron": "* * * * *", "start_at": datetime.now(timezone.utc)}, "start_at"),
+        ({"interval": 5, "start_at": datetime(2030, 1, 1)}, "start_at"),
+        ({"interval": 5, "task": {}}, "task.name"),
+        ({"interval": 5, "task": {"name": "", "user_id": "u"}}, "task.name"),
+        ({"interval": 5, "task": {"name": "x", "user_id": "u", "priority": 0}}, "priority"),
+        ({"interval": 5, "task": {"name": "x", "user_id": "u", "extra": 1}}, "task.extra"),
+        ({"interval": 5, "missed": "sometimes"}, "missed"),
+    ],
+)
+def test_invalid_schedules_are_refused_naming_the_part(
+    scheduler: TaskScheduler, fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("*", r"\*")):
+        scheduler.add_schedule(**{"task": TEMPLATE, **fields})
+    assert scheduler.list_schedules() == []
+
+
+def test_cron_macros_are_understood(scheduler: TaskScheduler) -> None:
+    sid = scheduler.add_schedule(cron="@hourly", task=TEMPLATE)
+    next_run = scheduler.get_schedule(sid).next_run
+    assert next_run is not None
+    assert next_run % 3600 == 0
+
+
+def test_invalid_config_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="poll_interval"):
+        SchedulerConfig(poll_interval=0)
+    with pytest.raises(InvalidInput, match="instance_id"):
+        SchedulerConfig(instance_id="")
+
+
+# --- the execution cycle ---------------------------------------------------------------
+
+
+async def runs_of(queue: AsyncFairQueue, schedule_id: str) -> list[int]:
+    """The due times of the runs queued for a schedule, from their task ids, in order."""
+    tasks = await queue.pop(count=1000, lease_seconds=60)
+    mine = [task for task in tasks if task.task_id.startswith(schedule_id)]
+    return sorted(int(task.task_id.split("@")[1]) for task in mine)
+
+
+async def test_a_due_run_is_queued_with_its_template(instance: AsyncTaskScheduler) -> None:
+    sid, start = await add_due(instance)
+    assert await instance.runner.cycle() == 0.0
+    [task] = await instance.queue.pop(lease_seconds=60)
+    assert task.task_id == f"{sid}@{round(start.timestamp() * 1e6)}"
+    assert task.name == "report"
+    assert task.user_id == "alice"
+    assert task.payload == {"args": [1], "kwargs": {"pages": 2}}
+    info = await instance.get_schedule(sid)
+    assert info.runs == 1
+    assert info.last_task_id == task.task_id
+    assert info.last_run == pytest.approx(start.timestamp())
+    assert info.next_run == pytest.approx(start.timestamp() + 3600)
+    assert instance.metrics.submitted == 1
+    assert instance.metrics.latency[0] >= 0
+    pause = await instance.runner.cycle()  # nothing due: wait, at most a poll interval
+    assert 0 < pause <= FAST.poll_interval
+    assert await instance.queue.pop() == []
+
+
+async def test_two_instances_submit_each_run_once(
+    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    other = AsyncTaskScheduler(server.url, namespace, config=FAST)
+    ids = [await instance.add_schedule(interval=0.2, task=TEMPLATE) for _ in range(3)]
+    runs = [asyncio.create_task(s.run()) for s in (instance, other)]
+
+    async def enough() -> bool:
+        infos = await instance.list_schedules()
+        return all(info.runs >= 8 for info in infos)
+
+    await until(enough, timeout=30)
+    for s in (instance, other):
+        s.stop()
+    await asyncio.gather(*runs)
+    await other.close()
+    queued = await instance.queue.pop(count=1000, lease_seconds=60)
+    for sid in ids:
+        info = await instance.get_schedule(sid)
+        times = sorted(int(t.task_id.split("@")[1]) for t in queued if t.task_id.startswith(sid))
+        assert len(times) == info.runs == len(set(times))
+        steps = {b - a for a, b in itertools.pairwise(times)}
+        assert steps == {200_000}  # every grid point, none twice, none missed
+    pushed = (await instance.queue.stats()).counters["pushed"]
+    submitted = instance.metrics.submitted + other.metrics.submitted
+    assert pushed == submitted
+    assert instance.metrics.failed == other.metrics.failed == 0
+
+
+async def test_a_stale_plan_is_refused(instance: AsyncTaskScheduler) -> None:
+    sid, _start = await add_due(instance)
+    ops, queue = instance.ops, instance.queue
+    grant = await queue._run(ops.lock(sid, "me", 5))
+    assert not isinstance(grant, bool)
+    assert await queue._run(ops.lock(sid, "other", 5)) is True  # the lock is held
+    await instance.update_schedule(sid, task={**TEMPLATE, "user_id": "bob"})
+    assert await queue._run(ops.fire(grant, plan_run(grant))) is None
+    assert await queue.pop() == []
+    assert await queue.redis.exists(lock_key(queue.ops.prefix, sid)) == 0  # released
+
+
+async def test_a_lock_taken_over_by_another_instance_is_not_released(
+    instance: AsyncTaskScheduler,
+) -> None:
+    sid, _start = await add_due(instance)
+    ops, queue = instance.ops, instance.queue
+    grant = await queue._run(ops.lock(sid, "me", 5))
+    assert not isinstance(grant, bool)
+    lock = lock_key(queue.ops.prefix, sid)
+    await queue.redis.set(lock, "other")  # our lock expired and another instance took it
+    assert await queue._run(ops.fire(grant, plan_run(grant))) is None
+    assert await queue._run(ops.unlock(sid, "me")) is False
+    assert await queue.redis.get(lock) == b"other"
+    assert await queue._run(ops.unlock(sid, "other")) is True
+    assert await queue.redis.exists(lock) == 0
+    assert await queue.pop() == []
+
+
+async def test_a_dead_instances_lock_expires_and_another_takes_over(
+    instance: AsyncTaskScheduler,
+) -> None:
+    sid, _start = await add_due(instance)
+    queue = instance.queue
+    await queue.redis.set(lock_key(queue.ops.prefix, sid), "dead-instance:1", px=600)
+    run = asyncio.create_task(instance.run())
+
+    async def submitted() -> bool:
+        return (await instance.get_schedule(sid)).runs == 1
+
+    await until(submitted, timeout=10)
+    instance.stop()
+    await run
+    assert instance.metrics.lock_busy >= 1  # it waited for the dead holder's lock
+    assert len(await runs_of(queue, sid)) == 1
+
+
+@pytest.mark.parametrize("policy", list(MissedRuns))
+async def test_missed_runs_never_come_as_a_burst(
+    instance: AsyncTaskScheduler, policy: MissedRuns
+) -> None:
+    sid = await instance.add_schedule(interval=0.1, missed=policy, misfire_grace=0.2, task=TEMPLATE)
+    first = (await instance.get_schedule(sid)).next_run
+    assert first is not None
+    await wait_server_time_past(instance.queue, first + 0.55)  # all instances were down
+    await instance.runner.cycle()
+    await instance.runner.cycle()
+    info = await instance.get_schedule(sid)
+    times = await runs_of(instance.queue, sid)
+    if policy is MissedRuns.RUN_ONCE:
+        assert len(times) == info.runs == 1  # the missed runs became one
+        assert times[0] == round(first * 1e6)
+    else:
+        assert times == []
+        assert info.skipped == 1
+    assert info.next_run is not None
+    assert info.next_run > first + 0.55
+
+
+async def test_runs_late_within_the_grace_time_are_caught_up_one_by_one(
+    instance: AsyncTaskScheduler,
+) -> None:
+    sid = await instance.add_schedule(interval=0.1, task=TEMPLATE)
+    first = (await instance.get_schedule(sid)).next_run
+    assert first is not None
+    await wait_server_time_past(instance.queue, first + 0.55)  # a short outage
+    pauses = [await instance.runner.cycle() for _ in range(12)]
+    assert pauses[0] == 0.0  # a cycle that submitted looks again at once
+    times = await runs_of(instance.queue, sid)
+    assert len(times) >= 6
+    assert times[0] == round(first * 1e6)
+    assert {b - a for a, b in itertools.pairwise(times)} == {100_000}
+
+
+@pytest.mark.parametrize(("grace", "runs"), [(30, 1), (0.1, 0)])
+async def test_a_run_later_than_the_grace_time_is_missed(
+    instance: AsyncTaskScheduler, grace: float, runs: int
+) -> None:
+    sid, _start = await add_due(instance, late=0.3, missed="skip", misfire_grace=grace)
+    await instance.runner.cycle()
+    assert len(await runs_of(instance.queue, sid)) == runs
+    assert (await instance.get_schedule(sid)).skipped == 1 - runs
+
+
+async def test_pause_and_resume(instance: AsyncTaskScheduler) -> None:
+    sid, _start = await add_due(instance)
+    assert await instance.pause_schedule(sid) is ScheduleState.PAUSED
+    await instance.runner.cycle()
+    assert await runs_of(instance.queue, sid) == []
+    assert (await instance.get_schedule(sid)).next_run is None
+    updated = await instance.update_schedule(sid, interval=1800)
+    assert updated.state is ScheduleState.PAUSED  # an update keeps it paused
+    assert await instance.resume_schedule(sid) is ScheduleState.ACTIVE
+    info = await instance.get_schedule(sid)
+    assert info.next_run is not None
+    assert info.next_run > time.time() - 5
+
+
+async def test_update_and_remove_take_effect_on_the_next_cycle(
+    instance: AsyncTaskScheduler,
+) -> None:
+    moved, start = await add_due(instance)
+    removed, _start = await add_due(instance)
+    await instance.update_schedule(moved, start_at=start + timedelta(hours=1))
+    await instance.remove_schedule(removed)
+    await instance.runner.cycle()
+    assert await instance.queue.pop() == []
+    soon = datetime.now(timezone.utc) + timedelta(milliseconds=50)
+    await instance.update_schedule(moved, start_at=soon, task={**TEMPLATE, "user_id": "carol"})
+    await wait_server_time_past(instance.queue, soon.timestamp())
+    await instance.runner.cycle()
+    [task] = await instance.queue.pop()
+    assert task.user_id == "carol"
+
+
+# --- failures, health, stopping --------------------------------------------------------
+
+
+def payload_refusing(server: LocalServer, namespace: str, retries: int) -> AsyncTaskScheduler:
+    """An instance whose queue settings refuse a 2 kB payload: it cannot submit such runs."""
+    config = FAST.model_copy(update={"max_submit_retries": retries})
+    settings = QueueSettings(max_payload_bytes=100)
+    return AsyncTaskScheduler(server.url, namespace, config=config, settings=settings)
+
+
+BIG = {**TEMPLATE, "args": ["x" * 2000]}
+
+
+async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
+    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    sid, start = await add_due(instance, task=BIG)
+    refusing = payload_refusing(server, namespace, retries=3)
+    await refusing.runner.cycle()
+    await refusing.close()
+    info = await instance.get_schedule(sid)
+    assert info.failures == 1
+    assert info.state is ScheduleState.ACTIVE
+    assert info.last_error is not None
+    assert "payload" in info.last_error
+    assert info.next_run is not None
+    assert info.next_run >= start.timestamp() + FAST.retry_backoff_base
+    assert await instance.queue.pop() == []
+    await wait_server_time_past(instance.queue, info.next_run)
+    await instance.runner.cycle()
+    [task] = await instance.queue.pop()
+    assert task.task_id == f"{sid}@{round(start.timestamp() * 1e6)}"  # the run that failed
+    info = await instance.get_schedule(sid)
+    assert (info.failures, info.last_error, info.runs) == (0, None, 1)
+    assert info.next_run == pytest.approx(start.timestamp() + 3600)
+
+
+async def test_submissions_failing_past_the_maximum_fail_the_schedule(
+    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    sid, _start = await add_due(instance, task=BIG)
+    refusing = payload_refusing(server, namespace, retries=2)
+
+    async def failed() -> bool:
+        await refusing.runner.cycle()
+        return (await refusing.get_schedule(sid)).state is ScheduleState.FAILED
+
+    await until(failed, timeout=10)
+    info = await refusing.get_schedule(sid)
+    assert info.failures == 3
+    assert info.next_run is None
+    assert refusing.metrics.failed == 3
+    health = await refusing.health_check()
+    assert health.status is HealthStatus.ERROR  # every recent submission failed
+    assert any("failed" in problem for problem in health.problems)
+    assert health.details["failed_schedules"] == [sid]
+    await refusing.close()
+    assert (await instance.health_check()).status is HealthStatus.WARNING  # a failed schedule
+    assert await instance.resume_schedule(sid) is ScheduleState.ACTIVE
+    info = await instance.get_schedule(sid)
+    assert (info.state, info.failures, info.last_error) == (ScheduleState.ACTIVE, 0, None)
+    assert info.next_run is not None
+
+
+async def test_health_is_ok_while_running_and_stale_cycles_are_reported(
+    instance: AsyncTaskScheduler,
+) -> None:
+    health = await instance.health_check()
+    assert health.status is HealthStatus.OK
+    assert health.details["running"] is False
+    run = asyncio.create_task(instance.run())
+
+    async def cycled() -> bool:
+        return instance.metrics.cycles > 0
+
+    await until(cycled)
+    assert (await instance.health_check()).status is HealthStatus.OK
+    assert instance.metrics.last_cycle is not None
+    instance.stop()
+    await run
+    # A running instance whose last cycle is old is unhealthy.
+    metrics = instance.metrics
+    metrics.running = True
+    metrics.last_cycle = time.monotonic() - 10 * FAST.poll_interval
+    assert (await instance.health_check()).status is HealthStatus.WARNING
+    metrics.last_cycle = time.monotonic() - 100 * FAST.poll_interval
+    assert (await instance.health_check()).status is HealthStatus.ERROR
+    metrics.running = False
+
+
+async def test_an_unreachable_server_is_an_error_and_the_loop_reconnects(namespace: str) -> None:
+    with LocalServer(appendonly=True) as own:
+        instance = AsyncTaskScheduler(own.url, namespace, config=FAST)
+        sid = await instance.add_schedule(interval=0.1, task=TEMPLATE)
+        run = asyncio.create_task(instance.run())
+        own.stop()
+
+        async def outage() -> bool:
+            return instance.metrics.outages > 0
+
+        await until(outage)
+        assert (await instance.health_check()).status is HealthStatus.ERROR
+        own.start()
+
+        async def submitting() -> bool:
+            return (await instance.get_schedule(sid)).runs > 0
+
+        await until(submitting, timeout=20)
+        instance.stop()
+        await run
+        await instance.close()
+
+
+async def test_a_stopped_instance_is_recorded(
+    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    run = asyncio.create_task(instance.run())
+
+    async def cycled() -> bool:
+        return instance.metrics.cycles > 0
+
+    await until(cycled)
+    instance.stop()
+    await run
+    with TaskScheduler(server.url, namespace) as reader:
+        records = reader.instances()
+    [record] = records.values()
+    assert record["state"] == "stopped"
+    assert record["cycles"] >= 1

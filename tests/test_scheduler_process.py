@@ -1,0 +1,123 @@
+"""Real scheduler processes (``fairque scheduler run``): many instances, kills, SIGTERM."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from fairque import FairQueue
+from fairque.embedded import LocalServer
+from fairque.scheduler import TaskScheduler
+from tests.conftest import wait_for
+
+Start = Callable[..., subprocess.Popen[str]]
+SECOND = 1_000_000  # us
+
+
+@pytest.fixture
+def start_scheduler(server: LocalServer, namespace: str) -> Iterator[Start]:
+    """Starts ``fairque scheduler run`` processes; ends the ones still running, by PID."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*options: str) -> subprocess.Popen[str]:
+        env = {**os.environ, "FAIRQUE_REDIS_URL": server.url, "FAIRQUE_NAMESPACE": namespace}
+        command = [sys.executable, "-c", "from fairque.cli import main; main()",
+                   "scheduler", "run", "--poll-interval", "0.2", *options]  # fmt: skip
+        process = subprocess.Popen(command, env=env, text=True, stderr=subprocess.PIPE)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def queued_runs(queue: FairQueue) -> dict[str, list[int]]:
+    """Due times of the queued runs, by schedule id (task ids are ``<schedule>@<due us>``)."""
+    runs: dict[str, list[int]] = {}
+    while tasks := queue.pop(count=1000, lease_seconds=300):
+        for task in tasks:
+            schedule_id, _, due = task.task_id.partition("@")
+            runs.setdefault(schedule_id, []).append(int(due))
+    return {schedule_id: sorted(times) for schedule_id, times in runs.items()}
+
+
+def stop(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        assert process.wait(timeout=20) == 0, process.stderr and process.stderr.read()
+
+
+@pytest.mark.timeout(240)
+def test_three_instances_for_a_minute_submit_every_run_exactly_once(
+    start_scheduler: Start, server: LocalServer, namespace: str
+) -> None:
+    with TaskScheduler(server.url, namespace) as scheduler, FairQueue(server.url, namespace) as q:
+        processes = [start_scheduler() for _ in range(3)]
+        wait_for(lambda: len(scheduler.instances()) == 3, timeout=60)  # all are running
+        ids = [
+            scheduler.add_schedule(interval=1, task={"name": "tick", "user_id": f"u{n}"})
+            for n in range(4)
+        ]
+        began = time.monotonic()
+        wait_for(lambda: time.monotonic() - began > 60, timeout=90, interval=1.0)
+        stop(processes)
+        infos = {info.schedule_id: info for info in scheduler.list_schedules()}
+        runs = queued_runs(q)
+        records = scheduler.instances()
+    assert sorted(runs) == sorted(ids)
+    for schedule_id, times in runs.items():
+        assert len(times) >= 55, f"only {len(times)} runs in a minute"
+        assert len(set(times)) == len(times)  # no duplicate
+        gaps = {later - earlier for earlier, later in itertools.pairwise(times)}
+        assert gaps == {SECOND}  # no missed run
+        info = infos[schedule_id]
+        assert info.runs == len(times)
+        assert info.failures == 0
+        assert info.skipped == 0
+    assert len(records) == 3
+    assert {record["state"] for record in records.values()} == {"stopped"}
+    assert sum(record["submitted"] for record in records.values()) == sum(map(len, runs.values()))
+    assert sum(record["submitted"] > 0 for record in records.values()) >= 2  # work was shared
+
+
+def test_a_killed_instance_loses_nothing_and_the_others_carry_on(
+    start_scheduler: Start, server: LocalServer, namespace: str
+) -> None:
+    with TaskScheduler(server.url, namespace) as scheduler, FairQueue(server.url, namespace) as q:
+        sid = scheduler.add_schedule(interval=0.2, task={"name": "tick", "user_id": "u"})
+        doomed = start_scheduler("--lock-timeout", "0.5")
+        survivor = start_scheduler("--lock-timeout", "0.5")
+        wait_for(lambda: len(scheduler.instances()) == 2, timeout=30)  # both are running
+        wait_for(lambda: scheduler.get_schedule(sid).runs >= 5)
+        doomed.kill()
+        doomed.wait()
+        killed_at = scheduler.get_schedule(sid).runs
+        wait_for(lambda: scheduler.get_schedule(sid).runs >= killed_at + 10)
+        stop([survivor])
+        runs = queued_runs(q)[sid]
+        assert len(set(runs)) == len(runs) == scheduler.get_schedule(sid).runs
+        states = sorted(record["state"] for record in scheduler.instances().values())
+    assert states == ["running", "stopped"]  # the killed one never said it stopped
+
+
+def test_sigterm_stops_an_instance_and_records_it(
+    start_scheduler: Start, server: LocalServer, namespace: str
+) -> None:
+    with TaskScheduler(server.url, namespace) as scheduler:
+        process = start_scheduler()
+        wait_for(scheduler.instances)  # it has run a cycle
+        stop([process])
+        [record] = scheduler.instances().values()
+    assert record["state"] == "stopped"
+    assert record["pid"] == process.pid
