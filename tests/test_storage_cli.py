@@ -1,5 +1,6 @@
 """``fairque storage-worker``: a real process runs contract handlers, serves metrics, and
-stops on SIGTERM after its current handler call; bad options are refused."""
+stops on SIGTERM after its current handler call; bad options are refused. And the
+storage example runs as documented."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fairque.cli import app
+from fairque.config import URL_ENV
 from fairque.embedded import LocalServer
 from fairque.storage import RedisStorage
 from fairque.storage.contract import Contract
@@ -108,3 +110,13 @@ def test_storage_worker_refuses_a_handler_for_an_unknown_queue(
     result = runner.invoke(app, arguments)
     assert result.exit_code == 2
     assert "no queue 'jobs'" in result.output
+
+
+@pytest.mark.parametrize("options", [[], ["--redis"]])
+def test_the_storage_example_runs(server: LocalServer, options: list[str]) -> None:
+    example = Path(__file__).parent.parent / "examples" / "storage_emails.py"
+    env = {**os.environ, URL_ENV: server.url}
+    command = [sys.executable, str(example), *options]
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert "emails: processed 30, retried 3" in ran.stdout
+    assert "sms: processed 10, retried 0" in ran.stdout
