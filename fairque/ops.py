@@ -407,6 +407,9 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
     if not flat:
         return None
     fields: dict[str, bytes] = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    if "queue" in fields:
+        queue_num = fields["queue"].decode()
+        raise InvalidInput("task_id", f"{task_id} is a task of storage queue {queue_num}")
     state = TaskState(fields["state"].decode())
     running = state is TaskState.STARTED
     return TaskInfo(

@@ -68,6 +68,15 @@ def test_fair_and_storage_tasks_share_ids_without_clashing(storage: RedisStorage
     assert storage.retry_task([RetryInfo.after(2, 1.0)]) == 0
 
 
+def test_the_fair_queue_leaves_storage_tasks_alone(storage: RedisStorage) -> None:
+    task_id = storage.put_task(PutTaskRequest(1, b"a"))
+    assert storage.queue.cancel(str(task_id)) is False
+    with pytest.raises(InvalidInput, match="storage queue 1"):
+        storage.queue.get(str(task_id))
+    [task] = storage.get_task(1, 1)
+    assert task.id == task_id
+
+
 def test_scripts_refuse_a_queue_key_that_does_not_match(storage: RedisStorage) -> None:
     call = storage.ops.get_task(1, 1)
     wrong = Call(call.script, (*call.keys[:-1], storage.ops.queue_key(2)), call.args, call.parse)
