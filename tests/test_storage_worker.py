@@ -201,6 +201,22 @@ async def test_stop_lets_the_current_handler_call_finish() -> None:
     assert (await storage.get_stat()).queues == {}
 
 
+async def test_a_worker_that_always_finds_work_still_stops() -> None:
+    """Every batch puts the next task: the queue is never empty, and stop still works."""
+    storage = AsyncMemoryStorage()
+    await put(storage, "emails", 1)
+    emails = CONTRACT.queue("emails")
+
+    async def forever(storage: AsyncStorage, tasks: list[Any]) -> HandlerStats:
+        await storage.put_task(emails.request({"to": "again", "fail": False}))
+        await storage.done_task([task.task_id for task in tasks])
+        return HandlerStats(processed=len(tasks))
+
+    worker = StorageWorker(storage, CONTRACT, {"emails": forever}, config())
+    await run_until(worker, lambda: worker.stats[1].processed >= 50)
+    assert (await storage.get_stat()).of(1).total == 1
+
+
 async def test_slow_cycles_are_counted() -> None:
     storage = AsyncMemoryStorage()
     await put(storage, "emails", 2)

@@ -7,6 +7,7 @@ conformance tests run the same cases against it and the Redis storage. Give it a
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import threading
@@ -199,6 +200,9 @@ class AsyncMemoryStorage:
     async def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
     ) -> list[StorageTask]:
+        # Let other coroutines run, as a network round trip would: a processor that always
+        # finds work must not keep the event loop (and stop()) from everyone else.
+        await asyncio.sleep(0)
         return self.storage.get_task(queue_num, count, visibility_timeout)
 
     async def done_task(self, task_ids: Sequence[int]) -> int:
