@@ -20,7 +20,10 @@ SCRIPTS = sorted(
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
         "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
-        "release", "retry", "stats", "xcom_pull", "xcom_push",
+        "release", "retry", "schedule_pause", "schedule_read", "schedule_remove",
+        "schedule_save", "scheduler_due", "scheduler_failed", "scheduler_fire",
+        "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "xcom_pull",
+        "xcom_push",
     ]  # fmt: skip
 
 
