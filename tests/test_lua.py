@@ -19,8 +19,9 @@ SCRIPTS = sorted(
 
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
-        "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
-        "release", "retry", "stats", "xcom_pull", "xcom_push",
+        "cancel", "constraint_set", "constraints", "due", "extend", "fail", "finish", "get",
+        "job_complete", "job_pop", "job_push", "job_result", "jobs", "pop", "promote", "push",
+        "reap", "release", "retry", "stats", "xcom_pull", "xcom_push",
     ]  # fmt: skip
 
 
