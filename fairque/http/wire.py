@@ -30,7 +30,10 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
+    OpenAPIResponse,
+    OpenAPIType,
     Operation,
+    Schema,
     SecurityRequirement,
     SecurityScheme,
 )
@@ -189,11 +192,31 @@ BEARER_COMPONENTS = Components(
 BEARER: list[SecurityRequirement] = [{"bearer": []}]
 
 
+_ERROR_SCHEMA = Schema(
+    type=OpenAPIType.OBJECT,
+    properties={
+        "error": Schema(type=OpenAPIType.STRING),
+        "message": Schema(type=OpenAPIType.STRING),
+        "field": Schema(one_of=[Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NULL)]),
+    },
+    required=["error", "message"],
+    description="What went wrong and, for bad input, which field.",
+)
+_ERROR = OpenAPIResponse(
+    description="Bad input, unknown job, or a body that is not MessagePack / JSON",
+    content={kind: OpenAPIMediaType(schema=_ERROR_SCHEMA) for kind in (MSGPACK, JSON)},
+)
+
+
 @dataclass
 class WireOperation(Operation):
-    """An OpenAPI operation whose MessagePack bodies are also offered as JSON."""
+    """An OpenAPI operation whose MessagePack bodies are also offered as JSON, and whose
+    errors are :class:`ErrorBody`."""
 
     def __post_init__(self) -> None:
+        if self.responses is not None:
+            self.responses.pop("400", None)
+            self.responses["4XX"] = _ERROR
         bodies = [self.request_body.content] if self.request_body else []  # type: ignore[union-attr]
         bodies += [r.content for r in (self.responses or {}).values() if r.content]  # type: ignore[union-attr]
         for content in bodies:
