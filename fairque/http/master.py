@@ -16,9 +16,9 @@ from typing import Annotated
 
 import litestar
 from litestar import Litestar, Router
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.params import Body, Parameter
+from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.client.jobs import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
@@ -120,27 +120,27 @@ class Master:
 
 
 JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]
-JobId = Annotated[str, Parameter(max_length=256, description="A job id.")]
+JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
-async def enqueue(master: Master, data: JobBody) -> JobCreated:
+async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
     return JobCreated(await master.jobs.push(data))
 
 
 @get("/jobs", summary="List jobs by state (and name), a page at a time")
 async def list_jobs(
-    master: Master,
-    job_state: Annotated[JobState, Parameter(query="state")] = "queued",
-    name: Annotated[Name | None, Parameter()] = None,
-    cursor: Annotated[int, Parameter(ge=0, le=2**53)] = 0,
-    limit: Annotated[int, Parameter(ge=1, le=MAX_PAGE)] = 50,
+    master: NamedDependency[Master],
+    job_state: Annotated[JobState, QueryParameter(name="state")] = "queued",
+    name: Annotated[Name | None, QueryParameter()] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> JobPage:
     return await master.jobs.jobs(job_state, name, cursor, limit)
 
 
 @get("/jobs/{job_id:str}", summary="A job's attributes and state")
-async def job_detail(master: Master, job_id: JobId) -> JobInfo:
+async def job_detail(master: NamedDependency[Master], job_id: JobId) -> JobInfo:
     info = await master.jobs.get(job_id)
     if info is None:
         raise TaskNotFound(job_id)
@@ -148,65 +148,67 @@ async def job_detail(master: Master, job_id: JobId) -> JobInfo:
 
 
 @get("/jobs/{job_id:str}/result", summary="The result object, once; null afterwards")
-async def job_result(master: Master, job_id: JobId) -> Outcome | None:
+async def job_result(master: NamedDependency[Master], job_id: JobId) -> Outcome | None:
     result = await master.jobs.result(job_id)
     return None if result is None else validate(result, Outcome)  # type: ignore[arg-type]
 
 
 @post("/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel a job that has not started")
-async def cancel_job(master: Master, job_id: JobId) -> Done:
+async def cancel_job(master: NamedDependency[Master], job_id: JobId) -> Done:
     return Done(await master.jobs.queue.cancel(job_id))
 
 
 @post("/jobs/{job_id:str}/retry", status_code=200, summary="Queue a failed job again")
-async def retry_job(master: Master, job_id: JobId) -> Done:
+async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
     return Done(await master.jobs.queue.retry(job_id))
 
 
-WorkerId = Annotated[str, Parameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+WorkerId = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 RegistrationBody = Annotated[WorkerRegistration, Body(media_type=MSGPACK)]
 
 
 @put("/workers/{worker_id:str}", summary="Register a worker, or heartbeat")
-async def register_worker(master: Master, worker_id: WorkerId, data: RegistrationBody) -> WorkerAck:
+async def register_worker(
+    master: NamedDependency[Master], worker_id: WorkerId, data: RegistrationBody
+) -> WorkerAck:
     master.dispatcher.register(worker_id, data)
     return WorkerAck(master.config.heartbeat)
 
 
 @delete("/workers/{worker_id:str}", summary="Unregister a worker")
-async def unregister_worker(master: Master, worker_id: WorkerId) -> None:
+async def unregister_worker(master: NamedDependency[Master], worker_id: WorkerId) -> None:
     master.dispatcher.unregister(worker_id)
 
 
 @get("/workers", summary="Registered workers and what they run")
-async def list_workers(master: Master) -> list[WorkerStatus]:
+async def list_workers(master: NamedDependency[Master]) -> list[WorkerStatus]:
     return master.dispatcher.statuses()
 
 
-ConstraintPath = Annotated[str, Parameter(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ConstraintPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 ConstraintBody = Annotated[Constraint, Body(media_type=MSGPACK)]
 
 
 @put("/constraints/{constraint_id:str}", summary="Create or replace a constraint")
 async def put_constraint(
-    master: Master, constraint_id: ConstraintPath, data: ConstraintBody
+    master: NamedDependency[Master], constraint_id: ConstraintPath, data: ConstraintBody
 ) -> ConstraintSaved:
     moved = await master.jobs.set_constraint(constraint_id, data)
     return ConstraintSaved(moved)
 
 
 @delete("/constraints/{constraint_id:str}", summary="Delete a constraint")
-async def delete_constraint(master: Master, constraint_id: ConstraintPath) -> None:
+async def delete_constraint(master: NamedDependency[Master], constraint_id: ConstraintPath) -> None:
     await master.jobs.delete_constraint(constraint_id)
 
 
 @get("/constraints", summary="Constraints and how much of each is in use")
-async def list_constraints(master: Master) -> list[ConstraintStatus]:
+async def list_constraints(master: NamedDependency[Master]) -> list[ConstraintStatus]:
     return await master.jobs.constraints()
 
 
 @get("/overview", summary="Jobs per state, counters, workers")
-async def overview(master: Master) -> Overview:
+async def overview(master: NamedDependency[Master]) -> Overview:
     stats = await master.jobs.queue.stats()
     states = {state.value: count for state, count in stats.states.items()}
     return Overview(states, stats.counters, master.dispatcher.statuses())

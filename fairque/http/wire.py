@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,7 @@ def wants_json(request: Request[Any, Any, Any]) -> bool:
 
 def encode_body(content: Any, as_json: bool) -> bytes:
     """``content`` as MessagePack or JSON, structs and times as plain values."""
-    plain = msgspec.to_builtins(content)
+    plain = msgspec.to_builtins(content, builtin_types=(bytes,))  # bytes stay MessagePack bin
     return msgspec.json.encode(plain) if as_json else msgspec.msgpack.encode(plain)
 
 
@@ -112,6 +113,7 @@ class WireResponse(Response[Any]):
     ) -> ASGIResponse:
         if self.content is None and (status_code or self.status_code) == 204:
             self.content = b""
+        self.media_type = JSON if wants_json(request) else MSGPACK
         return super().to_asgi_response(
             app,
             request,
@@ -120,7 +122,7 @@ class WireResponse(Response[Any]):
             encoded_headers=encoded_headers,
             headers=headers,
             is_head_response=is_head_response,
-            media_type=JSON if wants_json(request) else MSGPACK,
+            media_type=self.media_type,
             status_code=status_code,
             type_encoders=type_encoders,
         )
@@ -138,17 +140,23 @@ def error_response(
     return Response(body, status_code=status, media_type=JSON if wants_json(request) else MSGPACK)
 
 
+_BACKTICKED = re.compile(r"field `([^`]+)`")
+
+
+def _name_field(problem: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A missing or unknown field is reported on the whole body: name the field instead."""
+    found = _BACKTICKED.search(str(problem.get("message", "")))
+    if problem.get("key") in (None, "data") and found:
+        return {**problem, "key": found.group(1)}
+    return problem
+
+
 def _on_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     problems = exc.extra if isinstance(exc.extra, list) else []
-    first = problems[0] if problems and isinstance(problems[0], Mapping) else {}
-    message = "; ".join(
-        f"{p.get('key', 'body')}: {p.get('message', '')}"
-        for p in problems
-        if isinstance(p, Mapping)
-    )
-    return error_response(
-        request, 400, "invalid_input", message or str(exc.detail), str(first.get("key", "body"))
-    )
+    parts = [_name_field(p) for p in problems if isinstance(p, Mapping)]
+    message = "; ".join(f"{p.get('key', 'body')}: {p.get('message', '')}" for p in parts)
+    field = str(parts[0].get("key", "body")) if parts else "body"
+    return error_response(request, 400, "invalid_input", message or str(exc.detail), field)
 
 
 def _on_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
