@@ -45,6 +45,10 @@ class AsyncFairQueue:
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
         )
 
+    async def execute(self, call: Call[T]) -> T:
+        """Sends a call built by :mod:`fairque.ops` (or :mod:`fairque.jobs`); its parsed reply."""
+        return await self._run(call)
+
     async def _run(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:

@@ -1,4 +1,4 @@
--- stats: tasks per state, counters, and ready tasks per tenant.
+-- stats: tasks per state (strict-policy jobs included), counters, and ready tasks per tenant.
 -- Returns {flat state/count list, flat counter/value list, flat tenant/ready list}.
 -- Reads one entry per tenant with ready work: fine for an operator call, not the hot path.
 --@include ready
@@ -12,6 +12,9 @@ for i = 1, #ready, 2 do
   queued = queued + count
   per_tenant[#per_tenant + 1] = ready[i]
   per_tenant[#per_tenant + 1] = count
+end
+for _, partition in ipairs(redis.call('SMEMBERS', K['strict:partitions'])) do
+  queued = queued + redis.call('ZCARD', strict_key(partition))
 end
 local states = {
   'queued', queued,
