@@ -6,6 +6,7 @@
 """
 
 from fairque.client import AsyncFairQueue, FairQueue
+from fairque.client.jobs import AsyncJobQueue, JobQueue
 from fairque.config import QueueSettings
 from fairque.errors import (
     DuplicateTask,
@@ -15,6 +16,7 @@ from fairque.errors import (
     LeaseLost,
     TaskNotFound,
 )
+from fairque.jobs import Constraint, Job, Matcher
 from fairque.models import (
     LeasedTask,
     Priority,
@@ -28,14 +30,19 @@ from fairque.ops import Maintenance
 
 __all__ = [
     "AsyncFairQueue",
+    "AsyncJobQueue",
+    "Constraint",
     "DuplicateTask",
     "EmbeddedServerError",
     "FairQueue",
     "FairQueueError",
     "InvalidInput",
+    "Job",
+    "JobQueue",
     "LeaseLost",
     "LeasedTask",
     "Maintenance",
+    "Matcher",
     "Priority",
     "QueueSettings",
     "QueueStats",

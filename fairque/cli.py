@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import ipaddress
 import json
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -212,6 +214,80 @@ def demo(
 ) -> None:
     """Show fairness: small tenants finish early although a heavy one pushed first."""
     demo_module.run(url, tenants, tasks, console)
+
+
+TOKEN_OPTION = typer.Option(
+    None, envvar="FAIRQUE_MASTER_TOKEN", help="Bearer token (required off loopback)."
+)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+def master(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8080, min=0, max=65535, help="Port to bind."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    token: str | None = TOKEN_OPTION,
+    result_ttl: float = typer.Option(3600.0, min=1, help="Seconds a kept result waits."),
+    openapi: Path | None = typer.Option(None, help="Write the OpenAPI document here and exit."),
+) -> None:
+    """Run the JQ master: HTTP + MessagePack API for pushers, workers and a Web UI."""
+    from fairque.http.master import MasterConfig, create_master
+
+    config = MasterConfig(url=url, namespace=namespace, token=token, result_ttl=result_ttl)
+    app_ = create_master(config)
+    if openapi is not None:
+        openapi.write_text(json.dumps(app_.openapi_schema.to_schema(), indent=2) + "\n")
+        return
+    if not token and not _is_loopback(host):
+        raise _fail(f"--host {host}: set a token (--token or $FAIRQUE_MASTER_TOKEN) off loopback")
+    import uvicorn
+
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command("http-worker")
+def http_worker(
+    master_url: str = typer.Option(..., "--master", help="The master's URL."),
+    tasks: list[str] = typer.Option([], "--tasks", "-t", help="Module defining @task functions."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8081, min=1, max=65535, help="Port to bind."),
+    public_url: str | None = typer.Option(None, "--url", help="URL the master reaches us at."),
+    capacity: int = typer.Option(4, min=1, max=1000, help="Jobs run at once."),
+    worker_id: str | None = typer.Option(None, help="Worker id (default: host-port)."),
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Run @task functions for a JQ master, behind the seed 003 worker API."""
+    from fairque.http.worker import HttpWorkerConfig, create_http_worker
+    from fairque.tasks import registry
+
+    for module in tasks:
+        _import_tasks(module)
+    config = HttpWorkerConfig(
+        master=master_url,
+        url=public_url or f"http://{host}:{port}",
+        worker_id=worker_id or f"{socket.gethostname()}-{port}",
+        capacity=capacity,
+        token=token,
+    )
+    if not token and not _is_loopback(host):
+        raise _fail(f"--host {host}: set a token (--token or $FAIRQUE_MASTER_TOKEN) off loopback")
+    try:
+        app_ = create_http_worker(config, registry)
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    import uvicorn
+
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
 @server_app.command("status")

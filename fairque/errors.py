@@ -61,28 +61,35 @@ class LeaseLost(FairQueueError):  # noqa: N818
         super().__init__(f"the lease on task {task_id!r} is no longer held by this caller")
 
 
-class ScheduleNotFound(FairQueueError):  # noqa: N818
+class ScheduleError(FairQueueError):
+    """An operation on schedule ``schedule_id`` was refused; nothing was written."""
+
+    def __init__(self, schedule_id: str, message: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(message)
+
+
+class ScheduleNotFound(ScheduleError):  # noqa: N818
     """No schedule with this id."""
 
     def __init__(self, schedule_id: str) -> None:
-        self.schedule_id = schedule_id
-        super().__init__(f"no schedule with id {schedule_id!r}")
+        super().__init__(schedule_id, f"no schedule with id {schedule_id!r}")
 
 
-class DuplicateSchedule(FairQueueError):  # noqa: N818
-    """A schedule with this id already exists; nothing was written."""
+class DuplicateSchedule(ScheduleError):  # noqa: N818
+    """A schedule with this id already exists."""
 
     def __init__(self, schedule_id: str) -> None:
-        self.schedule_id = schedule_id
-        super().__init__(f"schedule_id: a schedule with id {schedule_id!r} already exists")
+        message = f"schedule_id: a schedule with id {schedule_id!r} already exists"
+        super().__init__(schedule_id, message)
 
 
-class ScheduleChanged(FairQueueError):  # noqa: N818
+class ScheduleChanged(ScheduleError):  # noqa: N818
     """The schedule was changed by someone else between reading and updating it."""
 
     def __init__(self, schedule_id: str) -> None:
-        self.schedule_id = schedule_id
-        super().__init__(f"schedule {schedule_id!r} changed meanwhile; read it and try again")
+        message = f"schedule {schedule_id!r} changed meanwhile; read it and try again"
+        super().__init__(schedule_id, message)
 
 
 class EmbeddedServerError(FairQueueError):

@@ -23,6 +23,8 @@ FIXED_KEYS: tuple[str, ...] = (
     "state:finished",  # zset: ended ids, by the time their record expires (us)
     "state:failed",
     "state:canceled",
+    "strict:partitions",  # set: strict-policy partitions that may hold ready jobs (strict.lua)
+    "constraints",  # hash: constraint id -> MessagePack definition (JobMatcher and limits)
 )
 
 # The scheduler's keys (design section 8), after the fixed keys in its scripts' KEYS.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import Enum, IntEnum
 from typing import Any, TypeVar
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
 from fairque.errors import InvalidInput
 
@@ -84,7 +84,7 @@ class Task(BaseModel):
     max_retries: int | None = Field(default=3, ge=0)
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     keep_result: bool = False
-    execute_after: datetime | None = None
+    execute_after: AwareDatetime | None = None
     delay: timedelta | float | None = None  # seconds, or a timedelta
     depends_on: tuple[str, ...] = Field(default=(), max_length=1000)  # ids that must finish first
 
@@ -110,13 +110,6 @@ class Task(BaseModel):
             check_identifier(task_id)
         if len(set(value)) != len(value):
             raise ValueError("names a task twice")
-        return value
-
-    @pydantic.field_validator("execute_after")
-    @classmethod
-    def _check_aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("must be timezone-aware (e.g. datetime.now(timezone.utc))")
         return value
 
     @pydantic.field_validator("priority", mode="before")

@@ -7,7 +7,10 @@ Every engine test runs on the embedded Valkey binary and, when Debian's
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -62,6 +65,29 @@ async def aqueue(server: LocalServer, namespace: str) -> AsyncIterator[AsyncFair
     queue = AsyncFairQueue(server.url, namespace)
     yield queue
     await queue.close()
+
+
+StartCli = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def start_cli() -> Iterator[StartCli]:
+    """Starts ``fairque`` commands as processes (``start(*args, env={...})``, stderr piped);
+    ends the ones still running, by PID."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+        command = [sys.executable, "-c", "from fairque.cli import main; main()", *args]
+        environment = {**os.environ, **env}
+        process = subprocess.Popen(command, env=environment, text=True, stderr=subprocess.PIPE)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
 
 
 def namespace_keys(client: redis.Redis, namespace: str) -> dict[bytes, bytes]:

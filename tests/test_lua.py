@@ -19,11 +19,13 @@ SCRIPTS = sorted(
 
 def test_every_operation_has_its_script() -> None:
     assert SCRIPTS == [
-        "cancel", "due", "extend", "fail", "finish", "get", "pop", "promote", "push", "reap",
-        "release", "retry", "schedule_pause", "schedule_read", "schedule_remove",
+        "cancel", "constraint_set", "constraints", "due", "extend", "fail", "finish", "get",
+        "job_complete", "job_pop", "job_push", "job_result", "jobs", "pop", "promote", "push",
+        "reap", "release", "retry", "schedule_pause", "schedule_read", "schedule_remove",
         "schedule_save", "scheduler_due", "scheduler_failed", "scheduler_fire",
         "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "storage_done",
-        "storage_get", "storage_put", "storage_retry", "storage_stat", "xcom_pull", "xcom_push",
+        "storage_get", "storage_put", "storage_retry", "storage_stat", "xcom_pull",
+        "xcom_push",
     ]  # fmt: skip
 
 

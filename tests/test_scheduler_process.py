@@ -3,42 +3,31 @@
 from __future__ import annotations
 
 import itertools
-import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from fairque import FairQueue
 from fairque.embedded import LocalServer
 from fairque.scheduler import TaskScheduler
-from tests.conftest import wait_for
+from tests.conftest import StartCli, wait_for
 
 Start = Callable[..., subprocess.Popen[str]]
 SECOND = 1_000_000  # us
 
 
 @pytest.fixture
-def start_scheduler(server: LocalServer, namespace: str) -> Iterator[Start]:
-    """Starts ``fairque scheduler run`` processes; ends the ones still running, by PID."""
-    started: list[subprocess.Popen[str]] = []
+def start_scheduler(server: LocalServer, namespace: str, start_cli: StartCli) -> Start:
+    """Starts ``fairque scheduler run`` processes (ended by ``start_cli`` if still running)."""
 
     def start(*options: str) -> subprocess.Popen[str]:
-        env = {**os.environ, "FAIRQUE_REDIS_URL": server.url, "FAIRQUE_NAMESPACE": namespace}
-        command = [sys.executable, "-c", "from fairque.cli import main; main()",
-                   "scheduler", "run", "--poll-interval", "0.2", *options]  # fmt: skip
-        process = subprocess.Popen(command, env=env, text=True, stderr=subprocess.PIPE)
-        started.append(process)
-        return process
+        env = {"FAIRQUE_REDIS_URL": server.url, "FAIRQUE_NAMESPACE": namespace}
+        return start_cli("scheduler", "run", "--poll-interval", "0.2", *options, env=env)
 
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    return start
 
 
 def queued_runs(queue: FairQueue) -> dict[str, list[int]]:

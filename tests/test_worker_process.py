@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fairque import FairQueue, Task, TaskState
 from fairque.embedded import LocalServer
-from tests.conftest import wait_for
+from tests.conftest import StartCli, wait_for
 
 TASKS = '''
 import asyncio
@@ -43,31 +41,21 @@ Start = Callable[..., subprocess.Popen[str]]
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path, server: LocalServer, namespace: str) -> Iterator[Start]:
-    """Starts ``fairque worker`` processes; ends the ones still running, by PID."""
+def start_worker(tmp_path: Path, server: LocalServer, namespace: str, start_cli: StartCli) -> Start:
+    """Starts ``fairque worker`` processes (ended by ``start_cli`` if still running)."""
     (tmp_path / "demo_tasks.py").write_text(TASKS)
-    started: list[subprocess.Popen[str]] = []
 
     def start(*options: str, **settings: str) -> subprocess.Popen[str]:
         env = {
-            **os.environ,
             "PYTHONPATH": str(tmp_path),
             "FAIRQUE_REDIS_URL": server.url,
             "FAIRQUE_NAMESPACE": namespace,
             "FAIRQUE_POLL_INTERVAL_SECONDS": "0.2",
             **{f"FAIRQUE_{name.upper()}": value for name, value in settings.items()},
         }
-        command = [sys.executable, "-c", "from fairque.cli import main; main()", "worker",
-                   "--tasks", "demo_tasks", *options]  # fmt: skip
-        process = subprocess.Popen(command, env=env, text=True, stderr=subprocess.PIPE)
-        started.append(process)
-        return process
+        return start_cli("worker", "--tasks", "demo_tasks", *options, env=env)
 
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=10)
+    return start
 
 
 def listeners(queue: FairQueue) -> int:

@@ -45,6 +45,10 @@ class AsyncFairQueue:
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
         )
 
+    async def execute(self, call: Call[T]) -> T:
+        """Sends a call built by :mod:`fairque.ops` (or :mod:`fairque.jobs`); its parsed reply."""
+        return await self._run(call)
+
     async def _run(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:
@@ -55,10 +59,6 @@ class AsyncFairQueue:
         except ResponseError as exc:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)
-
-    async def execute(self, call: Call[T]) -> T:
-        """Sends a call built elsewhere (fairque.storage) and parses its reply."""
-        return await self._run(call)
 
     async def push(self, task: Task) -> str:
         """Enqueues one task; returns its id."""

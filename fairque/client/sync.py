@@ -35,6 +35,10 @@ class FairQueue:
         self.ops = Ops(namespace, settings or QueueSettings())
         self.redis = client or redis.Redis.from_url(redis_url(url))
 
+    def execute(self, call: Call[T]) -> T:
+        """Sends a call built by :mod:`fairque.ops` (or :mod:`fairque.jobs`); its parsed reply."""
+        return self._run(call)
+
     def _run(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:
@@ -45,10 +49,6 @@ class FairQueue:
         except ResponseError as exc:
             raise from_script_error(str(exc)) from None
         return call.parse(reply)
-
-    def execute(self, call: Call[T]) -> T:
-        """Sends a call built elsewhere (fairque.storage) and parses its reply."""
-        return self._run(call)
 
     def push(self, task: Task) -> str:
         """Enqueues one task; returns its id."""

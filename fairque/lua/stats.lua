@@ -1,5 +1,5 @@
--- stats: tasks per state (storage tasks of seed 004 included), counters, and ready tasks
--- per tenant.
+-- stats: tasks per state (strict-policy jobs and seed 004's storage tasks included),
+-- counters, and ready tasks per tenant.
 -- Returns {flat state/count list, flat counter/value list, flat tenant/ready list}.
 -- Reads one entry per tenant with ready work: fine for an operator call, not the hot path.
 --@include ready
@@ -13,6 +13,9 @@ for i = 1, #ready, 2 do
   queued = queued + count
   per_tenant[#per_tenant + 1] = ready[i]
   per_tenant[#per_tenant + 1] = count
+end
+for _, partition in ipairs(redis.call('SMEMBERS', K['strict:partitions'])) do
+  queued = queued + redis.call('ZCARD', strict_key(partition))
 end
 -- Storage tasks (seed 004) in their numbered queues: due ones are queued, others scheduled.
 local delayed = 0

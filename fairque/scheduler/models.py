@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
 from fairque.errors import InvalidInput
 from fairque.models import MAX_TIMEOUT_SECONDS, Priority, Task, check_identifier, validate
@@ -90,7 +89,7 @@ class Schedule(BaseModel):
     cron: str | None = None
     timezone: str = "UTC"  # the time zone the cron expression is read in
     interval: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_SECONDS)  # seconds
-    start_at: datetime | None = None  # first run of an interval schedule (default: now)
+    start_at: AwareDatetime | None = None  # first run of an interval schedule (default: now)
     missed: MissedRuns = MissedRuns.RUN_ONCE
     # A run later than this (s) is missed; later runs within it are caught up one by one.
     misfire_grace: float = Field(default=10.0, gt=0)
@@ -116,13 +115,6 @@ class Schedule(BaseModel):
     @classmethod
     def _check_id(cls, value: str | None) -> str | None:
         return None if value is None else check_identifier(value)
-
-    @pydantic.field_validator("start_at")
-    @classmethod
-    def _check_aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("must be timezone-aware (e.g. datetime.now(timezone.utc))")
-        return value
 
 
 @dataclass(frozen=True)

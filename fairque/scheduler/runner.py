@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import logging
 import os
+import random
 import signal
 import socket
 import time
@@ -114,6 +115,8 @@ class SchedulerRunner:
         record = self._record("running")
         due = await self.queue._run(self.ops.due(self.instance, record, self.config.batch))
         contended = False
+        # In its own random order, so that instances seldom reach for the same lock.
+        random.shuffle(due.schedules)
         for schedule_id, _next in due.schedules:
             contended |= await self._handle(schedule_id)
         self.metrics.cycles += 1

@@ -4,8 +4,9 @@
 -- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
 -- bits of queues it finds empty), so a pop reads both in one field and probes only
 -- queues that have work. Invariant: a tenant is in the ring exactly when its count is
--- above zero.
+-- above zero. Strict-policy jobs (no tenant) have their own partitions (strict.lua).
 --@include base
+--@include strict
 
 local LEVELS = 64
 
@@ -28,6 +29,7 @@ local ready_added, ready_tenants, ready_levels = {}, {}, {}
 -- Queues task `id` of `tenant` as ready since `start_time` (the caller sets its hash);
 -- a critical task handed back (`first`) goes to the head of its list.
 local function queue_ready(id, tenant, priority, start_time, first)
+  if not tenant then return queue_strict(id) end
   ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
     append(first and 'LPUSH' or 'RPUSH', critical_key(tenant), id)
@@ -68,6 +70,7 @@ end
 
 -- Removes a queued task from its tenant queue (cancel); returns true if it was there.
 local function unqueue(id, tenant, priority)
+  if not tenant then return unqueue_strict(id) end
   local removed
   if priority == CRITICAL then
     removed = redis.call('LREM', critical_key(tenant), 1, id)

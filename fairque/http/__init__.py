@@ -1,0 +1,1 @@
+"""The JQ master and the HTTP worker (seed 003): HTTP + MessagePack + OpenAPI."""

@@ -1,0 +1,172 @@
+"""The master's dispatcher: leases jobs for registered HTTP workers with free capacity,
+sends each to its worker, and records the result object the worker answers with.
+
+The lease (job timeout + grace) is what keeps a job safe: if the worker vanishes, the
+request fails and the job is retried; if the master itself dies, the lease expires and
+the next pop or ``reap`` returns the job to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+
+import httpx
+import msgspec
+
+from fairque.client.jobs import AsyncJobQueue
+from fairque.errors import LeaseLost
+from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
+from fairque.http.wire import MSGPACK
+from fairque.jobs import LeasedJob, Outcome, failure
+
+log = logging.getLogger("fairque.master")
+
+_outcome = msgspec.msgpack.Decoder(Outcome)
+
+
+@dataclass
+class WorkerSlot:
+    """A registered worker as the dispatcher sees it."""
+
+    id: str
+    url: str
+    names: tuple[str, ...]
+    capacity: int
+    seen: float  # time.monotonic() of its last heartbeat
+    running: int = 0
+
+    def status(self, now: float) -> WorkerStatus:
+        return WorkerStatus(
+            self.id, self.url, list(self.names), self.capacity, self.running, now - self.seen
+        )
+
+
+class Dispatcher:
+    """Moves jobs from the queue to HTTP workers until stopped."""
+
+    def __init__(
+        self,
+        jobs: AsyncJobQueue,
+        heartbeat: float = 5.0,
+        poll: float = 0.5,
+        token: str | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.heartbeat = heartbeat
+        self.poll = poll
+        self.workers: dict[str, WorkerSlot] = {}
+        self.wake = asyncio.Event()
+        self._headers = {"content-type": MSGPACK, "accept": MSGPACK}
+        if token:
+            self._headers["authorization"] = f"Bearer {token}"
+        self._http = httpx.AsyncClient(
+            timeout=None,  # noqa: S113 - each call is bounded by its job timeout (wait_for)
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+        )
+        self._deliveries: set[asyncio.Task[None]] = set()
+
+    def register(self, worker_id: str, registration: WorkerRegistration) -> None:
+        """Adds a worker, or refreshes it (a heartbeat); its running count is kept."""
+        known = self.workers.get(worker_id)
+        running = known.running if known else 0
+        self.workers[worker_id] = WorkerSlot(
+            worker_id,
+            registration.url.rstrip("/"),
+            tuple(registration.names),
+            registration.capacity,
+            time.monotonic(),
+            running,
+        )
+        self.wake.set()
+
+    def unregister(self, worker_id: str) -> bool:
+        """Forgets a worker (jobs it is running still complete); False if unknown."""
+        return self.workers.pop(worker_id, None) is not None
+
+    def statuses(self) -> list[WorkerStatus]:
+        now = time.monotonic()
+        return [worker.status(now) for worker in self.workers.values()]
+
+    async def run(self) -> None:
+        """Dispatches until cancelled; waits for a wake-up (a push, a free slot, a new
+        worker) or ``poll`` seconds (retries whose backoff ended, expired leases)."""
+        while True:
+            self.wake.clear()
+            try:
+                await self._fill()
+            except Exception as exc:  # the server is unreachable: try again next round
+                log.warning("dispatch failed: %s: %s", type(exc).__name__, exc)
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.poll)
+
+    async def close(self) -> None:
+        """Waits for the jobs being delivered, then closes the HTTP client."""
+        if self._deliveries:
+            await asyncio.wait(self._deliveries)
+        await self._http.aclose()
+
+    async def _fill(self) -> None:
+        silent = time.monotonic() - 3 * self.heartbeat
+        for worker in list(self.workers.values()):
+            if worker.seen < silent:
+                log.warning("worker %s missed its heartbeats; dropped", worker.id)
+                del self.workers[worker.id]
+                continue
+            free = worker.capacity - worker.running
+            if free <= 0:
+                continue
+            for job in await self.jobs.pop(worker.id, free, worker.names):
+                self._start(worker, job)
+
+    def _start(self, worker: WorkerSlot, job: LeasedJob) -> None:
+        worker.running += 1
+        delivery = asyncio.create_task(self._deliver(worker, job))
+        self._deliveries.add(delivery)
+        delivery.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, worker: WorkerSlot, job: LeasedJob) -> None:
+        try:
+            outcome = await self._call(worker, job)
+            if outcome is None:
+                await self.jobs.release(job)
+            else:
+                await self.jobs.complete(job, outcome)
+        except LeaseLost:
+            log.warning("job %s: its lease expired before its result arrived", job.id)
+        except Exception as exc:  # the lease returns the job when it expires
+            log.warning("job %s: result not recorded: %s: %s", job.id, type(exc).__name__, exc)
+        finally:
+            worker.running -= 1
+            self.wake.set()
+
+    async def _call(self, worker: WorkerSlot, job: LeasedJob) -> Outcome | None:
+        """The worker's result object; None if the job never reached the worker."""
+        request = JobRequest(
+            job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout
+        )
+        body = msgspec.msgpack.encode(request)
+        try:
+            response = await asyncio.wait_for(
+                self._http.post(f"{worker.url}/run", content=body, headers=self._headers),
+                job.timeout,
+            )
+        except asyncio.TimeoutError:
+            return failure("timeout", f"no result within {job.timeout:g} s")
+        except httpx.ConnectError:
+            # Gone: forget it until its next heartbeat, or every round would pick it again.
+            if self.workers.get(worker.id) is worker:
+                del self.workers[worker.id]
+            return None
+        except httpx.HTTPError as exc:  # the worker went away during the job
+            return failure("other", f"worker {worker.id} failed: {type(exc).__name__}")
+        if response.status_code != 200:
+            return failure("other", f"worker {worker.id} answered HTTP {response.status_code}")
+        try:
+            outcome: Outcome = _outcome.decode(response.content)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
+        return outcome

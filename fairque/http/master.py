@@ -1,0 +1,261 @@
+"""The JQ master (seed 003): an ASGI app for pushers, workers and a Web UI.
+
+Run it with ``fairque master``, or serve :func:`create_master` with any ASGI server.
+Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
+``/schema/openapi.json`` and committed as ``docs/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import Annotated
+
+import litestar
+from litestar import Litestar, Router
+from litestar.di import NamedDependency, Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.params import Body, PathParameter, QueryParameter
+
+from fairque.client.aio import AsyncFairQueue
+from fairque.client.jobs import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
+from fairque.config import QueueSettings
+from fairque.errors import TaskNotFound
+from fairque.http.dispatch import Dispatcher
+from fairque.http.protocol import (
+    ConstraintSaved,
+    Done,
+    JobCreated,
+    Overview,
+    WorkerAck,
+    WorkerRegistration,
+    WorkerStatus,
+)
+from fairque.http.wire import (
+    BEARER,
+    BEARER_COMPONENTS,
+    EXCEPTION_HANDLERS,
+    MSGPACK,
+    WireOperation,
+    WireRequest,
+    WireResponse,
+    bearer_guard,
+)
+from fairque.jobs import (
+    Constraint,
+    ConstraintStatus,
+    Job,
+    JobInfo,
+    JobPage,
+    JobState,
+    Name,
+    Outcome,
+    validate,
+)
+
+# Every route speaks MessagePack, and its OpenAPI operation offers JSON too.
+get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation)
+post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation)
+put = partial(litestar.put, media_type=MSGPACK, operation_class=WireOperation)
+delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperation)
+
+OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class MasterConfig:
+    """How a master runs. ``token``: required as ``Authorization: Bearer`` when set."""
+
+    url: str | None = None  # Redis / Valkey; None: $FAIRQUE_REDIS_URL or the embedded one
+    namespace: str = "default"
+    token: str | None = None
+    settings: QueueSettings = QueueSettings()  # noqa: RUF009 - frozen, shared safely
+    result_ttl: float = RESULT_TTL  # seconds a kept result waits to be read
+    lease_grace: float = LEASE_GRACE  # seconds a lease outlives the job's timeout
+    heartbeat: float = 5.0  # seconds between worker heartbeats
+    poll: float = 0.5  # seconds between dispatch rounds when nothing wakes it
+    max_body: int = 2 * 1024 * 1024  # bytes; larger requests get 413
+
+
+class Master:
+    """The state behind the routes: the queue clients and the dispatcher."""
+
+    def __init__(self, config: MasterConfig) -> None:
+        self.config = config
+        self._jobs: AsyncJobQueue | None = None
+        self._dispatcher: Dispatcher | None = None
+
+    @property
+    def jobs(self) -> AsyncJobQueue:
+        assert self._jobs is not None, "the master has not started"
+        return self._jobs
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        assert self._dispatcher is not None, "the master has not started"
+        return self._dispatcher
+
+    @asynccontextmanager
+    async def running(self, _app: Litestar) -> AsyncIterator[None]:
+        """Connects and dispatches for the lifetime of the app."""
+        config = self.config
+        queue = AsyncFairQueue(config.url, config.namespace, settings=config.settings)
+        self._jobs = AsyncJobQueue(
+            queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
+        )
+        self._dispatcher = Dispatcher(self._jobs, config.heartbeat, config.poll, config.token)
+        dispatching = asyncio.create_task(self._dispatcher.run())
+        try:
+            yield
+        finally:
+            dispatching.cancel()
+            with suppress(asyncio.CancelledError):
+                await dispatching
+            await self._dispatcher.close()
+            await queue.close()
+
+
+JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]
+JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
+
+
+@post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
+async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
+    return JobCreated(await master.jobs.push(data))
+
+
+@get("/jobs", summary="List jobs by state (and name), a page at a time")
+async def list_jobs(
+    master: NamedDependency[Master],
+    job_state: Annotated[JobState, QueryParameter(name="state")] = "queued",
+    name: Annotated[Name | None, QueryParameter()] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
+) -> JobPage:
+    return await master.jobs.jobs(job_state, name, cursor, limit)
+
+
+@get("/jobs/{job_id:str}", summary="A job's attributes and state")
+async def job_detail(master: NamedDependency[Master], job_id: JobId) -> JobInfo:
+    info = await master.jobs.get(job_id)
+    if info is None:
+        raise TaskNotFound(job_id)
+    return info
+
+
+@get("/jobs/{job_id:str}/result", summary="The result object, once; null afterwards")
+async def job_result(master: NamedDependency[Master], job_id: JobId) -> Outcome | None:
+    result = await master.jobs.result(job_id)
+    return None if result is None else validate(result, Outcome)  # type: ignore[arg-type]
+
+
+@post("/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel a job that has not started")
+async def cancel_job(master: NamedDependency[Master], job_id: JobId) -> Done:
+    return Done(await master.jobs.queue.cancel(job_id))
+
+
+@post("/jobs/{job_id:str}/retry", status_code=200, summary="Queue a failed job again")
+async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
+    return Done(await master.jobs.queue.retry(job_id))
+
+
+WorkerId = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+RegistrationBody = Annotated[WorkerRegistration, Body(media_type=MSGPACK)]
+
+
+@put("/workers/{worker_id:str}", summary="Register a worker, or heartbeat")
+async def register_worker(
+    master: NamedDependency[Master], worker_id: WorkerId, data: RegistrationBody
+) -> WorkerAck:
+    master.dispatcher.register(worker_id, data)
+    return WorkerAck(master.config.heartbeat)
+
+
+@delete("/workers/{worker_id:str}", summary="Unregister a worker")
+async def unregister_worker(master: NamedDependency[Master], worker_id: WorkerId) -> None:
+    master.dispatcher.unregister(worker_id)
+
+
+@get("/workers", summary="Registered workers and what they run")
+async def list_workers(master: NamedDependency[Master]) -> list[WorkerStatus]:
+    return master.dispatcher.statuses()
+
+
+ConstraintPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ConstraintBody = Annotated[Constraint, Body(media_type=MSGPACK)]
+
+
+@put("/constraints/{constraint_id:str}", summary="Create or replace a constraint")
+async def put_constraint(
+    master: NamedDependency[Master], constraint_id: ConstraintPath, data: ConstraintBody
+) -> ConstraintSaved:
+    moved = await master.jobs.set_constraint(constraint_id, data)
+    return ConstraintSaved(moved)
+
+
+@delete("/constraints/{constraint_id:str}", summary="Delete a constraint")
+async def delete_constraint(master: NamedDependency[Master], constraint_id: ConstraintPath) -> None:
+    await master.jobs.delete_constraint(constraint_id)
+
+
+@get("/constraints", summary="Constraints and how much of each is in use")
+async def list_constraints(master: NamedDependency[Master]) -> list[ConstraintStatus]:
+    return await master.jobs.constraints()
+
+
+@get("/overview", summary="Jobs per state, counters, workers")
+async def overview(master: NamedDependency[Master]) -> Overview:
+    stats = await master.jobs.queue.stats()
+    states = {state.value: count for state, count in stats.states.items()}
+    return Overview(states, stats.counters, master.dispatcher.statuses())
+
+
+ROUTES = [
+    enqueue,
+    list_jobs,
+    job_detail,
+    job_result,
+    cancel_job,
+    retry_job,
+    register_worker,
+    unregister_worker,
+    list_workers,
+    put_constraint,
+    delete_constraint,
+    list_constraints,
+    overview,
+]
+
+
+def create_master(config: MasterConfig | None = None) -> Litestar:
+    """The master app. It connects to the server when it starts, not before (so the
+    OpenAPI document can be made without one)."""
+    config = config or MasterConfig()
+    master = Master(config)
+    api = Router(
+        "/",
+        route_handlers=ROUTES,
+        dependencies={"master": Provide(lambda: master, use_cache=True, sync_to_thread=False)},
+        response_class=WireResponse,
+    )
+    return Litestar(
+        route_handlers=[api],
+        request_class=WireRequest,
+        exception_handlers=EXCEPTION_HANDLERS,
+        guards=[bearer_guard(config.token)] if config.token else [],
+        lifespan=[master.running],
+        request_max_body_size=config.max_body,
+        openapi_config=OpenAPIConfig(
+            title="fairque JQ master",
+            version="1",
+            description=__doc__,
+            path=OPENAPI_PATH,
+            components=BEARER_COMPONENTS,
+            security=BEARER,
+        ),
+        debug=False,
+    )

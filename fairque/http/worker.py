@@ -1,0 +1,152 @@
+"""The HTTP worker (seed 003): runs ``@task`` functions behind the worker API.
+
+The master POSTs a :class:`JobRequest` to ``/run``; the worker runs the function named
+by the job (its ``argument`` is ``{"args": [...], "kwargs": {...}}``, or null) and
+answers with the seed 003 result object. While it runs, the worker registers with the
+master and heartbeats (``PUT {master}/workers/{id}``), and unregisters when it stops.
+Any program that serves ``/run`` the same way is a worker: see ``examples/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Annotated
+
+import httpx
+import msgspec
+from litestar import Litestar, post
+from litestar.openapi import OpenAPIConfig
+from litestar.params import Body
+
+from fairque.errors import InvalidInput
+from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
+from fairque.http.wire import (
+    BEARER,
+    BEARER_COMPONENTS,
+    EXCEPTION_HANDLERS,
+    MSGPACK,
+    WireOperation,
+    WireRequest,
+    WireResponse,
+    bearer_guard,
+)
+from fairque.jobs import Outcome, Success, failure
+from fairque.tasks import Registry, call_arguments
+
+log = logging.getLogger("fairque.http_worker")
+
+
+@dataclass(frozen=True)
+class HttpWorkerConfig:
+    """How an HTTP worker runs."""
+
+    master: str | None  # the master's URL; None: no registration (tests, manual setups)
+    url: str  # where the master reaches this worker
+    worker_id: str
+    capacity: int = 4
+    token: str | None = None  # the master's bearer token, used both ways
+
+
+async def run_job(registry: Registry, job: JobRequest) -> Outcome:
+    """Runs the function the job names; every way it can end is a result object."""
+    function = registry.get(job.name)
+    if function is None:
+        return failure("other", f"no task function named {job.name!r}", retry=False)
+    try:
+        args, kwargs = call_arguments(job.argument)
+    except InvalidInput as exc:
+        return failure("other", str(exc), retry=False)
+    try:
+        if function.is_async:
+            result = await asyncio.wait_for(function.func(*args, **kwargs), job.timeout)
+        else:
+            call = functools.partial(function.func, *args, **kwargs)
+            # A sync function cannot be interrupted: at the deadline it is abandoned.
+            result = await asyncio.wait_for(asyncio.to_thread(call), job.timeout)
+    except asyncio.TimeoutError:
+        return failure("timeout", f"timed out after {job.timeout:g} s")
+    except Exception as exc:
+        return failure("other", f"{type(exc).__name__}: {exc}")
+    return Success(finished_at=datetime.now(timezone.utc), result=result)
+
+
+class Registration:
+    """Keeps the worker registered with the master while the app runs."""
+
+    def __init__(self, config: HttpWorkerConfig, names: list[str]) -> None:
+        self.config = config
+        self.body = msgspec.msgpack.encode(WorkerRegistration(config.url, names, config.capacity))
+        self.headers = {"content-type": MSGPACK, "accept": MSGPACK}
+        if config.token:
+            self.headers["authorization"] = f"Bearer {config.token}"
+
+    @property
+    def address(self) -> str:
+        return f"{(self.config.master or '').rstrip('/')}/workers/{self.config.worker_id}"
+
+    async def heartbeat(self, http: httpx.AsyncClient) -> None:
+        """Registers, then registers again at the interval the master asks for."""
+        wait = 1.0
+        while True:
+            try:
+                response = await http.put(self.address, content=self.body, headers=self.headers)
+                response.raise_for_status()
+                wait = msgspec.msgpack.decode(response.content, type=WorkerAck).heartbeat
+            except (httpx.HTTPError, msgspec.DecodeError) as exc:
+                log.warning("cannot register with the master: %s", exc)
+                wait = 1.0
+            await asyncio.sleep(wait)
+
+    @asynccontextmanager
+    async def running(self, _app: Litestar) -> AsyncIterator[None]:
+        if self.config.master is None:
+            yield
+            return
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            beating = asyncio.create_task(self.heartbeat(http))
+            try:
+                yield
+            finally:
+                beating.cancel()
+                with suppress(asyncio.CancelledError):
+                    await beating
+                with suppress(httpx.HTTPError):
+                    await http.delete(self.address, headers=self.headers)
+
+
+def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar:
+    """The worker app serving the functions of ``registry``."""
+    names = sorted(registry.functions)
+    if not names:
+        raise InvalidInput("tasks", "no task functions are registered")
+    slots = asyncio.Semaphore(config.capacity)
+
+    @post("/run", status_code=200, media_type=MSGPACK, operation_class=WireOperation)
+    async def run(data: Annotated[JobRequest, Body(media_type=MSGPACK)]) -> Outcome:
+        """Run one job; answers with the seed 003 result object."""
+        async with slots:
+            return await run_job(registry, data)
+
+    return Litestar(
+        route_handlers=[run],
+        request_class=WireRequest,
+        response_class=WireResponse,
+        exception_handlers=EXCEPTION_HANDLERS,
+        guards=[bearer_guard(config.token)] if config.token else [],
+        lifespan=[Registration(config, names).running],
+        openapi_config=OpenAPIConfig(
+            title="fairque HTTP worker",
+            version="1",
+            description=__doc__,
+            path="/schema",
+            components=BEARER_COMPONENTS,
+            security=BEARER,
+        ),
+        debug=False,
+    )

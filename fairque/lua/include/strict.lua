@@ -1,0 +1,106 @@
+-- The strict policy (seed 003, design section 5): the ready job with the smallest int32
+-- priority, ties to the earliest enqueued.
+--
+-- Ready jobs are partitioned by their name and the set of constraints they matched when
+-- pushed: partition `<constraint ids, comma separated>|<name>` is the zset
+-- strict:<partition>, score = priority, member = the job's 16-digit enqueue tick followed
+-- by its id (equal scores sort by member, so ties go to the earliest). `strict:partitions`
+-- lists the partitions that may hold jobs; a pop compares their heads, so jobs held back
+-- by an exhausted constraint are never scanned and never block other partitions.
+--@include base
+
+local function strict_key(partition) return PREFIX .. 'strict:' .. partition end
+local function strict_member(seq, id) return string.format('%016d', seq) .. id end
+local function running_key(cid) return PREFIX .. 'constraint:running:' .. cid end
+local function starts_key(cid) return PREFIX .. 'constraint:starts:' .. cid end
+
+-- The constraint ids and the job name of a partition.
+local function split_partition(partition)
+  local bar = string.find(partition, '|', 1, true)
+  local sig, name = string.sub(partition, 1, bar - 1), string.sub(partition, bar + 1)
+  local cids = {}
+  for cid in string.gmatch(sig, '[^,]+') do cids[#cids + 1] = cid end
+  return cids, name
+end
+
+-- Queues strict job `id` in its partition (its hash holds partition, priority and seq).
+local function queue_strict(id)
+  local f = redis.call('HMGET', task_key(id), 'partition', 'priority', 'seq')
+  redis.call('ZADD', strict_key(f[1]), tonumber(f[2]), strict_member(tonumber(f[3]), id))
+  redis.call('SADD', K['strict:partitions'], f[1])
+end
+
+-- Removes a queued strict job from its partition; returns true if it was there.
+local function unqueue_strict(id)
+  local f = redis.call('HMGET', task_key(id), 'partition', 'seq')
+  return redis.call('ZREM', strict_key(f[1]), strict_member(tonumber(f[2]), id)) == 1
+end
+
+-- A constraint as stored in the `constraints` hash: MessagePack
+-- {matchers = {{field, op, value}...}, concurrency (0: none), rate (0: none), period (s)}.
+local function read_constraint(blob)
+  local c = cmsgpack.unpack(blob)
+  return {matchers = c[1], concurrency = c[2], rate = c[3], period = c[4]}
+end
+
+-- The value at `field` ('name', 'argument' or 'argument.a.b') of a job; nil if absent.
+local function field_value(field, name, argument)
+  if field == 'name' then return name end
+  local value = argument
+  for part in string.gmatch(string.sub(field, 10), '[^.]+') do
+    if type(value) ~= 'table' then return nil end
+    value = value[part]
+  end
+  return value
+end
+
+local function matches(matcher, name, argument)
+  local value = field_value(matcher[1], name, argument)
+  local op, wanted = matcher[2], matcher[3]
+  if value == nil or type(value) == 'table' then return false end
+  if op == 'equals' then return value == wanted end
+  if op == 'prefix' then
+    return type(value) == 'string' and string.sub(value, 1, #wanted) == wanted
+  end
+  for _, candidate in ipairs(wanted) do -- 'in'
+    if value == candidate then return true end
+  end
+  return false
+end
+
+-- The partition of a job: the constraints all of whose matchers it satisfies.
+-- `constraints` is the flat HGETALL of the constraints hash.
+local function partition_of(name, payload, constraints)
+  local argument = nil
+  local cids = {}
+  for i = 1, #constraints, 2 do
+    if argument == nil then
+      local ok, decoded = pcall(cmsgpack.unpack, payload)
+      argument = ok and decoded or false
+    end
+    local all = true
+    for _, matcher in ipairs(read_constraint(constraints[i + 1]).matchers) do
+      if not matches(matcher, name, argument) then all = false; break end
+    end
+    if all then cids[#cids + 1] = constraints[i] end
+  end
+  table.sort(cids)
+  return table.concat(cids, ',') .. '|' .. name
+end
+
+-- How many more jobs constraint `cid` lets start now; a deleted constraint limits nothing.
+local function constraint_room(cid, now)
+  local blob = redis.call('HGET', K.constraints, cid)
+  if not blob then return math.huge end
+  local c = read_constraint(blob)
+  local room = math.huge
+  if c.concurrency > 0 then
+    redis.call('ZREMRANGEBYSCORE', running_key(cid), '-inf', now)
+    room = c.concurrency - redis.call('ZCARD', running_key(cid))
+  end
+  if c.rate > 0 then
+    redis.call('ZREMRANGEBYSCORE', starts_key(cid), '-inf', now - c.period * MICROS)
+    room = math.min(room, c.rate - redis.call('ZCARD', starts_key(cid)))
+  end
+  return room
+end

@@ -1,0 +1,220 @@
+"""The whole seed 003 flow over real HTTP: a master, HTTP workers, a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+import uvicorn
+from litestar import Litestar, post
+from litestar.testing import TestClient
+from typer.testing import CliRunner
+
+import tests.http_tasks  # noqa: F401 - registers the task functions
+from fairque import QueueSettings
+from fairque.cli import app as cli
+from fairque.embedded import LocalServer
+from fairque.http.master import MasterConfig, create_master
+from fairque.http.worker import HttpWorkerConfig, create_http_worker
+from fairque.tasks import registry
+from tests.conftest import wait_for
+
+MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}
+FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
+REPO = Path(__file__).parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serving(app: Litestar, port: int) -> Iterator[str]:
+    """Serves ``app`` with uvicorn on a thread until the block ends."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+class Api:
+    """A pusher: MessagePack over HTTP to the master."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=url, headers=MSGPACK, timeout=10)
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        content = None if body is None else msgspec.msgpack.encode(body)
+        response = self.http.request(method, path, content=content)
+        assert response.status_code < 300, response.content
+        return msgspec.msgpack.decode(response.content) if response.content else None
+
+    def push(self, **job: Any) -> str:
+        return str(self.call("POST", "/jobs", job)["id"])
+
+    def ended(self, job_id: str) -> dict[str, Any]:
+        """Waits until the job finished or failed; returns its detail."""
+
+        def probe() -> dict[str, Any]:
+            detail: dict[str, Any] = self.call("GET", f"/jobs/{job_id}")
+            return detail if detail["state"] in ("finished", "failed") else {}
+
+        return wait_for(probe, timeout=30)
+
+
+@pytest.fixture
+def master(server: LocalServer, namespace: str) -> Iterator[Api]:
+    config = MasterConfig(
+        url=server.url, namespace=namespace, settings=FAST, poll=0.05, heartbeat=0.5
+    )
+    with serving(create_master(config), free_port()) as url:
+        api = Api(url)
+        yield api
+        api.http.close()
+
+
+@contextmanager
+def http_worker(master: Api, worker_id: str, capacity: int = 4) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    config = HttpWorkerConfig(str(master.http.base_url), url, worker_id, capacity)
+    with serving(create_http_worker(config, registry), port):
+        wait_for(lambda: any(w["id"] == worker_id for w in master.call("GET", "/workers")))
+        yield url
+
+
+def test_jobs_run_on_http_workers_and_results_come_back(master: Api) -> None:
+    with http_worker(master, "w1"):
+        echo = master.push(name="echo", argument={"args": [{"x": [1, 2]}]}, keep_result=True)
+        boom = master.push(name="boom", max_retry=1, keep_result=True)
+        quiet = master.push(name="echo", argument={"kwargs": {"value": 3}})
+        assert master.ended(echo)["state"] == "finished"
+        result = master.call("GET", f"/jobs/{echo}/result")
+        assert (result["type"], result["result"]) == ("success", {"x": [1, 2]})
+        assert master.call("GET", f"/jobs/{echo}/result") is None
+        failed = master.ended(boom)
+        assert (failed["state"], failed["attempts"]) == ("failed", 2)
+        result = master.call("GET", f"/jobs/{boom}/result")
+        assert result["type"] == "failure"
+        assert (result["reason"], result["message"]) == ("other", "RuntimeError: boom")
+        assert master.ended(quiet)["state"] == "finished"
+        assert master.call("GET", f"/jobs/{quiet}/result") is None
+        overview = master.call("GET", "/overview")
+        assert overview["counters"]["finished"] == 2
+        assert [w["id"] for w in overview["workers"]] == ["w1"]
+    # The worker unregisters when it stops.
+    assert master.call("GET", "/workers") == []
+
+
+def test_a_worker_gets_only_the_names_it_serves(master: Api) -> None:
+    unknown = master.push(name="nobody-runs-this")
+    with http_worker(master, "w1"):
+        known = master.push(name="echo")
+        master.ended(known)
+        assert master.call("GET", f"/jobs/{unknown}")["state"] == "queued"
+
+
+def test_unanswered_jobs_fail_as_timeouts(master: Api) -> None:
+    @post("/run", status_code=200)
+    async def silent() -> None:
+        await asyncio.sleep(30)
+
+    port = free_port()
+    with serving(Litestar([silent]), port) as url:
+        master.call("PUT", "/workers/silent", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo", timeout=0.2, keep_result=True)
+        assert master.ended(job)["last_error"] == "no result within 0.2 s"
+        result = master.call("GET", f"/jobs/{job}/result")
+        assert (result["type"], result["reason"], result["should_retry"]) == (
+            "failure",
+            "timeout",
+            True,
+        )
+
+
+def test_the_worker_times_out_its_own_functions(master: Api) -> None:
+    with http_worker(master, "w1"):
+        job = master.push(name="nap", argument={"args": [5]}, timeout=0.3, keep_result=True)
+        master.ended(job)
+        assert master.call("GET", f"/jobs/{job}/result")["reason"] == "timeout"
+
+
+def test_a_worker_killed_mid_job_loses_nothing(master: Api, tmp_path: Path) -> None:
+    port = free_port()
+    marker = tmp_path / "started"
+    command = [sys.executable, "-c", "from fairque.cli import main; main()", "http-worker",
+               "--master", str(master.http.base_url), "--tasks", "tests.http_tasks",
+               "--port", str(port), "--capacity", "1", "--worker-id", "doomed"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    doomed = subprocess.Popen(command, env=env, cwd=REPO)
+    try:
+        job = master.push(
+            name="once-slow", argument={"args": [str(marker)]}, max_retry=2, keep_result=True
+        )
+        wait_for(marker.exists, timeout=30)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+        with http_worker(master, "rescuer"):
+            detail = master.ended(job)
+            assert (detail["state"], detail["attempts"]) == ("finished", 1)
+            assert master.call("GET", f"/jobs/{job}/result")["result"] == "second run"
+    finally:
+        doomed.kill()
+        doomed.wait(10)
+
+
+def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api) -> None:
+    master.call("PUT", "/workers/ghost", {"url": f"http://127.0.0.1:{free_port()}",
+                                          "names": ["echo"], "capacity": 1})  # fmt: skip
+    job = master.push(name="echo")
+    wait_for(lambda: master.call("GET", "/workers") == [])
+    detail = master.call("GET", f"/jobs/{job}")
+    assert (detail["state"], detail["attempts"]) == ("queued", 0)
+
+
+def test_worker_app_runs_jobs_directly() -> None:
+    config = HttpWorkerConfig(None, "http://127.0.0.1:1", "solo", 1)
+    with TestClient(create_http_worker(config, registry)) as client:
+
+        def run(**job: Any) -> Any:
+            body = {"id": "j", "argument": None, "priority": 0, "attempt": 1, "timeout": 5, **job}
+            response = client.post("/run", content=msgspec.msgpack.encode(body), headers=MSGPACK)
+            return response.status_code, msgspec.msgpack.decode(response.content)
+
+        status, result = run(name="echo", argument={"args": [4]})
+        assert (status, result["type"], result["result"]) == (200, "success", 4)
+        _, result = run(name="missing")
+        assert (result["reason"], result["should_retry"]) == ("other", False)
+        _, result = run(name="echo", argument=[1])
+        assert result["should_retry"] is False
+        status, error = run(name="echo", timeout="soon")
+        assert (status, error["field"]) == (400, "timeout")
+
+
+def test_http_worker_refuses_a_public_bind_without_a_token() -> None:
+    options = ["http-worker", "--master", "http://127.0.0.1:1", "--host", "0.0.0.0"]
+    result = CliRunner().invoke(cli, options)
+    assert result.exit_code == 2
+    assert "token" in result.output
