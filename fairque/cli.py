@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import ipaddress
 import json
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,11 @@ from fairque.cli_scheduler import app as scheduler_app
 from fairque.client import FairQueue
 from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
+from fairque.metrics import Metrics
 from fairque.models import QueueStats, Task
+from fairque.storage import AsyncRedisStorage, RedisStorage
+from fairque.storage.contract import Contract
+from fairque.storage.worker import StorageWorker, StorageWorkerConfig, serve
 from fairque.worker import Worker, load_config
 from fairque.worker.processes import run_processes
 
@@ -59,6 +65,9 @@ def worker(
     namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
     processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    ),
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
     given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency}
@@ -69,8 +78,16 @@ def worker(
     for module in tasks:
         _import_tasks(module)
     if processes > 1:
+        if metrics_port is not None:
+            raise _fail("--metrics-port serves one process: use it with --processes 1")
         raise typer.Exit(run_processes(settings, processes, tasks))
-    Worker(settings).run()
+    metrics = None
+    if metrics_port is not None:
+        metrics = Metrics()
+        metrics.watch_queue(FairQueue(settings.redis_url, settings.namespace))
+        server = metrics.serve(metrics_port)
+        console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
+    Worker(settings, metrics=metrics).run()
 
 
 def _import_tasks(module: str) -> None:
@@ -134,6 +151,59 @@ def stats(
                 time.sleep(watch)  # a refresh period, not a wait for state
                 live.update(_stats_table(queue.stats(), namespace))
                 shown += 1
+
+
+@app.command("storage-worker")
+def storage_worker(
+    contract: Path = typer.Option(..., "--contract", help="Queue-contract YAML (seed 004)."),
+    handlers: str = typer.Option(
+        ..., help="module:attribute, a mapping of queue name (or number) to handler."
+    ),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Storage worker YAML."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    ),
+    manager: float = typer.Option(0.0, min=0, help="Rebalance every N s (0: round robin)."),
+) -> None:
+    """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
+    try:
+        queues = Contract.load(contract)
+        settings = StorageWorkerConfig.load(config) if config else StorageWorkerConfig()
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    table = _import_handlers(handlers)
+    metrics = Metrics()
+    if metrics_port is not None:
+        metrics.watch_storage(RedisStorage(url, namespace))
+        server = metrics.serve(metrics_port)
+        console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
+
+    async def run() -> StorageWorker:
+        async with AsyncRedisStorage(url, namespace) as storage:
+            return await serve(
+                storage, queues, table, settings, metrics=metrics, manager_interval=manager
+            )
+
+    try:
+        worker = asyncio.run(run())
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    done = sum(stats.processed for stats in worker.stats.values())
+    console.print(f"stopped after {done} processed task(s)")
+
+
+def _import_handlers(spec: str) -> Any:
+    """The mapping ``module:attribute`` names."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        table = getattr(importlib.import_module(module_name), attribute or "HANDLERS")
+    except (ImportError, AttributeError) as exc:
+        raise _fail(f"--handlers {spec}: {exc}") from None
+    if not isinstance(table, Mapping):
+        raise _fail(f"--handlers {spec}: expected a mapping of queue to handler")
+    return table
 
 
 @app.command()

@@ -35,6 +35,13 @@ SCHEDULER_KEYS: tuple[str, ...] = (
     "scheduler:instances",  # hash: instance id -> its state and counters (MessagePack)
 )
 
+# Seed 004's storage keys (fairque/storage), after the fixed keys in its scripts' KEYS
+# (and in stats, which counts storage tasks too).
+STORAGE_KEYS: tuple[str, ...] = (
+    "storage:ids",  # string: last id given to a storage task
+    "storage:queues",  # hash: numbered queue -> tasks it holds
+)
+
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 

@@ -19,7 +19,7 @@ import msgspec
 from fairque import lua
 from fairque.config import QueueSettings
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.keys import fixed_keys, namespace_prefix
+from fairque.keys import STORAGE_KEYS, fixed_keys, namespace_prefix
 from fairque.models import (
     MAX_TIMEOUT_SECONDS,
     LeasedTask,
@@ -351,7 +351,8 @@ class Ops:
 
     def stats(self) -> Call[QueueStats]:
         """Counts per state and per tenant."""
-        return self._call("stats", (), _parse_stats)
+        keys = tuple(self.prefix + name for name in STORAGE_KEYS)  # storage tasks count too
+        return self._call("stats", (), _parse_stats, STORAGE_KEYS, keys)
 
     def reap(self, limit: int) -> Call[Maintenance]:
         """One maintenance pass of at most ``limit`` leases and scheduled tasks."""
@@ -406,6 +407,9 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
     if not flat:
         return None
     fields: dict[str, bytes] = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    if "queue" in fields:
+        queue_num = fields["queue"].decode()
+        raise InvalidInput("task_id", f"{task_id} is a task of storage queue {queue_num}")
     state = TaskState(fields["state"].decode())
     running = state is TaskState.STARTED
     return TaskInfo(

@@ -23,7 +23,8 @@ def test_every_operation_has_its_script() -> None:
         "job_complete", "job_pop", "job_push", "job_result", "jobs", "pop", "promote", "push",
         "reap", "release", "retry", "schedule_pause", "schedule_read", "schedule_remove",
         "schedule_save", "scheduler_due", "scheduler_failed", "scheduler_fire",
-        "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "xcom_pull",
+        "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "storage_done",
+        "storage_get", "storage_put", "storage_retry", "storage_stat", "xcom_pull",
         "xcom_push",
     ]  # fmt: skip
 

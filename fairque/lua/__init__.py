@@ -46,7 +46,9 @@ def _expand(text: str, included: set[str]) -> str:
 def _keys_header(extra_keys: tuple[str, ...]) -> str:
     names = (*FIXED_KEYS, *extra_keys)
     pairs = ", ".join(f"[{name!r}] = KEYS[{i}]" for i, name in enumerate(names, 1))
-    return f"local K = {{{pairs}}}\n"
+    # Keys sent after the named ones (seed 004's per-queue keys) start at
+    # KEYS[NAMED_KEY_COUNT + 1].
+    return f"local K = {{{pairs}}}\nlocal NAMED_KEY_COUNT = {len(names)}\n"
 
 
 @cache

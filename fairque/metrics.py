@@ -1,0 +1,145 @@
+"""Prometheus metrics: seed 004's job-processor metrics, task counts by state (storage
+queues and the fair queue) and fair task durations, served over HTTP on 127.0.0.1.
+
+>>> metrics = Metrics()
+>>> metrics.watch_storage(storage)  # queue_tasks{queue_num, state}  # doctest: +SKIP
+>>> server = metrics.serve(9102)  # GET http://127.0.0.1:9102/metrics  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from redis.exceptions import RedisError
+
+from fairque.client import FairQueue
+from fairque.errors import FairQueueError
+from fairque.storage.protocol import Storage
+
+log = logging.getLogger("fairque.metrics")
+
+SLOW_CYCLE_SECONDS = 10.0  # seed 004: a cycle should end within 10 s (fast graceful stop)
+_CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+Reader = Callable[[], Iterable[tuple[list[str], int]]]  # (label values, count) pairs
+
+
+class _StateCollector:
+    """A gauge family read from the server at each scrape (never stale, costs one call)."""
+
+    def __init__(self, name: str, help_text: str, labels: list[str], read: Reader) -> None:
+        self.name, self.help_text, self.labels, self.read = name, help_text, labels, read
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(self.name, self.help_text, labels=self.labels)
+        try:
+            for values, count in self.read():
+                family.add_metric(values, count)
+        except (FairQueueError, RedisError) as exc:
+            log.warning("cannot read %s: %s", self.name, exc)  # the other metrics still serve
+            return []
+        return [family]
+
+
+class MetricsServer:
+    """The HTTP endpoint of a registry; ``port`` is where it listens."""
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server, self._thread = server, thread
+        self.port: int = server.server_port
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+class Metrics:
+    """Every fairque metric, in its own registry (or ``registry``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        reg = self.registry
+        self.cycle_duration = Histogram(
+            "queue_job_processor_cycle_duration_seconds",
+            "One job processor cycle: take a batch and handle it.",
+            ["queue_num"],
+            buckets=_CYCLE_BUCKETS,
+            registry=reg,
+        )
+        self.slow_cycles = Counter(
+            "queue_job_processor_slow_cycles",
+            "Job processor cycles longer than the worker's slow_cycle (10 s by default).",
+            ["queue_num"],
+            registry=reg,
+        )
+        self.tasks_in_progress = Gauge(
+            "queue_tasks_in_progress",
+            "Tasks handed to a handler, not yet returned.",
+            ["queue_num"],
+            registry=reg,
+        )
+        self.running_workers = Gauge("queue_running_workers", "Running workers.", registry=reg)
+        self.running_job_processors = Gauge(
+            "queue_running_job_processors", "Running job processors.", registry=reg
+        )
+        self.handled_tasks = Counter(
+            "queue_handled_tasks",
+            "Tasks handlers reported, by outcome (processed, errors, retried).",
+            ["queue_num", "outcome"],
+            registry=reg,
+        )
+        self.task_duration = Histogram(
+            "fairque_task_duration_seconds",
+            "Run time of fair-queue task functions.",
+            ["name", "outcome"],
+            registry=reg,
+        )
+
+    def observe_cycle(self, queue_num: int, seconds: float, slow: bool) -> None:
+        label = str(queue_num)
+        self.cycle_duration.labels(label).observe(seconds)
+        if slow:
+            self.slow_cycles.labels(label).inc()
+
+    def observe_task(self, name: str | None, succeeded: bool, seconds: float) -> None:
+        outcome = "finished" if succeeded else "failed"
+        self.task_duration.labels(name or "", outcome).observe(seconds)
+
+    def watch_storage(self, storage: Storage) -> None:
+        """Adds ``queue_tasks{queue_num, state}``: ready, taken and delayed per queue."""
+
+        def read() -> Iterable[tuple[list[str], int]]:
+            for stat in storage.get_stat().queues.values():
+                label = str(stat.queue_num)
+                yield from (
+                    ([label, "ready"], stat.ready),
+                    ([label, "taken"], stat.taken),
+                    ([label, "delayed"], stat.delayed),
+                )
+
+        help_text = "Tasks of each numbered queue by state."
+        labels = ["queue_num", "state"]
+        self.registry.register(_StateCollector("queue_tasks", help_text, labels, read))
+
+    def watch_queue(self, queue: FairQueue) -> None:
+        """Adds ``fairque_tasks{namespace, state}``: the fair queue's tasks per state."""
+
+        def read() -> Iterable[tuple[list[str], int]]:
+            namespace = queue.ops.namespace
+            return [([namespace, s.value], n) for s, n in queue.stats().states.items()]
+
+        help_text = "Tasks of a fairque namespace by state."
+        labels = ["namespace", "state"]
+        self.registry.register(_StateCollector("fairque_tasks", help_text, labels, read))
+
+    def serve(self, port: int = 0, host: str = "127.0.0.1") -> MetricsServer:
+        """Serves ``/metrics`` on ``host:port`` (port 0: any free port) from a thread."""
+        server, thread = start_http_server(port, host, registry=self.registry)
+        return MetricsServer(server, thread)

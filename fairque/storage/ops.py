@@ -1,0 +1,116 @@
+"""The sans-IO core of the Redis storage: seed 004 requests as engine script calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import msgspec
+
+from fairque.keys import STORAGE_KEYS
+from fairque.ops import MICROS, Arg, Call, Ops
+from fairque.storage.models import (
+    PutTaskRequest,
+    QueueStat,
+    RetryInfo,
+    Stats,
+    StorageTask,
+    check_count,
+    check_ids,
+    check_queue_num,
+    check_requests,
+    check_retries,
+    check_visibility,
+)
+
+T = TypeVar("T")
+_encoder = msgspec.msgpack.Encoder()
+_ROW = 6  # fields per task in a storage_get reply
+
+
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp() * MICROS)
+
+
+def _time(micros: bytes | int) -> datetime:
+    return datetime.fromtimestamp(int(micros) / MICROS, timezone.utc)
+
+
+class StorageOps:
+    """Builds the storage calls of one namespace; ``ops`` gives its keys and settings."""
+
+    def __init__(self, ops: Ops, visibility_timeout: float | None = None) -> None:
+        self.ops = ops
+        self.visibility_timeout = check_visibility(visibility_timeout)
+        self._keys = tuple(ops.prefix + name for name in STORAGE_KEYS)
+
+    def _call(
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], queues: Sequence[str] = ()
+    ) -> Call[T]:
+        """A storage script's call: the storage keys, then the ``queues`` keys it writes."""
+        return self.ops._call(name, args, parse, STORAGE_KEYS, (*self._keys, *queues))
+
+    def queue_key(self, queue_num: int) -> str:
+        return f"{self.ops.prefix}storage:queue:{queue_num}"
+
+    def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> Call[list[StorageTask]]:
+        check_queue_num(queue_num)
+        check_count(count)
+        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
+        args = (queue_num, count, repr(seconds), self.ops.settings.maintenance_batch)
+
+        def parse(reply: list[Any]) -> list[StorageTask]:
+            return [
+                StorageTask(
+                    int(reply[i]),
+                    queue_num,
+                    reply[i + 1],
+                    int(reply[i + 2]),
+                    _time(reply[i + 3]),
+                    _time(reply[i + 4]),
+                    _time(reply[i + 5]) if reply[i + 5] else None,
+                )
+                for i in range(0, len(reply), _ROW)
+            ]
+
+        return self._call("storage_get", args, parse, (self.queue_key(queue_num),))
+
+    def done_task(self, task_ids: Sequence[int]) -> Call[int]:
+        return self._call("storage_done", check_ids(task_ids), int)
+
+    def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
+        rows = [(str(task_id), _micros(moment)) for task_id, moment in check_retries(retries)]
+        args = (len(rows), _encoder.encode(rows), self.ops.settings.maintenance_batch)
+        return self._call("storage_retry", args, int)
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
+        starts = check_requests(requests)
+        slots: dict[int, int] = {}
+        rows = []
+        for request, (start_time, delay) in zip(requests, starts, strict=True):
+            slot = slots.setdefault(request.queue_num, len(slots) + 1)
+            if start_time is not None:
+                start = str(_micros(start_time))
+            elif delay is not None:
+                start = f"+{int(delay.total_seconds() * MICROS)}"
+            else:
+                start = ""
+            rows.append((slot, request.queue_num, start))
+        args: list[Arg] = [len(rows), _encoder.encode(rows)]
+        args += [request.data for request in requests]
+        keys = [self.queue_key(queue_num) for queue_num in slots]
+        return self._call("storage_put", args, lambda reply: [int(i) for i in reply], keys)
+
+    def put_task(self, request: PutTaskRequest) -> Call[int]:
+        call = self.put_tasks([request])
+        return Call(call.script, call.keys, call.args, lambda reply: call.parse(reply)[0])
+
+    def get_stat(self) -> Call[Stats]:
+        def parse(reply: list[int]) -> Stats:
+            rows = (reply[i : i + 5] for i in range(0, len(reply), 5))
+            return Stats({int(row[0]): QueueStat(*map(int, row)) for row in sorted(rows)})
+
+        return self._call("storage_stat", (self.ops.settings.maintenance_batch,), parse)

@@ -1,0 +1,58 @@
+"""The ``Storage`` interface of seed 004, blocking and asyncio."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
+
+
+class Storage(Protocol):
+    """Numbered queues of byte payloads with a visibility timeout (seed 004)."""
+
+    def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]:
+        """Takes up to ``count`` ready tasks of ``queue_num`` atomically, oldest start time
+        first; nobody else gets them for ``visibility_timeout`` seconds (default 60)."""
+        ...
+
+    def done_task(self, task_ids: Sequence[int]) -> int:
+        """Removes the tasks; returns how many there were."""
+        ...
+
+    def retry_task(self, retries: Sequence[RetryInfo]) -> int:
+        """Puts taken tasks back (attempts + 1) for their next start time; returns how many
+        were taken."""
+        ...
+
+    def put_task(self, request: PutTaskRequest) -> int:
+        """Adds a task; returns its id."""
+        ...
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
+        """Adds tasks, all or none; returns their ids in order."""
+        ...
+
+    def get_stat(self) -> Stats:
+        """Total, ready, taken and delayed tasks of every queue holding tasks."""
+        ...
+
+
+class AsyncStorage(Protocol):
+    """:class:`Storage` for asyncio: every method is a coroutine."""
+
+    async def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]: ...
+
+    async def done_task(self, task_ids: Sequence[int]) -> int: ...
+
+    async def retry_task(self, retries: Sequence[RetryInfo]) -> int: ...
+
+    async def put_task(self, request: PutTaskRequest) -> int: ...
+
+    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]: ...
+
+    async def get_stat(self) -> Stats: ...

@@ -1,0 +1,169 @@
+"""Prometheus metrics, read back by parsing the exposition output over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from fairque import AsyncFairQueue, FairQueue, Task
+from fairque.cli import app
+from fairque.embedded import LocalServer
+from fairque.metrics import Metrics
+from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
+from fairque.storage.contract import Contract
+from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
+from fairque.tasks import Registry, task
+from fairque.worker import Worker, WorkerConfig
+from tests.conftest import wait_for
+
+functions = Registry()
+
+
+@task(into=functions, name="double")
+def double(x: int) -> int:
+    return 2 * x
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(metrics: Metrics) -> Samples:
+    """GETs /metrics from the endpoint and parses every sample."""
+    server = metrics.serve()
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        server.close()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+async def test_job_processor_metrics(metrics: Metrics) -> None:
+    contract = Contract.from_yaml("queues: [{id: 4, name: jobs, fields: {n: int}}]")
+    storage = AsyncMemoryStorage()
+    await storage.put_tasks([contract.queue(4).request({"n": n}) for n in range(3)])
+    inside: list[Samples] = []
+
+    async def handle(storage: AsyncStorage, tasks: list[Any]) -> HandlerStats:
+        await asyncio.sleep(0)  # the second processor starts (and finds nothing to take)
+        inside.append(scrape(metrics))
+        await storage.done_task([t.task_id for t in tasks[1:]])
+        return HandlerStats(processed=len(tasks) - 1, errors=1)
+
+    config = StorageWorkerConfig(max_processors=2, idle_wait=0.02)
+    worker = StorageWorker(storage, contract, {"jobs": handle}, config, metrics)
+    running = asyncio.create_task(worker.run())
+    while not inside:
+        await asyncio.sleep(0.01)
+    worker.stop()
+    await running
+    during = inside[0]
+    assert during[("queue_tasks_in_progress", (("queue_num", "4"),))] == 3
+    assert during[("queue_running_workers", ())] == 1
+    assert during[("queue_running_job_processors", ())] == 2
+    after = scrape(metrics)
+    assert after[("queue_running_workers", ())] == 0
+    assert after[("queue_running_job_processors", ())] == 0
+    assert after[("queue_tasks_in_progress", (("queue_num", "4"),))] == 0
+    cycles = ("queue_job_processor_cycle_duration_seconds_count", (("queue_num", "4"),))
+    assert after[cycles] == 1
+    processed = ("queue_handled_tasks_total", (("outcome", "processed"), ("queue_num", "4")))
+    errors = ("queue_handled_tasks_total", (("outcome", "errors"), ("queue_num", "4")))
+    assert (after[processed], after[errors]) == (2, 1)
+
+
+def test_task_counts_by_state(metrics: Metrics, server: LocalServer, namespace: str) -> None:
+    with RedisStorage(server.url, namespace) as storage, FairQueue(server.url, namespace) as q:
+        storage.put_tasks([PutTaskRequest(2, b"a"), PutTaskRequest(2, b"b", delay=60)])
+        storage.get_task(2, 1)
+        q.push(Task(user_id="alice"))
+        metrics.watch_storage(storage)
+        metrics.watch_queue(q)
+        samples = scrape(metrics)
+    for state, count in (("ready", 0), ("taken", 1), ("delayed", 1)):
+        assert samples[("queue_tasks", (("queue_num", "2"), ("state", state)))] == count
+    fair = {key[1][1][1]: value for key, value in samples.items() if key[0] == "fairque_tasks"}
+    assert (fair["queued"], fair["started"], fair["scheduled"]) == (1, 1, 1)
+
+
+def test_an_unreachable_server_drops_only_its_metric(metrics: Metrics) -> None:
+    with RedisStorage("redis://127.0.0.1:1/0") as storage:
+        metrics.watch_storage(storage)
+        samples = scrape(metrics)
+    assert ("queue_running_workers", ()) in samples
+    assert not any(name == "queue_tasks" for name, _ in samples)
+
+
+async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namespace: str) -> None:
+    async with AsyncFairQueue(server.url, namespace) as queue:
+        await queue.push_many([double.build(user_id="u", args=[n]) for n in range(4)])
+        await queue.push(Task(user_id="u", name="missing", max_retries=0))
+        config = WorkerConfig(redis_url=server.url, namespace=namespace)
+        worker = Worker(config, functions, metrics=metrics)
+        running = asyncio.create_task(worker.run_async())
+        while worker.finished + worker.failed < 5:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await running
+    samples = scrape(metrics)
+    finished = (("name", "double"), ("outcome", "finished"))
+    assert samples[("fairque_task_duration_seconds_count", finished)] == 4
+    failed = (("name", "missing"), ("outcome", "failed"))
+    assert samples[("fairque_task_duration_seconds_count", failed)] == 1
+
+
+def test_fair_worker_process_serves_metrics(
+    tmp_path: Path, server: LocalServer, namespace: str
+) -> None:
+    module = "from fairque.tasks import task\n\n@task(name='triple')\ndef triple(x): return 3 * x\n"
+    (tmp_path / "metric_tasks.py").write_text(module)
+    command = [
+        sys.executable, "-c", "from fairque.cli import main; main()", "worker",
+        "--tasks", "metric_tasks", "--url", server.url, "--namespace", namespace,
+        "--metrics-port", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        address = worker.stdout.readline().split()[-1]
+        with FairQueue(server.url, namespace) as queue:
+            tasks = [Task(user_id="u", name="triple", payload={"args": [n]}) for n in range(3)]
+            queue.push_many(tasks)
+            wait_for(lambda: queue.stats().counters.get("finished") == 3)
+        with urllib.request.urlopen(address, timeout=10) as response:
+            text = response.read().decode()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert 'fairque_task_duration_seconds_count{name="triple",outcome="finished"} 3.0' in text
+    assert f'fairque_tasks{{namespace="{namespace}",state="finished"}} 3.0' in text
+
+
+def test_metrics_port_needs_one_process() -> None:
+    result = CliRunner().invoke(app, ["worker", "--processes", "2", "--metrics-port", "0"])
+    assert result.exit_code == 2
+    assert "--processes 1" in result.output

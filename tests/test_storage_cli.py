@@ -1,0 +1,122 @@
+"""``fairque storage-worker``: a real process runs contract handlers, serves metrics, and
+stops on SIGTERM after its current handler call; bad options are refused. And the
+storage example runs as documented."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fairque.cli import app
+from fairque.config import URL_ENV
+from fairque.embedded import LocalServer
+from fairque.storage import RedisStorage
+from fairque.storage.contract import Contract
+from tests.conftest import wait_for
+
+CONTRACT = "queues: [{id: 3, name: jobs, fields: {n: int}}]\n"
+
+HANDLERS = """
+from fairque.storage.worker import HandlerStats
+
+
+async def handle_jobs(storage, tasks):
+    await storage.done_task([task.task_id for task in tasks if task.n >= 0])
+    return HandlerStats(processed=sum(task.n >= 0 for task in tasks))
+
+
+HANDLERS = {"jobs": handle_jobs}
+NOT_A_MAPPING = 1
+"""
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "queues.yaml").write_text(CONTRACT)
+    (tmp_path / "job_handlers.py").write_text(HANDLERS)
+    (tmp_path / "worker.yaml").write_text("max_processors: 2\nidle_wait: 0.05\n")
+    return tmp_path
+
+
+def test_storage_worker_process(files: Path, server: LocalServer, namespace: str) -> None:
+    storage = RedisStorage(server.url, namespace)
+    jobs = Contract.load(files / "queues.yaml").queue("jobs")
+    storage.put_tasks([jobs.request({"n": n}) for n in range(20)])
+    command = [
+        sys.executable, "-c", "from fairque.cli import main; main()", "storage-worker",
+        "--contract", str(files / "queues.yaml"), "--handlers", "job_handlers:HANDLERS",
+        "-c", str(files / "worker.yaml"), "--url", server.url, "--namespace", namespace,
+        "--metrics-port", "0", "--manager", "0.05",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(files)}
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        address = worker.stdout.readline().split()[-1]
+        wait_for(lambda: storage.get_stat().queues == {})
+        with urllib.request.urlopen(address, timeout=10) as response:
+            text = response.read().decode()
+        assert "queue_running_job_processors 2.0" in text
+        assert 'queue_handled_tasks_total{outcome="processed",queue_num="3"} 20.0' in text
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        storage.close()
+    assert worker.returncode == 0
+    assert "stopped after 20 processed task(s)" in output
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--handlers", "job_handlers:HANDLERS", "--contract", "absent.yaml"], "cannot read"),
+        (["--handlers", "no_such_module"], "No module named"),
+        (["--handlers", "job_handlers:MISSING"], "MISSING"),
+        (["--handlers", "job_handlers:NOT_A_MAPPING"], "expected a mapping"),
+        (["--handlers", "job_handlers:HANDLERS", "-c", "queues.yaml"], "queues"),
+    ],
+)
+def test_storage_worker_refuses_bad_options(
+    files: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], words: str
+) -> None:
+    monkeypatch.chdir(files)
+    monkeypatch.syspath_prepend(str(files))
+    arguments = ["storage-worker", "--contract", "queues.yaml", *options]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 2
+    assert words in result.output
+
+
+def test_storage_worker_refuses_a_handler_for_an_unknown_queue(
+    files: Path, server: LocalServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (files / "other.yaml").write_text("queues: [{id: 9, name: other}]\n")
+    monkeypatch.chdir(files)
+    monkeypatch.syspath_prepend(str(files))
+    arguments = ["storage-worker", "--contract", "other.yaml", "--handlers", "job_handlers",
+                 "--url", server.url, "--namespace", namespace]  # fmt: skip
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 2
+    assert "no queue 'jobs'" in result.output
+
+
+@pytest.mark.parametrize("options", [[], ["--redis"]])
+def test_the_storage_example_runs(server: LocalServer, options: list[str]) -> None:
+    example = Path(__file__).parent.parent / "examples" / "storage_emails.py"
+    env = {**os.environ, URL_ENV: server.url}
+    command = [sys.executable, str(example), *options]
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert "emails: processed 30, retried 3" in ran.stdout
+    assert "sms: processed 10, retried 0" in ran.stdout
