@@ -5,7 +5,7 @@
 >>> q.push(Task(user_id="alice", priority=Priority.HIGH, payload={"n": 1}))  # doctest: +SKIP
 """
 
-from fairque.client import AsyncFairQueue, FairQueue
+from fairque.client import AsyncFairQueue, AsyncShardedQueue, FairQueue, ShardedQueue
 from fairque.config import QueueSettings
 from fairque.errors import (
     DuplicateTask,
@@ -13,6 +13,7 @@ from fairque.errors import (
     FairQueueError,
     InvalidInput,
     LeaseLost,
+    NotReplicated,
     TaskNotFound,
 )
 from fairque.models import (
@@ -28,6 +29,7 @@ from fairque.ops import Maintenance
 
 __all__ = [
     "AsyncFairQueue",
+    "AsyncShardedQueue",
     "DuplicateTask",
     "EmbeddedServerError",
     "FairQueue",
@@ -36,9 +38,11 @@ __all__ = [
     "LeaseLost",
     "LeasedTask",
     "Maintenance",
+    "NotReplicated",
     "Priority",
     "QueueSettings",
     "QueueStats",
+    "ShardedQueue",
     "Task",
     "TaskInfo",
     "TaskNotFound",

@@ -55,6 +55,7 @@ def test_bad_options_are_refused() -> None:
     assert "tenants" in result.output
 
 
+@pytest.mark.cluster
 def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     where = ["--url", server.url, "--namespace", namespace]
     pushed = runner.invoke(app, ["push", "add", "--user", "alice", "--args", "[1, 2]", *where])

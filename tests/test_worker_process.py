@@ -72,7 +72,7 @@ def start_worker(tmp_path: Path, server: LocalServer, namespace: str) -> Iterato
 
 def listeners(queue: FairQueue) -> int:
     """Workers waiting on the namespace's wake channel (that is, up and running)."""
-    return int(queue.redis.pubsub_numsub(queue.ops.wake_channel)[0][1])
+    return int(queue.redis.pubsub_shardnumsub(queue.ops.wake_channel)[0][1])
 
 
 def state_of(queue: FairQueue, task_id: str) -> TaskState | None:

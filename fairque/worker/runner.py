@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterPubSub, RedisCluster
+from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client import AsyncFairQueue, FairQueue
+from fairque.client.sharded import open_async_queue, open_queue
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.models import LeasedTask
 from fairque.tasks import Registry, call_arguments, registry
@@ -37,7 +40,11 @@ from fairque.worker.context import SyncTaskContext, TaskContext
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
-OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)  # the server is unreachable
+# The server is unreachable, or a cluster is failing over (its slots are being moved).
+OUTAGE = (
+    RedisConnectionError, RedisTimeoutError, OSError,
+    ClusterError, TryAgainError, RedisClusterException,
+)  # fmt: skip
 
 
 @dataclass
@@ -54,6 +61,24 @@ class Backoff:
 
     def reset(self) -> None:
         self.current = 0.0
+
+
+async def _subscribe_wake(queue: AsyncFairQueue) -> PubSub:
+    """Subscribes to the namespace's wake channel: sharded pub/sub, so on a cluster the
+    subscription is on the node of the namespace's slot and follows it on failover."""
+    if isinstance(queue.redis, RedisCluster):
+        await queue.redis.initialize()  # learn the slots: the channel's node is needed now
+    wake = queue.redis.pubsub(ignore_subscribe_messages=True)
+    for channel in queue.wake_channels:  # one per shard of a sharded queue
+        await wake.ssubscribe(channel)
+    return wake
+
+
+async def _wake_message(wake: PubSub, timeout: float) -> Any:
+    """The next message on the sharded wake channel, or None after ``timeout`` seconds."""
+    if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
+        return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
+    return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
 
 async def _within(work: Awaitable[Any], seconds: float) -> Any:
@@ -111,13 +136,13 @@ class Worker:
 
     async def run_async(self, handle_signals: bool = False) -> None:
         """Runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
-        queue = self._queue or AsyncFairQueue(self.config.redis_url, self.config.namespace)
+        config = self.config
+        queue = self._queue or open_async_queue(config.redis_url, config.namespace, config.shards)
         if handle_signals:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self.stop)
-        wake = queue.redis.pubsub(ignore_subscribe_messages=True)
-        await wake.subscribe(queue.ops.wake_channel)
+        wake = await _subscribe_wake(queue)
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
@@ -191,8 +216,8 @@ class Worker:
             wait = min(wait, due)
         deadline = loop.time() + wait
         while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
-            if await wake.get_message(timeout=min(left, WAKE_CHECK_SECONDS)):
-                while await wake.get_message(timeout=0):
+            if await _wake_message(wake, min(left, WAKE_CHECK_SECONDS)):
+                while await _wake_message(wake, 0):
                     pass  # one pop serves every wake-up that arrived meanwhile
                 return
 
@@ -280,7 +305,8 @@ class Worker:
     def _blocking_queue(self) -> FairQueue:
         """A blocking client for the contexts of sync functions (they run on threads)."""
         if self._sync_queue is None:
-            self._sync_queue = FairQueue(self.config.redis_url, self.config.namespace)
+            config = self.config
+            self._sync_queue = open_queue(config.redis_url, config.namespace, config.shards)
         return self._sync_queue
 
     async def _heartbeat(self, queue: AsyncFairQueue) -> None:
