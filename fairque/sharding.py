@@ -45,7 +45,9 @@ def by_shard(tenants: Iterable[str], shards: int) -> dict[int, list[int]]:
 
 class Rotation:
     """The order shards are asked for work: each pop starts one shard further, so every
-    shard is asked first once every N pops and none is starved by a busy one."""
+    shard is asked first once every N pops and none is starved by a busy one. A pop
+    takes what it can from the first shard and asks the next ones only for what is
+    missing: one round trip while the first shard has enough."""
 
     def __init__(self, shards: int) -> None:
         self._starts = itertools.cycle(range(shards))
@@ -54,12 +56,6 @@ class Rotation:
     def next_order(self) -> list[int]:
         start = next(self._starts)
         return [(start + step) % self.shards for step in range(self.shards)]
-
-
-def fair_share(count: int, got: int, shards_left: int) -> int:
-    """How many tasks to ask the next shard for: an even share of what is still wanted
-    (a shard with less leaves the rest to the shards after it)."""
-    return -(-(count - got) // shards_left)
 
 
 def in_order(parts: dict[int, list[str]], groups: dict[int, list[int]], size: int) -> list[str]:

@@ -10,7 +10,7 @@ shard; calls that carry a task (``finish``, ``fail``...) go straight to its tena
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.client.connect import AsyncClient, SyncClient
@@ -21,7 +21,6 @@ from fairque.ops import Maintenance
 from fairque.sharding import (
     Rotation,
     by_shard,
-    fair_share,
     in_order,
     merge_maintenance,
     merge_stats,
@@ -30,12 +29,29 @@ from fairque.sharding import (
     soonest,
 )
 
+Q = TypeVar("Q", FairQueue, AsyncFairQueue)
+
+
+class _Shards(Generic[Q]):
+    """What both sharded queues know: their shards and which one holds a tenant."""
+
+    shards: list[Q]
+
+    @property
+    def wake_channels(self) -> list[str]:
+        """Every shard's wake channel (a worker subscribes to all)."""
+        return [shard.ops.wake_channel for shard in self.shards]
+
+    def shard_for(self, tenant: str) -> Q:
+        """The shard that holds ``tenant``'s tasks."""
+        return self.shards[shard_index(tenant, len(self.shards))]
+
 
 def _tenants(tasks: Sequence[Task] | Sequence[LeasedTask]) -> list[str]:
     return [task.user_id for task in tasks]
 
 
-class ShardedQueue(FairQueue):
+class ShardedQueue(_Shards[FairQueue], FairQueue):
     """One logical queue split over ``shards`` namespaces ``<namespace>:<i>``.
 
     >>> q = ShardedQueue("redis+cluster://10.0.0.1:6379", "jobs", shards=12)  # doctest: +SKIP
@@ -56,14 +72,6 @@ class ShardedQueue(FairQueue):
         self.shards = [FairQueue(namespace=name, settings=settings, client=self.redis)
                        for name in names]  # fmt: skip
         self._rotation = Rotation(shards)
-
-    @property
-    def wake_channels(self) -> list[str]:
-        return [shard.ops.wake_channel for shard in self.shards]
-
-    def shard_for(self, tenant: str) -> FairQueue:
-        """The shard that holds ``tenant``'s tasks."""
-        return self.shards[shard_index(tenant, len(self.shards))]
 
     def _holding(self, task_id: str) -> FairQueue:
         """The shard that holds ``task_id`` (the first one if none does: it says so)."""
@@ -98,12 +106,11 @@ class ShardedQueue(FairQueue):
     ) -> list[LeasedTask]:
         got: list[LeasedTask] = []
         order = self._rotation.next_order()
-        for step, shard in enumerate(order):
+        for shard in order:
             if len(got) >= count:
                 break
-            want = fair_share(count, len(got), len(order) - step)
             got += self.shards[shard].pop(
-                want, assigned_users, steal_targets, worker_id, lease_seconds
+                count - len(got), assigned_users, steal_targets, worker_id, lease_seconds
             )
         return got
 
@@ -163,7 +170,7 @@ class ShardedQueue(FairQueue):
         return sum(shard.promote(limit) for shard in self.shards)
 
 
-class AsyncShardedQueue(AsyncFairQueue):
+class AsyncShardedQueue(_Shards[AsyncFairQueue], AsyncFairQueue):
     """:class:`ShardedQueue` for asyncio: every method is a coroutine."""
 
     def __init__(
@@ -180,14 +187,6 @@ class AsyncShardedQueue(AsyncFairQueue):
         self.shards = [AsyncFairQueue(namespace=name, settings=settings, client=self.redis)
                        for name in names]  # fmt: skip
         self._rotation = Rotation(shards)
-
-    @property
-    def wake_channels(self) -> list[str]:
-        return [shard.ops.wake_channel for shard in self.shards]
-
-    def shard_for(self, tenant: str) -> AsyncFairQueue:
-        """The shard that holds ``tenant``'s tasks."""
-        return self.shards[shard_index(tenant, len(self.shards))]
 
     async def _holding(self, task_id: str) -> AsyncFairQueue:
         """The shard that holds ``task_id`` (the first one if none does: it says so)."""
@@ -224,12 +223,11 @@ class AsyncShardedQueue(AsyncFairQueue):
     ) -> list[LeasedTask]:
         got: list[LeasedTask] = []
         order = self._rotation.next_order()
-        for step, shard in enumerate(order):
+        for shard in order:
             if len(got) >= count:
                 break
-            want = fair_share(count, len(got), len(order) - step)
             got += await self.shards[shard].pop(
-                want, assigned_users, steal_targets, worker_id, lease_seconds
+                count - len(got), assigned_users, steal_targets, worker_id, lease_seconds
             )
         return got
 

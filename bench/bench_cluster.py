@@ -1,0 +1,104 @@
+"""Throughput on a local cluster (3 masters, a replica each): one shard against three.
+
+    uv run python bench/bench_cluster.py [--redis-server] [--tasks 60000] [--processes 2]
+
+Batched push (push_many of 1,000 tasks over 50 tenants) and pop+finish (pop count 100,
+finish_many) by --processes client processes, tasks per second, on a queue of one shard
+(one namespace: one master does all the work) and of three shards whose namespaces sit on
+three different masters. Prints figures; asserts nothing. Clients and servers share this
+machine's cores, so the ratio shows what sharding buys when the servers, not the
+clients, are the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import shutil
+import time
+import uuid
+from multiprocessing.synchronize import Barrier
+
+from fairque import FairQueue, Task
+from fairque.client.sharded import open_queue
+from fairque.local_cluster import LocalCluster
+from fairque.sharding import shard_namespaces
+
+TENANTS = 50
+PUSH_BATCH = 1000
+POP_BATCH = 100
+
+
+def push(queue: FairQueue, count: int) -> None:
+    for start in range(0, count, PUSH_BATCH):
+        queue.push_many([Task(user_id=f"tenant-{i % TENANTS}", payload={"n": i})
+                         for i in range(start, start + PUSH_BATCH)])  # fmt: skip
+
+
+def drain(queue: FairQueue, count: int) -> None:
+    done = 0
+    while done < count and (leased := queue.pop(count=POP_BATCH)):
+        queue.finish_many(leased)
+        done += len(leased)
+
+
+def client(url: str, namespace: str, shards: int, *, work: str, count: int, go: Barrier) -> None:
+    queue = open_queue(url, namespace, shards)
+    queue.stats()  # connected, slots known, scripts loaded: not part of the timing
+    go.wait()  # every process starts together
+    (push if work == "push" else drain)(queue, count)
+    queue.close()
+
+
+def timed(url: str, namespace: str, shards: int, *, work: str, tasks: int, processes: int) -> float:
+    """Seconds for ``processes`` client processes to do ``work`` on ``tasks`` tasks."""
+    spawn = multiprocessing.get_context("spawn")
+    go = spawn.Barrier(processes + 1)
+    share = tasks // processes
+    jobs = {"work": work, "count": share, "go": go}
+    workers = [spawn.Process(target=client, args=(url, namespace, shards), kwargs=jobs)
+               for _ in range(processes)]  # fmt: skip
+    for worker in workers:
+        worker.start()
+    go.wait(timeout=60)
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - started
+
+
+def spread_namespace(cluster: LocalCluster, shards: int) -> str:
+    """A namespace whose ``shards`` shard namespaces sit on as many different masters."""
+    while True:
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
+        masters = {cluster.master_of(f"fq:{{{name}}}:ring").port for name in names}
+        if len(masters) == shards:
+            return namespace
+
+
+def bench(label: str, binary: str | None, tasks: int, processes: int) -> None:
+    with LocalCluster(binary) as cluster:
+        print(f"\n{label}: 3 masters + 3 replicas, {processes} client processes, {tasks:,} tasks")
+        print(f"{'shards':<8} {'push tasks/s':>14} {'pop+finish tasks/s':>20}")
+        for shards in (1, 3):
+            namespace = spread_namespace(cluster, shards)
+            runs = {"tasks": tasks, "processes": processes}
+            pushed = timed(cluster.url, namespace, shards, work="push", **runs)
+            drained = timed(cluster.url, namespace, shards, work="drain", **runs)
+            print(f"{shards:<8} {tasks / pushed:>14,.0f} {tasks / drained:>20,.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis-server", action="store_true", help="also run on redis-server")
+    parser.add_argument("--tasks", type=int, default=60_000, help="tasks per scenario")
+    parser.add_argument("--processes", type=int, default=2, help="client processes")
+    options = parser.parse_args()
+    bench("Valkey Cluster", None, options.tasks, options.processes)
+    if options.redis_server and (binary := shutil.which("redis-server")):
+        bench("Redis Cluster", binary, options.tasks, options.processes)
+
+
+if __name__ == "__main__":
+    main()
