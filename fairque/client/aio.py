@@ -20,6 +20,7 @@ from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
 from fairque.ops import Call, Maintenance, Ops
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound="AsyncFairQueue")  # a subclass enters as itself
 
 
 class AsyncFairQueue:
@@ -165,7 +166,7 @@ class AsyncFairQueue:
         """Closes the connection pool."""
         await self.redis.aclose()
 
-    async def __aenter__(self) -> AsyncFairQueue:
+    async def __aenter__(self: Q) -> Q:
         return self
 
     async def __aexit__(

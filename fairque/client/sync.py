@@ -15,6 +15,7 @@ from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
 from fairque.ops import Call, Maintenance, Ops
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound="FairQueue")  # a subclass enters as itself
 
 
 class FairQueue:
@@ -152,7 +153,7 @@ class FairQueue:
         """Closes the connection pool."""
         self.redis.close()
 
-    def __enter__(self) -> FairQueue:
+    def __enter__(self: Q) -> Q:
         return self
 
     def __exit__(
