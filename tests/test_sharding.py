@@ -113,6 +113,18 @@ def test_tasks_land_on_their_tenants_shard(sharded: ShardedQueue) -> None:
     assert sharded.shards[1].stats().tenants[names[1][0]].queued == 2
 
 
+def test_dependencies_stay_within_a_shard(sharded: ShardedQueue) -> None:
+    names = tenants_by_shard(2)
+    parent = Task(user_id=names[0][0], task_id="parent")
+    same = Task(user_id=names[0][1], task_id="same", depends_on=("parent",))
+    assert sharded.push_many([parent, same]) == ["parent", "same"]
+    other = Task(user_id=names[1][0], task_id="other", depends_on=("parent",))
+    with pytest.raises(InvalidInput) as caught:
+        sharded.push(other)
+    assert caught.value.field == "depends_on"
+    assert sharded.get("other") is None
+
+
 def test_a_busy_shard_does_not_starve_the_others(sharded: ShardedQueue) -> None:
     names = tenants_by_shard(1)
     sharded.push_many([Task(user_id=names[0][0], payload=n) for n in range(100)])
