@@ -5,7 +5,8 @@
 Batched push (push_many of 1,000 tasks over 50 tenants) and pop+finish (pop count 100,
 finish_many) by --processes client processes, tasks per second, on a queue of one shard
 (one namespace: one master does all the work) and of three shards whose namespaces sit on
-three different masters. Prints figures; asserts nothing. Clients and servers share this
+three different masters; then what WAIT for one replica costs a pushing process. Prints
+figures; asserts nothing. Clients and servers share this
 machine's cores, so the ratio shows what sharding buys when the servers, not the
 clients, are the limit.
 """
@@ -77,6 +78,22 @@ def spread_namespace(cluster: LocalCluster, shards: int) -> str:
             return namespace
 
 
+def wait_cost(url: str, namespace: str) -> None:
+    """Push rates of one process with and without WAIT for one replica."""
+    print(f"{'one process, push':<30} {'replicas=0 tasks/s':>20} {'replicas=1 tasks/s':>20}")
+    with FairQueue(url, namespace) as queue:
+        for batch, count in ((1, 2_000), (1000, 20_000)):
+            rates = []
+            for replicas in (0, 1):
+                started = time.perf_counter()
+                for start in range(0, count, batch):
+                    tasks = [Task(user_id=f"tenant-{i % TENANTS}", payload={"n": i})
+                             for i in range(start, start + batch)]  # fmt: skip
+                    queue.push_many(tasks, replicas=replicas)
+                rates.append(count / (time.perf_counter() - started))
+            print(f"{f'batches of {batch:,}':<30} {rates[0]:>20,.0f} {rates[1]:>20,.0f}")
+
+
 def bench(label: str, binary: str | None, tasks: int, processes: int) -> None:
     with LocalCluster(binary) as cluster:
         print(f"\n{label}: 3 masters + 3 replicas, {processes} client processes, {tasks:,} tasks")
@@ -87,6 +104,7 @@ def bench(label: str, binary: str | None, tasks: int, processes: int) -> None:
             pushed = timed(cluster.url, namespace, shards, work="push", **runs)
             drained = timed(cluster.url, namespace, shards, work="drain", **runs)
             print(f"{shards:<8} {tasks / pushed:>14,.0f} {tasks / drained:>20,.0f}")
+        wait_cost(cluster.url, spread_namespace(cluster, 1))
 
 
 def main() -> None:
