@@ -6,9 +6,13 @@ Batched push (push_many of 1,000 tasks over 50 tenants) and pop+finish (pop coun
 finish_many) by --processes client processes, tasks per second, on a queue of one shard
 (one namespace: one master does all the work) and of three shards whose namespaces sit on
 three different masters; then what WAIT for one replica costs a pushing process. Prints
-figures; asserts nothing. Clients and servers share this
-machine's cores, so the ratio shows what sharding buys when the servers, not the
-clients, are the limit.
+figures; asserts nothing.
+
+Clients and six server processes share this machine's cores, so the clients' rate is
+capped by the machine, not by the servers. The "ceiling" column is therefore measured
+too: tasks per CPU second used by the busiest master (INFO cpu), i.e. the rate at which
+that master would be saturated if it had a core to itself. With one shard, one master
+does all the work; with three, each does a third, and the ceiling rises accordingly.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import multiprocessing
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
+from typing import Any
 
 from fairque import FairQueue, Task
 from fairque.client.sharded import open_queue
@@ -68,6 +74,31 @@ def timed(url: str, namespace: str, shards: int, *, work: str, tasks: int, proce
     return time.perf_counter() - started
 
 
+def masters_cpu(cluster: LocalCluster) -> dict[int, float]:
+    """CPU seconds each master has used so far (INFO cpu), by port."""
+    used = {}
+    for node in cluster.nodes:
+        with cluster.client(node) as conn:
+            if conn.execute_command("ROLE")[0] == b"master":
+                info = conn.info("cpu")
+                used[node.port] = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    return used
+
+
+@dataclass(frozen=True)
+class Figures:
+    rate: float  # tasks/s the clients reached
+    ceiling: float  # tasks per CPU second of the busiest master: the server-bound limit
+
+
+def measured(cluster: LocalCluster, namespace: str, shards: int, **runs: Any) -> Figures:
+    before = masters_cpu(cluster)
+    seconds = timed(cluster.url, namespace, shards, **runs)
+    after = masters_cpu(cluster)
+    busiest = max(after[port] - before[port] for port in after)
+    return Figures(runs["tasks"] / seconds, runs["tasks"] / busiest)
+
+
 def spread_namespace(cluster: LocalCluster, shards: int) -> str:
     """A namespace whose ``shards`` shard namespaces sit on as many different masters."""
     while True:
@@ -97,13 +128,16 @@ def wait_cost(url: str, namespace: str) -> None:
 def bench(label: str, binary: str | None, tasks: int, processes: int) -> None:
     with LocalCluster(binary) as cluster:
         print(f"\n{label}: 3 masters + 3 replicas, {processes} client processes, {tasks:,} tasks")
-        print(f"{'shards':<8} {'push tasks/s':>14} {'pop+finish tasks/s':>20}")
+        print(
+            f"{'shards':<8} {'push /s':>10} {'ceiling':>10} {'pop+finish /s':>14} {'ceiling':>10}"
+        )
         for shards in (1, 3):
             namespace = spread_namespace(cluster, shards)
             runs = {"tasks": tasks, "processes": processes}
-            pushed = timed(cluster.url, namespace, shards, work="push", **runs)
-            drained = timed(cluster.url, namespace, shards, work="drain", **runs)
-            print(f"{shards:<8} {tasks / pushed:>14,.0f} {tasks / drained:>20,.0f}")
+            push = measured(cluster, namespace, shards, work="push", **runs)
+            drain = measured(cluster, namespace, shards, work="drain", **runs)
+            print(f"{shards:<8} {push.rate:>10,.0f} {push.ceiling:>10,.0f} "
+                  f"{drain.rate:>14,.0f} {drain.ceiling:>10,.0f}")  # fmt: skip
         wait_cost(cluster.url, spread_namespace(cluster, 1))
 
 
