@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 import pytest
+from redis.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, FairQueue, QueueSettings
 from fairque.client.connect import SyncClient
@@ -112,6 +113,15 @@ async def aqueue(server: Server, namespace: str) -> AsyncIterator[AsyncFairQueue
 def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
     """Every key of the namespace with a dump of its value (to prove nothing changed)."""
     return {key: client.dump(key) or b"" for key in client.scan_iter(f"fq:{{{namespace}}}:*")}
+
+
+def wake_listeners(queue: FairQueue) -> int:
+    """Workers subscribed to the queue's wake channel (asked where the channel lives)."""
+    channel = queue.ops.wake_channel
+    if isinstance(queue.redis, RedisCluster):
+        node = queue.redis.get_node_from_key(channel)  # type: ignore[no-untyped-call]
+        return int(queue.redis.pubsub_shardnumsub(channel, target_nodes=node)[0][1])
+    return int(queue.redis.pubsub_shardnumsub(channel)[0][1])
 
 
 def wait_for(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:
