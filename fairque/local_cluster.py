@@ -29,7 +29,7 @@ def cli_for(binary: str | Path) -> str:
     """The ``*-cli`` that ships with ``binary`` (valkey-cli next to valkey-server)."""
     path = Path(binary)
     sibling = path.with_name(path.name.replace("-server", "-cli"))
-    if sibling.is_file():
+    if "-server" in path.name and sibling.is_file():
         return str(sibling)
     found = shutil.which("redis-cli")
     if found is None:
@@ -71,7 +71,7 @@ class LocalCluster:
         """Starts the nodes, forms the cluster, and waits until every node agrees it is up."""
         try:
             for node in self.nodes:
-                node.start()
+                node.start(min(timeout, 10.0))
             self._form(timeout)
             self.wait_until_healthy(timeout)
         except BaseException:

@@ -33,6 +33,7 @@ def test_cluster_urls_name_startup_nodes() -> None:
     assert first == "redis://user:secret@10.0.0.1:7000/0?ssl_cert_reqs=none"
     assert others == [("10.0.0.2", 7001), ("::1", 7002)]
     assert cluster_nodes("rediss+cluster://h:1")[0] == "rediss://h:1"
+    assert cluster_nodes("redis+cluster://[::1]:7000")[0] == "redis://[::1]:7000"
 
 
 @pytest.mark.parametrize("node", ["nohost", "h:port", "h:0", ":7000", "h:99999"])
@@ -47,6 +48,14 @@ def test_the_cli_next_to_the_server_or_on_the_path(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("PATH", "/nowhere")
     with pytest.raises(EmbeddedServerError, match="no redis-cli"):
         cli_for("/nowhere/redis-server")
+
+
+def test_a_cluster_that_cannot_start_leaves_nothing_running() -> None:
+    cluster = LocalCluster("/bin/false")
+    with pytest.raises(EmbeddedServerError):
+        cluster.start(timeout=0.5)
+    assert all(node.process is None for node in cluster.nodes)
+    assert not any(node.folder.exists() for node in cluster.nodes)
 
 
 def test_a_cluster_url_gives_cluster_clients(cluster: LocalCluster) -> None:

@@ -41,11 +41,9 @@ def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
     credentials, _, hosts = parts.netloc.rpartition("@")
     nodes = [_host_port(node) for node in hosts.split(",")]
     first_host, first_port = nodes[0]
-    netloc = f"{credentials}@" if credentials else ""
-    first = urlunsplit(
-        (CLUSTER_SCHEMES[parts.scheme], f"{netloc}{first_host}:{first_port}", parts.path,
-         parts.query, "")
-    )  # fmt: skip
+    host = f"[{first_host}]" if ":" in first_host else first_host  # IPv6
+    netloc = f"{credentials}@{host}:{first_port}" if credentials else f"{host}:{first_port}"
+    first = urlunsplit((CLUSTER_SCHEMES[parts.scheme], netloc, parts.path, parts.query, ""))
     return first, nodes[1:]
 
 
