@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, lua
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, TaskState, lua
 from fairque.client.connect import cluster_nodes, is_cluster_url, sync_client
 from fairque.config import QueueSettings
 from fairque.embedded import LocalServer
@@ -172,8 +172,9 @@ async def push_until(
 async def test_failover_loses_no_acknowledged_push(cluster: LocalCluster, namespace: str) -> None:
     settings = QueueSettings(retry_backoff_base=0.01)
     pusher = AsyncFairQueue(cluster.url, namespace, settings=settings)
+    # A long poll interval: an idle worker hears of new tasks by the wake channel only.
     config = WorkerConfig(redis_url=cluster.url, namespace=namespace, lease_seconds=2,
-                          poll_interval_seconds=0.2, concurrency=20)  # fmt: skip
+                          poll_interval_seconds=30, concurrency=20)  # fmt: skip
     worker = Worker(config, failover_functions)
     running = asyncio.create_task(worker.run_async())
     stop = asyncio.Event()
@@ -200,6 +201,11 @@ async def test_failover_loses_no_acknowledged_push(cluster: LocalCluster, namesp
     # Every push a replica confirmed ran; unconfirmed ones (made while the promoted
     # master had no replica yet) are not promised to survive a crash, and none came.
     await until(lambda: done.issuperset(confirmed))
+    # The wake subscription followed the slot to the promoted master.
+    with FairQueue(cluster.url, namespace) as checker:  # nothing leased: the worker idles
+        await until(lambda: checker.stats().states[TaskState.STARTED] == 0)
+    await pusher.push(record.build(user_id="late", args=["late"], task_id="late"))
+    await until(lambda: "late" in done, timeout=10)
     worker.stop()
     await running
     await pusher.close()
