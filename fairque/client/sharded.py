@@ -5,10 +5,12 @@ The same interface as :class:`FairQueue` over N shard namespaces (see
 rotating order, stats and maintenance add the shards up. Calls that name only a task id
 (``get``, ``cancel``, ``retry``, XCom) look for the shard that holds it, one ``get`` per
 shard; calls that carry a task (``finish``, ``fail``...) go straight to its tenant's shard.
+The asyncio queue sends the calls of different shards concurrently (one round trip).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
@@ -190,10 +192,9 @@ class AsyncShardedQueue(_Shards[AsyncFairQueue], AsyncFairQueue):
 
     async def _holding(self, task_id: str) -> AsyncFairQueue:
         """The shard that holds ``task_id`` (the first one if none does: it says so)."""
-        for shard in self.shards:
-            if await shard.get(task_id) is not None:
-                return shard
-        return self.shards[0]
+        infos = await asyncio.gather(*(shard.get(task_id) for shard in self.shards))
+        found = (shard for shard, info in zip(self.shards, infos, strict=True) if info is not None)
+        return next(found, self.shards[0])
 
     async def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
         return await self.shard_for(task.user_id).push(
@@ -205,13 +206,13 @@ class AsyncShardedQueue(_Shards[AsyncFairQueue], AsyncFairQueue):
     ) -> list[str]:
         """Enqueues tasks, atomically per shard (all or none of each tenant's tasks)."""
         groups = by_shard(_tenants(tasks), len(self.shards))
-        parts = {
-            shard: await self.shards[shard].push_many(
+        replies = await asyncio.gather(*(
+            self.shards[shard].push_many(
                 [tasks[i] for i in positions], replicas=replicas, replica_timeout=replica_timeout
             )
             for shard, positions in groups.items()
-        }
-        return in_order(parts, groups, len(tasks))
+        ))  # fmt: skip
+        return in_order(dict(zip(groups, replies, strict=True)), groups, len(tasks))
 
     async def pop(
         self,
@@ -238,18 +239,22 @@ class AsyncShardedQueue(_Shards[AsyncFairQueue], AsyncFairQueue):
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
     ) -> list[str]:
         values = list(results) if results is not None else [None] * len(tasks)
-        lost: list[str] = []
-        for shard, positions in by_shard(_tenants(tasks), len(self.shards)).items():
-            lost += await self.shards[shard].finish_many(
+        groups = by_shard(_tenants(tasks), len(self.shards))
+        lost = await asyncio.gather(*(
+            self.shards[shard].finish_many(
                 [tasks[i] for i in positions], [values[i] for i in positions]
             )
-        return lost
+            for shard, positions in groups.items()
+        ))  # fmt: skip
+        return [task_id for part in lost for task_id in part]
 
     async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
-        lost: list[str] = []
-        for shard, positions in by_shard(_tenants(tasks), len(self.shards)).items():
-            lost += await self.shards[shard].release([tasks[i] for i in positions])
-        return lost
+        groups = by_shard(_tenants(tasks), len(self.shards))
+        lost = await asyncio.gather(*(
+            self.shards[shard].release([tasks[i] for i in positions])
+            for shard, positions in groups.items()
+        ))  # fmt: skip
+        return [task_id for part in lost for task_id in part]
 
     async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         return await self.shard_for(task.user_id).fail(task, error, retry=retry)
@@ -270,23 +275,22 @@ class AsyncShardedQueue(_Shards[AsyncFairQueue], AsyncFairQueue):
         return await (await self._holding(task_id)).xcom_pull(task_id, key, default)
 
     async def get(self, task_id: str) -> TaskInfo | None:
-        for shard in self.shards:
-            if (info := await shard.get(task_id)) is not None:
-                return info
-        return None
+        infos = await asyncio.gather(*(shard.get(task_id) for shard in self.shards))
+        return next((info for info in infos if info is not None), None)
 
     async def stats(self) -> QueueStats:
         """The shards' stats summed."""
-        return merge_stats([await shard.stats() for shard in self.shards])
+        return merge_stats(await asyncio.gather(*(shard.stats() for shard in self.shards)))
 
     async def reap(self, limit: int = 1000) -> Maintenance:
-        return merge_maintenance([await shard.reap(limit) for shard in self.shards])
+        parts = await asyncio.gather(*(shard.reap(limit) for shard in self.shards))
+        return merge_maintenance(parts)
 
     async def next_due(self) -> float | None:
-        return soonest([await shard.next_due() for shard in self.shards])
+        return soonest(await asyncio.gather(*(shard.next_due() for shard in self.shards)))
 
     async def promote(self, limit: int = 1000) -> int:
-        return sum([await shard.promote(limit) for shard in self.shards])
+        return sum(await asyncio.gather(*(shard.promote(limit) for shard in self.shards)))
 
 
 def open_queue(url: str | None, namespace: str, shards: int = 1) -> FairQueue:
