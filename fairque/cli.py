@@ -57,10 +57,12 @@ def worker(
     url: str | None = URL_OPTION,
     namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
+    shards: int | None = typer.Option(None, help="Serve every shard of a sharded queue."),
     processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
-    given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency}
+    given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency,
+             "shards": shards}  # fmt: skip
     try:
         settings = load_config(config, overrides={k: v for k, v in given.items() if v is not None})
     except FairQueueError as exc:

@@ -122,3 +122,9 @@ def test_worker_refuses_a_bad_config_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["worker", "-c", str(config)])
     assert result.exit_code == 2
     assert "concurrency" in result.output
+
+
+def test_worker_refuses_a_bad_shard_count() -> None:
+    result = runner.invoke(app, ["worker", "--shards", "0", "--url", "redis://x"])
+    assert result.exit_code == 2
+    assert "shards" in result.output
