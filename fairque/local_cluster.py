@@ -143,7 +143,9 @@ class LocalCluster:
             time.sleep(0.05)
 
     def kill(self, node: LocalServer) -> None:
-        """Kills one node (SIGKILL to the process this object started): a crash."""
+        """Kills one node (SIGKILL to the process this object started): a crash. A killed
+        master's replica takes over by :meth:`promote`, or by itself after the node
+        timeout (:meth:`wait_until_healthy` waits for that)."""
         if node.process is not None:
             node.process.kill()
             node.process.wait(timeout=10)
