@@ -50,7 +50,7 @@ def workers(url: str, namespace: str, count: int, concurrency: int) -> Iterator[
 
 
 def listeners(queue: FairQueue) -> int:
-    return int(queue.redis.pubsub_numsub(queue.ops.wake_channel)[0][1])
+    return int(queue.redis.pubsub_shardnumsub(queue.ops.wake_channel)[0][1])
 
 
 def wait(probe: object, timeout: float) -> None:

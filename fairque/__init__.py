@@ -5,7 +5,7 @@
 >>> q.push(Task(user_id="alice", priority=Priority.HIGH, payload={"n": 1}))  # doctest: +SKIP
 """
 
-from fairque.client import AsyncFairQueue, FairQueue
+from fairque.client import AsyncFairQueue, AsyncShardedQueue, FairQueue, ShardedQueue
 from fairque.client.jobs import AsyncJobQueue, JobQueue
 from fairque.config import QueueSettings
 from fairque.errors import (
@@ -14,6 +14,7 @@ from fairque.errors import (
     FairQueueError,
     InvalidInput,
     LeaseLost,
+    NotReplicated,
     TaskNotFound,
 )
 from fairque.jobs import Constraint, Job, Matcher
@@ -32,6 +33,7 @@ __all__ = [
     "AsyncFairQueue",
     "AsyncJobQueue",
     "Constraint",
+    "AsyncShardedQueue",
     "DuplicateTask",
     "EmbeddedServerError",
     "FairQueue",
@@ -43,9 +45,11 @@ __all__ = [
     "LeasedTask",
     "Maintenance",
     "Matcher",
+    "NotReplicated",
     "Priority",
     "QueueSettings",
     "QueueStats",
+    "ShardedQueue",
     "Task",
     "TaskInfo",
     "TaskNotFound",

@@ -21,6 +21,7 @@ from fairque import demo as demo_module
 from fairque import embedded
 from fairque.cli_scheduler import app as scheduler_app
 from fairque.client import FairQueue
+from fairque.client.sharded import open_queue
 from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
@@ -43,6 +44,9 @@ errors = Console(stderr=True)
 
 URL_OPTION = typer.Option(None, envvar=URL_ENV, help="Server URL (default: embedded Valkey).")
 NAMESPACE_OPTION = typer.Option("default", envvar="FAIRQUE_NAMESPACE", help="Queue namespace.")
+SHARDS_OPTION = typer.Option(
+    1, min=1, max=1024, envvar="FAIRQUE_SHARDS", help="Shards of a sharded queue (1: not sharded)."
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -64,13 +68,15 @@ def worker(
     url: str | None = URL_OPTION,
     namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
+    shards: int | None = typer.Option(None, help="Serve every shard of a sharded queue."),
     processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
     metrics_port: int | None = typer.Option(
         None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
     ),
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
-    given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency}
+    given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency,
+             "shards": shards}  # fmt: skip
     try:
         settings = load_config(config, overrides={k: v for k, v in given.items() if v is not None})
     except FairQueueError as exc:
@@ -108,12 +114,13 @@ def push(
     delay: float = typer.Option(0.0, help="Seconds before it may run."),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
 ) -> None:
     """Push one task and print its id."""
     payload = {"args": _json(args, "--args"), "kwargs": _json(kwargs, "--kwargs")}
     try:
         task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay)
-        with FairQueue(url, namespace) as queue:
+        with open_queue(url, namespace, shards) as queue:
             console.print(queue.push(task))
     except FairQueueError as exc:
         raise _fail(str(exc)) from None
@@ -137,11 +144,12 @@ def _stats_table(stats: QueueStats, namespace: str) -> Table:
 def stats(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
     watch: float = typer.Option(0.0, help="Refresh every this many seconds (0: once)."),
     rounds: int = typer.Option(0, hidden=True, help="Stop watching after this many refreshes."),
 ) -> None:
-    """Tasks per state and per tenant."""
-    with FairQueue(url, namespace) as queue:
+    """Tasks per state and per tenant (all shards summed)."""
+    with open_queue(url, namespace, shards) as queue:
         if watch <= 0:
             console.print(_stats_table(queue.stats(), namespace))
             return

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
@@ -165,10 +165,16 @@ class LocalServer:
     """
 
     def __init__(
-        self, binary: str | Path | None = None, *, appendonly: bool = False, port: int = 0
+        self,
+        binary: str | Path | None = None,
+        *,
+        appendonly: bool = False,
+        port: int = 0,
+        options: Sequence[str] = (),
     ) -> None:
         self.binary = str(binary or valkey_binary())
         self.appendonly = appendonly
+        self.options = list(options)  # more server arguments, e.g. cluster mode
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self.folder = Path(tempfile.mkdtemp(prefix="fairque-server-"))
@@ -185,6 +191,7 @@ class LocalServer:
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
             "--logfile", str(log),
+            *self.options,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
         _wait_until_up(("127.0.0.1", self.port), timeout, log)

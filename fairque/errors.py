@@ -119,3 +119,16 @@ def from_script_error(message: str) -> FairQueueError:
         field, _, text = detail.partition(" ")
         return InvalidInput(field, f"refused by the server: {text!r}")
     return FairQueueError(f"script error: {message}")
+
+
+class NotReplicated(FairQueueError):  # noqa: N818
+    """A write was applied on the master but fewer replicas than asked confirmed it in
+    time, so a failover now could lose it. ``task_ids`` names what was pushed."""
+
+    def __init__(self, task_ids: list[str], acknowledged: int, wanted: int) -> None:
+        self.task_ids = task_ids
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+        super().__init__(
+            f"replicas: {acknowledged} of {wanted} replica(s) confirmed the push in time"
+        )

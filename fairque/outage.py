@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)  # the server is unreachable
+# The server is unreachable, or a cluster is failing over (its slots are being moved).
+OUTAGE = (
+    RedisConnectionError, RedisTimeoutError, OSError,
+    ClusterError, TryAgainError, RedisClusterException,
+)  # fmt: skip
 
 
 @dataclass

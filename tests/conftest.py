@@ -1,7 +1,10 @@
 """Fixtures: real servers on free loopback ports, a fresh namespace per test.
 
 Every engine test runs on the embedded Valkey binary and, when Debian's
-``redis-server`` is installed (CI installs it), on Redis too.
+``redis-server`` is installed (CI installs it), on Redis too. Tests marked ``cluster``
+(``pytestmark = pytest.mark.cluster`` in a module) also run on a local Valkey Cluster and
+Redis Cluster (3 masters, a replica each), started once per session: their ``server``
+is then a :class:`LocalCluster`, whose ``url`` works wherever a server's does.
 """
 
 from __future__ import annotations
@@ -17,20 +20,64 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import pytest
-import redis
+from redis.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, FairQueue, QueueSettings
+from fairque.client.connect import SyncClient
 from fairque.embedded import LocalServer
+from fairque.local_cluster import LocalCluster
 
 T = TypeVar("T")
+Server = LocalServer | LocalCluster  # what the ``server`` fixture gives: has a ``url``
 
-ENGINES = ["valkey"] + (["redis"] if shutil.which("redis-server") else [])
+REDIS = shutil.which("redis-server")
+ENGINES = ["valkey"] + (["redis"] if REDIS else [])
+CLUSTERS = [f"{engine}-cluster" for engine in ENGINES]
 
 
-@pytest.fixture(scope="session", params=ENGINES)
-def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
-    """One server per engine for the whole session."""
-    binary = None if request.param == "valkey" else shutil.which("redis-server")
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cluster: also run on the local clusters")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Runs a test on the clusters only if it is marked ``cluster``."""
+    chosen: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        engine = getattr(getattr(item, "callspec", None), "params", {}).get("server", "")
+        unmarked = item.get_closest_marker("cluster") is None
+        (dropped if engine.endswith("-cluster") and unmarked else chosen).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = chosen
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster() as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(REDIS) as started:
+        yield started
+
+
+@pytest.fixture(scope="session", params=CLUSTERS)
+def cluster(request: pytest.FixtureRequest) -> LocalCluster:
+    """A local cluster per engine, started once per session (shared with ``server``)."""
+    started: LocalCluster = request.getfixturevalue(request.param.replace("-", "_"))
+    return started
+
+
+@pytest.fixture(scope="session", params=ENGINES + CLUSTERS)
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """One server per engine for the whole session (a cluster for ``cluster`` tests)."""
+    if request.param.endswith("-cluster"):
+        yield request.getfixturevalue(request.param.replace("-", "_"))
+        return
+    binary = None if request.param == "valkey" else REDIS
     with LocalServer(binary) as started:
         yield started
 
@@ -41,7 +88,7 @@ def namespace() -> str:
 
 
 @pytest.fixture
-def make_queue(server: LocalServer, namespace: str) -> Iterator[Callable[..., FairQueue]]:
+def make_queue(server: Server, namespace: str) -> Iterator[Callable[..., FairQueue]]:
     """Builds clients of this test's namespace (each with its own connection pool)."""
     made: list[FairQueue] = []
 
@@ -61,7 +108,7 @@ def queue(make_queue: Callable[..., FairQueue]) -> FairQueue:
 
 
 @pytest.fixture
-async def aqueue(server: LocalServer, namespace: str) -> AsyncIterator[AsyncFairQueue]:
+async def aqueue(server: Server, namespace: str) -> AsyncIterator[AsyncFairQueue]:
     queue = AsyncFairQueue(server.url, namespace)
     yield queue
     await queue.close()
@@ -90,9 +137,18 @@ def start_cli() -> Iterator[StartCli]:
         process.communicate(timeout=10)
 
 
-def namespace_keys(client: redis.Redis, namespace: str) -> dict[bytes, bytes]:
+def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
     """Every key of the namespace with a dump of its value (to prove nothing changed)."""
     return {key: client.dump(key) or b"" for key in client.scan_iter(f"fq:{{{namespace}}}:*")}
+
+
+def wake_listeners(queue: FairQueue) -> int:
+    """Workers subscribed to the queue's wake channel (asked where the channel lives)."""
+    channel = queue.ops.wake_channel
+    if isinstance(queue.redis, RedisCluster):
+        node = queue.redis.get_node_from_key(channel)  # type: ignore[no-untyped-call]
+        return int(queue.redis.pubsub_shardnumsub(channel, target_nodes=node)[0][1])
+    return int(queue.redis.pubsub_shardnumsub(channel)[0][1])
 
 
 def wait_for(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:

@@ -11,6 +11,8 @@ import pytest
 from fairque import AsyncFairQueue, LeaseLost, Priority, Task, TaskNotFound, TaskState
 from fairque.embedded import LocalServer
 
+pytestmark = pytest.mark.cluster
+
 
 async def test_async_round_trip(aqueue: AsyncFairQueue) -> None:
     first = await aqueue.push(Task(user_id="a", payload=1, keep_result=True))

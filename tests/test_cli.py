@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from fairque import FairQueue, demo
+from fairque import FairQueue, ShardedQueue, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
 from fairque.embedded import HOME_ENV, LocalServer
@@ -55,6 +55,7 @@ def test_bad_options_are_refused() -> None:
     assert "tenants" in result.output
 
 
+@pytest.mark.cluster
 def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     where = ["--url", server.url, "--namespace", namespace]
     pushed = runner.invoke(app, ["push", "add", "--user", "alice", "--args", "[1, 2]", *where])
@@ -75,6 +76,20 @@ def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     watched = runner.invoke(app, ["stats", "--watch", "0.01", "--rounds", "2", *where])
     assert watched.exit_code == 0
     assert "alice" in watched.output
+
+
+@pytest.mark.cluster
+def test_push_and_stats_of_a_sharded_queue(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace, "--shards", "3"]
+    for user in ("alice", "bob", "erin", "grace"):
+        pushed = runner.invoke(app, ["push", "add", "--user", user, *where])
+        assert pushed.exit_code == 0, pushed.output
+    with ShardedQueue(server.url, namespace, shards=3) as queue:
+        assert queue.shard_for("alice").stats().tenants.keys() == {"alice", "bob"}
+        assert queue.shard_for("erin").stats().tenants.keys() == {"erin", "grace"}
+    shown = runner.invoke(app, ["stats", *where])
+    assert "queued 4" in shown.output
+    assert runner.invoke(app, ["stats", *where[:-1], "0"]).exit_code != 0
 
 
 @pytest.mark.parametrize(
@@ -107,3 +122,9 @@ def test_worker_refuses_a_bad_config_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["worker", "-c", str(config)])
     assert result.exit_code == 2
     assert "concurrency" in result.output
+
+
+def test_worker_refuses_a_bad_shard_count() -> None:
+    result = runner.invoke(app, ["worker", "--shards", "0", "--url", "redis://x"])
+    assert result.exit_code == 2
+    assert "shards" in result.output

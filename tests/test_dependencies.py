@@ -11,6 +11,8 @@ import pytest
 from fairque import FairQueue, InvalidInput, QueueSettings, Task, TaskNotFound, TaskState
 from tests.conftest import namespace_keys, wait_for
 
+pytestmark = pytest.mark.cluster
+
 
 def job(task_id: str, *depends_on: str, **fields: object) -> Task:
     return Task(user_id="u", task_id=task_id, depends_on=depends_on, payload=task_id, **fields)  # type: ignore[arg-type]

@@ -7,7 +7,11 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from fairque import FairQueue, Priority, Task
+
+pytestmark = pytest.mark.cluster
 
 
 def tenants_of(queue: FairQueue, pops: int, count: int = 1) -> list[str]:

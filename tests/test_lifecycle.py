@@ -19,6 +19,8 @@ from fairque import (
 )
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.cluster
+
 
 def server_now(queue: FairQueue) -> float:
     seconds, micros = queue.redis.time()
@@ -318,11 +320,11 @@ def test_release_hands_tasks_back_at_once_in_their_place(queue: FairQueue) -> No
 
 def test_tasks_becoming_ready_wake_idle_workers(queue: FairQueue) -> None:
     listener = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    listener.subscribe(queue.ops.wake_channel)
-    wait_for(lambda: listener.get_message(timeout=0.01) is None and listener.subscribed)
+    listener.ssubscribe(queue.ops.wake_channel)
+    wait_for(lambda: listener.get_sharded_message(timeout=0.01) is None and listener.subscribed)
     queue.push(Task(user_id="u", payload="wake up", delay=timedelta(hours=1)))
-    assert listener.get_message(timeout=0.2) is None  # nothing ready yet
+    assert listener.get_sharded_message(timeout=0.2) is None  # nothing ready yet
     queue.push_many([Task(user_id="a"), Task(user_id="b")])
-    message = wait_for(lambda: listener.get_message(timeout=0.1), timeout=5)
+    message = wait_for(lambda: listener.get_sharded_message(timeout=0.1), timeout=5)
     assert (message["channel"], message["data"]) == (queue.ops.wake_channel.encode(), b"2")
     listener.close()

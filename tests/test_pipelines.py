@@ -7,6 +7,8 @@ import pytest
 from fairque import FairQueue, InvalidInput
 from fairque.tasks import Pipeline, Registry, task
 
+pytestmark = pytest.mark.cluster
+
 steps = Registry()
 
 

@@ -23,6 +23,8 @@ from fairque import (
 from fairque.errors import from_script_error
 from tests.conftest import namespace_keys
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.mark.parametrize(
     ("fields", "field"),

@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from redis.asyncio.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, QueueSettings, Task, TaskState
 from fairque.embedded import LocalServer
 from fairque.tasks import Registry, task
 from fairque.worker import Worker, WorkerConfig
 from tests.conftest import until
+
+pytestmark = pytest.mark.cluster
 
 functions = Registry()
 calls: list[Any] = []
@@ -202,7 +205,13 @@ async def test_an_idle_worker_wakes_on_push(
     run = asyncio.create_task(worker.run_async())
 
     async def listening() -> bool:
-        subscribers = await pusher.redis.pubsub_numsub(pusher.ops.wake_channel)
+        channel = pusher.ops.wake_channel
+        if isinstance(pusher.redis, RedisCluster):  # ask the node that owns the channel
+            await pusher.redis.initialize()
+            node = pusher.redis.get_node_from_key(channel)
+            subscribers = await pusher.redis.pubsub_shardnumsub(channel, target_nodes=node)
+        else:
+            subscribers = await pusher.redis.pubsub_shardnumsub(channel)
         return bool(subscribers[0][1])
 
     await until(listening)

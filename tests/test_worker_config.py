@@ -54,12 +54,18 @@ def test_defaults_without_a_file() -> None:
         ({"assigned_users": "alice"}, "assigned_users"),
         ({"id": ""}, "id"),
         ({"colour": "blue"}, "colour"),
+        ({"shards": 0}, "shards"),
     ],
 )
 def test_bad_values_name_the_field(values: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidInput) as raised:
         WorkerConfig.from_values(values)
     assert raised.value.field == field
+
+
+def test_shards_from_the_environment() -> None:
+    assert load_config(env={}).shards == 1
+    assert load_config(env={"FAIRQUE_SHARDS": "12"}).shards == 12
 
 
 def test_a_bad_environment_value_names_the_field() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from fairque import FairQueue, Task, TaskState
 from fairque.embedded import LocalServer
-from tests.conftest import StartCli, wait_for
+from tests.conftest import StartCli, wait_for, wake_listeners
 
 TASKS = '''
 import asyncio
@@ -58,16 +58,12 @@ def start_worker(tmp_path: Path, server: LocalServer, namespace: str, start_cli:
     return start
 
 
-def listeners(queue: FairQueue) -> int:
-    """Workers waiting on the namespace's wake channel (that is, up and running)."""
-    return int(queue.redis.pubsub_numsub(queue.ops.wake_channel)[0][1])
-
-
 def state_of(queue: FairQueue, task_id: str) -> TaskState | None:
     info = queue.get(task_id)
     return None if info is None else info.state
 
 
+@pytest.mark.cluster
 def test_several_worker_processes_run_each_task_once(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -75,7 +71,7 @@ def test_several_worker_processes_run_each_task_once(
     tasks = [Task(user_id=f"u{i % 5}", name="record", payload={"args": [str(out), i]})
              for i in range(120)]  # fmt: skip
     workers = [start_worker(WORKER_ID=f"proc-{n}") for n in range(3)]
-    wait_for(lambda: listeners(queue) == 3, timeout=30)
+    wait_for(lambda: wake_listeners(queue) == 3, timeout=30)
     queue.push_many(tasks)
     wait_for(lambda: queue.stats().counters.get("finished") == 120, timeout=30)
     assert sorted(int(line) for line in out.read_text().split()) == list(range(120))
@@ -129,7 +125,7 @@ def test_processes_run_one_worker_each_and_stop_together(
 ) -> None:
     out = tmp_path / "ran.txt"
     parent = start_worker("--processes", "2", WORKER_ID="pool")
-    wait_for(lambda: listeners(queue) == 2, timeout=60)
+    wait_for(lambda: wake_listeners(queue) == 2, timeout=60)
     ids = queue.push_many([Task(user_id="u", name="record", payload={"args": [str(out), i]},
                                 keep_result=True) for i in range(40)])  # fmt: skip
     wait_for(lambda: queue.stats().counters.get("finished") == 40, timeout=30)
@@ -141,4 +137,4 @@ def test_processes_run_one_worker_each_and_stop_together(
     assert ran_on <= {"pool-1", "pool-2"}
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(timeout=30) == 0
-    wait_for(lambda: listeners(queue) == 0, timeout=10)
+    wait_for(lambda: wake_listeners(queue) == 0, timeout=10)

@@ -13,6 +13,8 @@ from fairque.tasks import Pipeline, Registry, task
 from fairque.worker import SyncTaskContext, TaskContext, Worker, WorkerConfig
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.cluster
+
 steps = Registry()
 
 

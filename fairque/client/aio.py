@@ -6,19 +6,21 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fairque.client import replicated
+from fairque.client.connect import AsyncClient, async_client
 from fairque.config import QueueSettings, redis_url
-from fairque.errors import from_script_error
 from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
 from fairque.ops import Call, Maintenance, Ops
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound="AsyncFairQueue")  # a subclass enters as itself
 
 
 class AsyncFairQueue:
@@ -34,12 +36,12 @@ class AsyncFairQueue:
         namespace: str = "default",
         *,
         settings: QueueSettings | None = None,
-        client: aioredis.Redis | None = None,
+        client: AsyncClient | None = None,
     ) -> None:
         self.ops = Ops(namespace, settings or QueueSettings())
         # Like redis-py's blocking client: a command on a connection that died (e.g. the
         # server restarted) is retried on a new one. Scripts refuse a duplicate effect.
-        self.redis = client or aioredis.Redis.from_url(
+        self.redis = client or async_client(
             redis_url(url),
             retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
@@ -49,6 +51,11 @@ class AsyncFairQueue:
         """Sends a call built by :mod:`fairque.ops` (or :mod:`fairque.jobs`); its parsed reply."""
         return await self._run(call)
 
+    @property
+    def wake_channels(self) -> list[str]:
+        """The sharded pub/sub channels published when tasks become ready."""
+        return [self.ops.wake_channel]
+
     async def _run(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:
@@ -57,16 +64,37 @@ class AsyncFairQueue:
             except NoScriptError:
                 reply = await self.redis.eval(call.script.source, len(call.keys), *keys_and_args)
         except ResponseError as exc:
-            raise from_script_error(str(exc)) from None
+            raise replicated.script_failure(exc) from None
         return call.parse(reply)
 
-    async def push(self, task: Task) -> str:
-        """Enqueues one task; returns its id."""
-        return await self._run(self.ops.push_one(task))
+    async def _run_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
+        """Runs ``call``, then waits until ``replicas`` replicas have it (WAIT)."""
+        replicated.check(replicas, timeout)
+        if not replicas:
+            return await self._run(call)
+        if isinstance(self.redis, AsyncRedisCluster):
+            await self.redis.initialize()  # the pipeline needs the slot's node
+        pipe = replicated.pipeline(self.redis, call, replicas, timeout, source=False)
+        results = await pipe.execute(raise_on_error=False)
+        if replicated.needs_source(results):
+            pipe = replicated.pipeline(self.redis, call, replicas, timeout, source=True)
+            results = await pipe.execute(raise_on_error=False)
+        return replicated.replicated_reply(call, results, replicas)
 
-    async def push_many(self, tasks: Sequence[Task]) -> list[str]:
-        """Enqueues tasks atomically (all or none); returns their ids in order."""
-        return await self._run(self.ops.push(tasks))
+    async def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
+        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`."""
+        return await self._run_replicated(self.ops.push_one(task), replicas, replica_timeout)
+
+    async def push_many(
+        self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0
+    ) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order.
+
+        With ``replicas`` > 0 it also waits up to ``replica_timeout`` seconds until that
+        many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
+        confirm in time it raises :class:`NotReplicated` (the push was made).
+        """
+        return await self._run_replicated(self.ops.push(tasks), replicas, replica_timeout)
 
     async def pop(
         self,
@@ -142,7 +170,7 @@ class AsyncFairQueue:
         """Closes the connection pool."""
         await self.redis.aclose()
 
-    async def __aenter__(self) -> AsyncFairQueue:
+    async def __aenter__(self: Q) -> Q:
         return self
 
     async def __aexit__(

@@ -6,15 +6,16 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.client import replicated
+from fairque.client.connect import SyncClient, sync_client
 from fairque.config import QueueSettings, redis_url
-from fairque.errors import from_script_error
 from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
 from fairque.ops import Call, Maintenance, Ops
 
 T = TypeVar("T")
+Q = TypeVar("Q", bound="FairQueue")  # a subclass enters as itself
 
 
 class FairQueue:
@@ -30,10 +31,15 @@ class FairQueue:
         namespace: str = "default",
         *,
         settings: QueueSettings | None = None,
-        client: redis.Redis | None = None,
+        client: SyncClient | None = None,
     ) -> None:
         self.ops = Ops(namespace, settings or QueueSettings())
-        self.redis = client or redis.Redis.from_url(redis_url(url))
+        self.redis = client or sync_client(redis_url(url))
+
+    @property
+    def wake_channels(self) -> list[str]:
+        """The sharded pub/sub channels published when tasks become ready."""
+        return [self.ops.wake_channel]
 
     def execute(self, call: Call[T]) -> T:
         """Sends a call built by :mod:`fairque.ops` (or :mod:`fairque.jobs`); its parsed reply."""
@@ -47,16 +53,35 @@ class FairQueue:
             except NoScriptError:
                 reply = self.redis.eval(call.script.source, len(call.keys), *keys_and_args)
         except ResponseError as exc:
-            raise from_script_error(str(exc)) from None
+            raise replicated.script_failure(exc) from None
         return call.parse(reply)
 
-    def push(self, task: Task) -> str:
-        """Enqueues one task; returns its id."""
-        return self._run(self.ops.push_one(task))
+    def _run_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
+        """Runs ``call``, then waits until ``replicas`` replicas have it (WAIT)."""
+        replicated.check(replicas, timeout)
+        if not replicas:
+            return self._run(call)
+        pipe = replicated.pipeline(self.redis, call, replicas, timeout, source=False)
+        results = pipe.execute(raise_on_error=False)
+        if replicated.needs_source(results):
+            pipe = replicated.pipeline(self.redis, call, replicas, timeout, source=True)
+            results = pipe.execute(raise_on_error=False)
+        return replicated.replicated_reply(call, results, replicas)
 
-    def push_many(self, tasks: Sequence[Task]) -> list[str]:
-        """Enqueues tasks atomically (all or none); returns their ids in order."""
-        return self._run(self.ops.push(tasks))
+    def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
+        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`."""
+        return self._run_replicated(self.ops.push_one(task), replicas, replica_timeout)
+
+    def push_many(
+        self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0
+    ) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order.
+
+        With ``replicas`` > 0 it also waits up to ``replica_timeout`` seconds until that
+        many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
+        confirm in time it raises :class:`NotReplicated` (the push was made).
+        """
+        return self._run_replicated(self.ops.push(tasks), replicas, replica_timeout)
 
     def pop(
         self,
@@ -132,7 +157,7 @@ class FairQueue:
         """Closes the connection pool."""
         self.redis.close()
 
-    def __enter__(self) -> FairQueue:
+    def __enter__(self: Q) -> Q:
         return self
 
     def __exit__(

@@ -47,6 +47,7 @@ class WorkerConfig(BaseModel):
     lease_seconds: float = Field(default=30.0, gt=0)  # extended by heartbeat while running
     grace_seconds: float = Field(default=10.0, ge=0)  # on SIGTERM, before handing back
     namespace: str = "default"
+    shards: int = Field(default=1, ge=1, le=1024)  # > 1: serve namespace:0 .. namespace:N-1
     redis_url: str | None = None  # None: $FAIRQUE_REDIS_URL, else the embedded Valkey
 
     @classmethod

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
 from fairque.client import AsyncFairQueue, FairQueue
+from fairque.client.sharded import open_async_queue, open_queue
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.models import LeasedTask
 from fairque.outage import OUTAGE, Backoff
@@ -40,6 +42,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+from redis.asyncio.cluster import ClusterPubSub, RedisCluster
+
+
+async def _subscribe_wake(queue: AsyncFairQueue) -> PubSub:
+    """Subscribes to the namespace's wake channel: sharded pub/sub, so on a cluster the
+    subscription is on the node of the namespace's slot and follows it on failover."""
+    if isinstance(queue.redis, RedisCluster):
+        await queue.redis.initialize()  # learn the slots: the channel's node is needed now
+    wake = queue.redis.pubsub(ignore_subscribe_messages=True)
+    for channel in queue.wake_channels:  # one per shard of a sharded queue
+        await wake.ssubscribe(channel)
+    return wake
+
+
+async def _wake_message(wake: PubSub, timeout: float) -> Any:
+    """The next message on the sharded wake channel, or None after ``timeout`` seconds."""
+    if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
+        return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
+    return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
 
 async def _within(work: Awaitable[Any], seconds: float) -> Any:
@@ -99,13 +120,13 @@ class Worker:
 
     async def run_async(self, handle_signals: bool = False) -> None:
         """Runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
-        queue = self._queue or AsyncFairQueue(self.config.redis_url, self.config.namespace)
+        config = self.config
+        queue = self._queue or open_async_queue(config.redis_url, config.namespace, config.shards)
         if handle_signals:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self.stop)
-        wake = queue.redis.pubsub(ignore_subscribe_messages=True)
-        await wake.subscribe(queue.ops.wake_channel)
+        wake = await _subscribe_wake(queue)
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
@@ -179,8 +200,8 @@ class Worker:
             wait = min(wait, due)
         deadline = loop.time() + wait
         while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
-            if await wake.get_message(timeout=min(left, WAKE_CHECK_SECONDS)):
-                while await wake.get_message(timeout=0):
+            if await _wake_message(wake, min(left, WAKE_CHECK_SECONDS)):
+                while await _wake_message(wake, 0):
                     pass  # one pop serves every wake-up that arrived meanwhile
                 return
 
@@ -272,7 +293,8 @@ class Worker:
     def _blocking_queue(self) -> FairQueue:
         """A blocking client for the contexts of sync functions (they run on threads)."""
         if self._sync_queue is None:
-            self._sync_queue = FairQueue(self.config.redis_url, self.config.namespace)
+            config = self.config
+            self._sync_queue = open_queue(config.redis_url, config.namespace, config.shards)
         return self._sync_queue
 
     async def _heartbeat(self, queue: AsyncFairQueue) -> None:

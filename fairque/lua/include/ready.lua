@@ -44,11 +44,12 @@ local function queue_ready(id, tenant, priority, start_time, first)
 end
 
 -- Writes the queued ids, the ready entries, and the ring for tenants that came back
--- (they join at the back of the ring), and wakes idle workers waiting on `wake`.
+-- (they join at the back of the ring), and wakes idle workers waiting on `wake`
+-- (sharded pub/sub: on a cluster the message stays within the shard of the namespace).
 local function flush_ready(now)
   flush_appends()
   if #ready_tenants == 0 then return end
-  redis.call('PUBLISH', PREFIX .. 'wake', #ready_tenants)
+  redis.call('SPUBLISH', PREFIX .. 'wake', #ready_tenants)
   for _, tenant in ipairs(ready_tenants) do
     local added = ready_added[tenant]
     local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))

@@ -1,0 +1,72 @@
+"""Connections from a URL: one server, or a Redis / Valkey Cluster (design section 11).
+
+A cluster URL names one or more startup nodes; the client discovers the rest::
+
+    redis+cluster://[user:password@]host:port[,host:port...][?option=value...]
+    rediss+cluster://...   (TLS)
+
+Any other URL (``redis://``, ``rediss://``, ``unix://``) is one server. Both kinds of
+client take the same script calls: on a cluster, redis-py sends each EVALSHA to the node
+that owns the slot of its first key (the namespace's hash tag), and the NOSCRIPT fallback
+follows it there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import ClusterNode, RedisCluster
+
+from fairque.errors import InvalidInput
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+SyncClient = redis.Redis | RedisCluster
+AsyncClient = aioredis.Redis | AsyncRedisCluster
+
+
+def is_cluster_url(url: str) -> bool:
+    """True if ``url`` names a cluster (``redis+cluster://`` or ``rediss+cluster://``)."""
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """Splits a cluster URL into a redis-py URL of its first node and the other nodes."""
+    parts = urlsplit(url)
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    nodes = [_host_port(node) for node in hosts.split(",")]
+    first_host, first_port = nodes[0]
+    host = f"[{first_host}]" if ":" in first_host else first_host  # IPv6
+    netloc = f"{credentials}@{host}:{first_port}" if credentials else f"{host}:{first_port}"
+    first = urlunsplit((CLUSTER_SCHEMES[parts.scheme], netloc, parts.path, parts.query, ""))
+    return first, nodes[1:]
+
+
+def _host_port(node: str) -> tuple[str, int]:
+    host, _, port = node.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput("url", f"cluster node {node!r} must be host:port")
+    return host.strip("[]"), int(port)
+
+
+def sync_client(url: str, **options: Any) -> SyncClient:
+    """A blocking client for ``url``: a :class:`RedisCluster` for a cluster URL."""
+    if not is_cluster_url(url):
+        return redis.Redis.from_url(url, **options)
+    first, others = cluster_nodes(url)
+    nodes = [ClusterNode(host, port) for host, port in others]  # type: ignore[no-untyped-call]
+    return RedisCluster.from_url(first, startup_nodes=nodes, **options)
+
+
+def async_client(url: str, **options: Any) -> AsyncClient:
+    """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
+    if not is_cluster_url(url):
+        return aioredis.Redis.from_url(url, **options)
+    first, others = cluster_nodes(url)
+    nodes = [AsyncClusterNode(host, port) for host, port in others]
+    return AsyncRedisCluster.from_url(first, startup_nodes=nodes, **options)

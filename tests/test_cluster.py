@@ -1,0 +1,218 @@
+"""Redis / Valkey Cluster: URLs, scripts on every node, WAIT, and a failover under load.
+
+The engine, worker and dependency suites run on the clusters too (their modules are
+marked ``cluster``); this module covers what only a cluster has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+import pytest
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, TaskState, lua
+from fairque.client.connect import cluster_nodes, is_cluster_url, sync_client
+from fairque.config import QueueSettings
+from fairque.embedded import LocalServer
+from fairque.errors import EmbeddedServerError
+from fairque.local_cluster import LocalCluster, cli_for
+from fairque.tasks import Registry, task
+from fairque.worker import Worker, WorkerConfig
+from tests.conftest import wait_for
+
+
+def test_cluster_urls_name_startup_nodes() -> None:
+    url = "redis+cluster://user:secret@10.0.0.1:7000,10.0.0.2:7001,[::1]:7002/0?ssl_cert_reqs=none"
+    assert is_cluster_url(url)
+    assert not is_cluster_url("redis://10.0.0.1:7000")
+    first, others = cluster_nodes(url)
+    assert first == "redis://user:secret@10.0.0.1:7000/0?ssl_cert_reqs=none"
+    assert others == [("10.0.0.2", 7001), ("::1", 7002)]
+    assert cluster_nodes("rediss+cluster://h:1")[0] == "rediss://h:1"
+    assert cluster_nodes("redis+cluster://[::1]:7000")[0] == "redis://[::1]:7000"
+
+
+@pytest.mark.parametrize("node", ["nohost", "h:port", "h:0", ":7000", "h:99999"])
+def test_bad_cluster_nodes_are_named(node: str) -> None:
+    with pytest.raises(InvalidInput, match="cluster node") as caught:
+        cluster_nodes(f"redis+cluster://a:7000,{node}")
+    assert caught.value.field == "url"
+
+
+def test_the_cli_next_to_the_server_or_on_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli_for(LocalCluster().binary).endswith("valkey-cli")
+    monkeypatch.setenv("PATH", "/nowhere")
+    with pytest.raises(EmbeddedServerError, match="no redis-cli"):
+        cli_for("/nowhere/redis-server")
+
+
+def test_a_cluster_that_cannot_start_leaves_nothing_running() -> None:
+    cluster = LocalCluster("/bin/false")
+    with pytest.raises(EmbeddedServerError):
+        cluster.start(timeout=0.5)
+    assert all(node.process is None for node in cluster.nodes)
+    assert not any(node.folder.exists() for node in cluster.nodes)
+
+
+def test_a_cluster_url_gives_cluster_clients(cluster: LocalCluster) -> None:
+    with FairQueue(cluster.url, "cluster-client") as queue:
+        assert isinstance(queue.redis, RedisCluster)
+        assert len(queue.redis.get_primaries()) == 3  # type: ignore[no-untyped-call]
+    assert isinstance(AsyncFairQueue(cluster.url).redis, AsyncRedisCluster)
+
+
+def spread_namespaces(cluster: LocalCluster) -> list[str]:
+    """One fresh namespace on each master."""
+    chosen: dict[int, str] = {}
+    while len(chosen) < cluster.masters:
+        namespace = f"t-{uuid.uuid4().hex[:12]}"
+        chosen.setdefault(cluster.master_of(f"fq:{{{namespace}}}:ring").port, namespace)
+    return list(chosen.values())
+
+
+def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
+    client = sync_client(cluster.url)
+    client.script_flush()  # on every master: NOSCRIPT everywhere
+    sha = lua.load("push").sha
+    for node in cluster.nodes:
+        with cluster.client(node) as conn:
+            assert conn.script_exists(sha) == [False]
+    for namespace in spread_namespaces(cluster):
+        queue = FairQueue(namespace=namespace, client=client)
+        task_id = queue.push(Task(user_id="u", payload=namespace))
+        [leased] = queue.pop()
+        assert (leased.task_id, leased.payload) == (task_id, namespace)
+        queue.finish(leased)
+        assert queue.stats().counters["finished"] == 1
+    client.close()
+
+
+def test_a_replicated_push_waits_for_a_replica(cluster: LocalCluster, namespace: str) -> None:
+    with FairQueue(cluster.url, namespace) as queue:
+        [task_id] = queue.push_many([Task(user_id="u")], replicas=1, replica_timeout=5)
+        assert queue.get(task_id) is not None
+        # Each master has one replica: asking for two times out, but the push is made.
+        with pytest.raises(NotReplicated) as caught:
+            queue.push(Task(user_id="u", task_id="second"), replicas=2, replica_timeout=0.5)
+        assert (caught.value.task_ids, caught.value.acknowledged) == (["second"], 1)
+        assert queue.get("second") is not None
+
+
+async def test_an_async_replicated_push_after_a_script_flush(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    async with AsyncFairQueue(cluster.url, namespace) as queue:
+        await queue.redis.initialize()
+        await queue.redis.script_flush()
+        task_id = await queue.push(Task(user_id="u"), replicas=1, replica_timeout=5)
+        assert (await queue.get(task_id)) is not None
+
+
+def test_replicated_pushes_on_one_server(server: LocalServer, namespace: str) -> None:
+    with FairQueue(server.url, namespace) as queue:
+        queue.redis.script_flush()
+        with pytest.raises(NotReplicated) as caught:
+            queue.push(Task(user_id="u", task_id="lonely"), replicas=1, replica_timeout=0.01)
+        assert caught.value.wanted == 1
+        assert queue.get("lonely") is not None
+        assert queue.push(Task(user_id="u"), replicas=0)  # no WAIT at all
+
+
+@pytest.mark.parametrize(
+    ("replicas", "timeout", "field"),
+    [(-1, 1.0, "replicas"), (101, 1.0, "replicas"), (1, 0.0, "replica_timeout")],
+)
+def test_bad_replica_options_change_nothing(
+    queue: FairQueue, replicas: int, timeout: float, field: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        queue.push(Task(user_id="u"), replicas=replicas, replica_timeout=timeout)
+    assert caught.value.field == field
+    assert sum(queue.stats().states.values()) == 0
+
+
+def test_script_errors_keep_their_meaning_on_a_cluster(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    with FairQueue(cluster.url, namespace) as queue:
+        queue.push(Task(user_id="u", task_id="same"), replicas=1, replica_timeout=5)
+        with pytest.raises(Exception, match="already exists"):
+            queue.push(Task(user_id="u", task_id="same"), replicas=1, replica_timeout=5)
+
+
+failover_functions = Registry()
+done: set[str] = set()
+
+
+@task(into=failover_functions, name="record")
+def record(task_id: str) -> None:
+    done.add(task_id)
+
+
+async def push_until(
+    queue: AsyncFairQueue, stop: asyncio.Event, confirmed: list[str], unconfirmed: list[str]
+) -> None:
+    """Pushes batches of 10 waiting for one replica; a failed call is tried again."""
+    while not stop.is_set():
+        ids = [uuid.uuid4().hex for _ in range(10)]
+        tasks = [record.build(user_id=f"u{n % 3}", args=[i], task_id=i) for n, i in enumerate(ids)]
+        try:
+            confirmed += await queue.push_many(tasks, replicas=1, replica_timeout=0.2)
+        except NotReplicated as exc:  # made, but its master has no replica right now
+            unconfirmed += exc.task_ids
+        except Exception:
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("promotion", ["takeover", "automatic"])
+async def test_failover_loses_no_acknowledged_push(
+    cluster: LocalCluster, namespace: str, promotion: str
+) -> None:
+    settings = QueueSettings(retry_backoff_base=0.01)
+    pusher = AsyncFairQueue(cluster.url, namespace, settings=settings)
+    # A long poll interval: an idle worker hears of new tasks by the wake channel only.
+    config = WorkerConfig(redis_url=cluster.url, namespace=namespace, lease_seconds=2,
+                          poll_interval_seconds=30, concurrency=20)  # fmt: skip
+    worker = Worker(config, failover_functions)
+    running = asyncio.create_task(worker.run_async())
+    stop = asyncio.Event()
+    confirmed: list[str] = []
+    unconfirmed: list[str] = []
+    pushing = asyncio.create_task(push_until(pusher, stop, confirmed, unconfirmed))
+
+    async def until(probe: Callable[[], object], timeout: float = 60.0) -> None:
+        await asyncio.to_thread(wait_for, probe, timeout, 0.05)
+
+    await until(lambda: len(confirmed) >= 200)
+    master = cluster.master_of(f"fq:{{{namespace}}}:ring")
+    replica = cluster.replica_of(master)
+    cluster.kill(master)
+    before = len(confirmed) + len(unconfirmed)
+    if promotion == "takeover":
+        await asyncio.to_thread(cluster.promote, replica)
+    else:  # the other masters notice after cluster-node-timeout (2 s); the replica is elected
+        await asyncio.to_thread(cluster.wait_until_healthy)
+    # Pushers and the worker carry on against the promoted replica.
+    await until(lambda: len(confirmed) + len(unconfirmed) >= before + 50)
+    await asyncio.to_thread(cluster.restart, master)  # back as the new master's replica
+    after_restart = len(confirmed)
+    await until(lambda: len(confirmed) >= after_restart + 50)
+    stop.set()
+    await pushing
+    # Every push a replica confirmed ran. Unconfirmed ones (made while the promoted
+    # master had no replica yet) are not promised to survive a crash: not checked.
+    await until(lambda: done.issuperset(confirmed))
+    # The wake subscription followed the slot to the promoted master.
+    with FairQueue(cluster.url, namespace) as checker:  # nothing leased: the worker idles
+        await until(lambda: checker.stats().states[TaskState.STARTED] == 0)
+    await pusher.push(record.build(user_id="late", args=["late"], task_id="late"))
+    await until(lambda: "late" in done, timeout=10)
+    worker.stop()
+    await running
+    await pusher.close()
+    assert cluster.master_of(f"fq:{{{namespace}}}:ring") is replica
