@@ -32,8 +32,8 @@ from fairque.ops import Maintenance
 __all__ = [
     "AsyncFairQueue",
     "AsyncJobQueue",
-    "Constraint",
     "AsyncShardedQueue",
+    "Constraint",
     "DuplicateTask",
     "EmbeddedServerError",
     "FairQueue",

@@ -86,7 +86,8 @@ def test_an_unknown_schedule_exits_2(scheduler: TaskScheduler) -> None:
 def test_health_exits_1_with_a_failed_schedule(
     scheduler: TaskScheduler, server: LocalServer, namespace: str
 ) -> None:
-    start = datetime.now(timezone.utc) + timedelta(milliseconds=20)
+    scheduler.list_schedules()  # connected before the clock is read
+    start = datetime.now(timezone.utc) + timedelta(milliseconds=200)
     task = {"name": "t", "user_id": "u", "args": ["x" * 500]}
     sid = scheduler.add_schedule(interval=60, start_at=start, task=task)
     wait_for(lambda: time.time() > start.timestamp() + 0.05)

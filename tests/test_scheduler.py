@@ -25,21 +25,23 @@ from fairque.scheduler import (
     TaskScheduler,
 )
 from fairque.scheduler.ops import plan_run
-from tests.conftest import until
+from tests.conftest import Server, until
+
+pytestmark = pytest.mark.cluster
 
 FAST = SchedulerConfig(poll_interval=0.05, lock_timeout=5, retry_backoff_base=0.05)
 TEMPLATE = {"name": "report", "user_id": "alice", "args": [1], "kwargs": {"pages": 2}}
 
 
 @pytest.fixture
-def scheduler(server: LocalServer, namespace: str) -> Iterator[TaskScheduler]:
+def scheduler(server: Server, namespace: str) -> Iterator[TaskScheduler]:
     made = TaskScheduler(server.url, namespace, config=FAST)
     yield made
     made.close()
 
 
 @pytest.fixture
-async def instance(server: LocalServer, namespace: str) -> AsyncIterator[AsyncTaskScheduler]:
+async def instance(server: Server, namespace: str) -> AsyncIterator[AsyncTaskScheduler]:
     made = AsyncTaskScheduler(server.url, namespace, config=FAST)
     yield made
     await made.close()
@@ -56,9 +58,12 @@ async def wait_server_time_past(queue: AsyncFairQueue, moment: float) -> None:
 async def add_due(
     instance: AsyncTaskScheduler, late: float = 0.0, **fields: Any
 ) -> tuple[str, datetime]:
-    """Adds an hourly schedule whose first run comes due in 50 ms, and waits until it is
-    due (and ``late`` seconds more)."""
-    start = datetime.now(timezone.utc) + timedelta(milliseconds=50)
+    """Adds an hourly schedule whose first run comes due in 200 ms, and waits until it is
+    due (and ``late`` seconds more). A start already past when the schedule is stored
+    would mean a first run an hour later, hence the margin, and the connection set up
+    (a cluster client learns the slots) before the clock is read."""
+    await instance.list_schedules()
+    start = datetime.now(timezone.utc) + timedelta(milliseconds=200)
     sid = await instance.add_schedule(
         **{"interval": 3600, "start_at": start, "task": TEMPLATE, **fields}
     )
@@ -89,7 +94,7 @@ def test_a_schedule_is_stored_with_its_next_run(scheduler: TaskScheduler) -> Non
     assert 0 < info.next_run - server_now(scheduler.queue) <= 24 * 3600
 
 
-def test_other_instances_see_the_changes(server: LocalServer, namespace: str) -> None:
+def test_other_instances_see_the_changes(server: Server, namespace: str) -> None:
     with (
         TaskScheduler(server.url, namespace) as first,
         TaskScheduler(server.url, namespace) as second,
@@ -237,7 +242,7 @@ async def test_a_due_run_is_queued_with_its_template(instance: AsyncTaskSchedule
 
 
 async def test_two_instances_submit_each_run_once(
-    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+    server: Server, namespace: str, instance: AsyncTaskScheduler
 ) -> None:
     other = AsyncTaskScheduler(server.url, namespace, config=FAST)
     ids = [await instance.add_schedule(interval=0.2, task=TEMPLATE) for _ in range(3)]
@@ -382,7 +387,7 @@ async def test_update_and_remove_take_effect_on_the_next_cycle(
     await instance.remove_schedule(removed)
     await instance.runner.cycle()
     assert await instance.queue.pop() == []
-    soon = datetime.now(timezone.utc) + timedelta(milliseconds=50)
+    soon = datetime.now(timezone.utc) + timedelta(milliseconds=200)
     await instance.update_schedule(moved, start_at=soon, task={**TEMPLATE, "user_id": "carol"})
     await wait_server_time_past(instance.queue, soon.timestamp())
     await instance.runner.cycle()
@@ -393,7 +398,7 @@ async def test_update_and_remove_take_effect_on_the_next_cycle(
 # --- failures, health, stopping --------------------------------------------------------
 
 
-def payload_refusing(server: LocalServer, namespace: str, retries: int) -> AsyncTaskScheduler:
+def payload_refusing(server: Server, namespace: str, retries: int) -> AsyncTaskScheduler:
     """An instance whose queue settings refuse a 2 kB payload: it cannot submit such runs."""
     config = FAST.model_copy(update={"max_submit_retries": retries})
     settings = QueueSettings(max_payload_bytes=100)
@@ -404,7 +409,7 @@ BIG = {**TEMPLATE, "args": ["x" * 2000]}
 
 
 async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
-    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+    server: Server, namespace: str, instance: AsyncTaskScheduler
 ) -> None:
     sid, start = await add_due(instance, task=BIG)
     refusing = payload_refusing(server, namespace, retries=3)
@@ -428,7 +433,7 @@ async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
 
 
 async def test_submissions_failing_past_the_maximum_fail_the_schedule(
-    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+    server: Server, namespace: str, instance: AsyncTaskScheduler
 ) -> None:
     sid, _start = await add_due(instance, task=BIG)
     refusing = payload_refusing(server, namespace, retries=2)
@@ -504,7 +509,7 @@ async def test_an_unreachable_server_is_an_error_and_the_loop_reconnects(namespa
 
 
 async def test_a_stopped_instance_is_recorded(
-    server: LocalServer, namespace: str, instance: AsyncTaskScheduler
+    server: Server, namespace: str, instance: AsyncTaskScheduler
 ) -> None:
     run = asyncio.create_task(instance.run())
 

@@ -12,7 +12,6 @@ from typing import Any
 from fairque.client import AsyncFairQueue, FairQueue
 from fairque.config import QueueSettings
 from fairque.errors import ScheduleNotFound
-from fairque.ops import MICROS
 from fairque.outage import OUTAGE
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.health import assess
@@ -58,8 +57,8 @@ class TaskScheduler:
         self.metrics = SchedulerMetrics()
 
     def _now(self) -> int:
-        seconds, micros = self.queue.redis.time()
-        return seconds * MICROS + micros
+        """The clock of the namespace's server (on a cluster: of its slot's master)."""
+        return self.queue._run(self.ops.read([])).now
 
     def add_schedule(self, schedule: Schedule | None = None, **fields: Any) -> str:
         """Stores a new schedule (a :class:`Schedule`, or its fields); returns its id."""
@@ -157,8 +156,8 @@ class AsyncTaskScheduler:
         self.runner = SchedulerRunner(self.queue, self.config, self.metrics)
 
     async def _now(self) -> int:
-        seconds, micros = await self.queue.redis.time()
-        return seconds * MICROS + micros
+        """The clock of the namespace's server (on a cluster: of its slot's master)."""
+        return (await self.queue._run(self.ops.read([]))).now
 
     async def add_schedule(self, schedule: Schedule | None = None, **fields: Any) -> str:
         """Stores a new schedule (a :class:`Schedule`, or its fields); returns its id."""

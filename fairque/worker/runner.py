@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
-from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
 
 async def _subscribe_wake(queue: AsyncFairQueue) -> PubSub:
