@@ -25,6 +25,8 @@ from fairque.jobs import (
 from fairque.ops import Call
 from tests.conftest import namespace_keys, wait_for
 
+pytestmark = pytest.mark.cluster
+
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
 

@@ -26,6 +26,8 @@ from fairque.tasks import Registry, task
 from fairque.worker import Worker, WorkerConfig
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.cluster
+
 functions = Registry()
 
 

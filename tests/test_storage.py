@@ -23,6 +23,8 @@ from fairque.storage import (
 )
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.cluster
+
 T = TypeVar("T")
 VISIBILITY = 0.3  # seconds: short, so the Redis cases see leases expire quickly
 

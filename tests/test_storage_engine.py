@@ -26,6 +26,8 @@ from fairque.storage import (
 from fairque.storage.models import MAX_COUNT
 from tests.conftest import wait_for
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def storage(server: LocalServer, namespace: str) -> Iterator[RedisStorage]:
