@@ -14,6 +14,7 @@ from rich.table import Table
 
 from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
+from fairque.metrics import Metrics
 from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
 
 app = typer.Typer(help="Cron and interval schedules, run by any number of instances.")
@@ -206,9 +207,17 @@ def run(
     poll_interval: float = typer.Option(1.0, help="Longest wait between cycles (s)."),
     lock_timeout: float = typer.Option(30.0, help="Lifetime of a schedule lock (s)."),
     instance_id: str | None = typer.Option(None, help="Instance id (default host:pid:random)."),
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    ),
 ) -> None:
     """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
     config = {"poll_interval": poll_interval, "lock_timeout": lock_timeout,
               "instance_id": instance_id}  # fmt: skip
     with _scheduler(url, namespace, **config) as scheduler:
+        if metrics_port is not None:
+            metrics = Metrics()
+            metrics.watch_scheduler(scheduler.metrics)
+            server = metrics.serve(metrics_port)
+            console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
         scheduler.run()

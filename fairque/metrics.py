@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
 from fairque.client import FairQueue
 from fairque.errors import FairQueueError
+from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage.protocol import Storage
 
 log = logging.getLogger("fairque.metrics")
@@ -45,6 +46,48 @@ class _StateCollector:
             log.warning("cannot read %s: %s", self.name, exc)  # the other metrics still serve
             return []
         return [family]
+
+
+class _SchedulerCollector:
+    """Seed 002's scheduler figures, read from the instance's in-process metrics."""
+
+    def __init__(self, metrics: SchedulerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        figures = self.metrics.summary()
+        runs = CounterMetricFamily(
+            "fairque_scheduler_runs", "Due runs by outcome.", labels=["outcome"]
+        )
+        for outcome in ("submitted", "failed", "skipped", "stale"):
+            runs.add_metric([outcome], figures[outcome])
+        yield runs
+        yield CounterMetricFamily(
+            "fairque_scheduler_locks_busy", "Due schedules another instance held.",
+            value=figures["lock_busy"],
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "fairque_scheduler_cycles", "Completed cycles.", value=figures["cycles"]
+        )
+        yield GaugeMetricFamily(
+            "fairque_scheduler_submissions_per_minute", "Runs queued in the last minute.",
+            value=figures["submissions_per_minute"],
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "fairque_scheduler_running", "1 while the instance runs.", value=self.metrics.running
+        )
+        for name, help_text in (
+            ("latency", "Due time to queued (server clock), recent runs."),
+            ("lock_time", "Round trip that takes a schedule's lock, recent runs."),
+        ):
+            family = GaugeMetricFamily(
+                f"fairque_scheduler_{name}_seconds", help_text, labels=["quantile"]
+            )
+            for quantile, label in (("p50", "0.5"), ("p99", "0.99")):
+                value = figures[f"{name}_{quantile}"]
+                if value is not None:
+                    family.add_metric([label], value)
+            yield family
 
 
 class MetricsServer:
@@ -138,6 +181,11 @@ class Metrics:
         help_text = "Tasks of a fairque namespace by state."
         labels = ["namespace", "state"]
         self.registry.register(_StateCollector("fairque_tasks", help_text, labels, read))
+
+    def watch_scheduler(self, metrics: SchedulerMetrics) -> None:
+        """Adds a scheduler instance's figures: ``fairque_scheduler_runs_total{outcome}``,
+        locks found busy, cycles, submissions per minute, latency and lock time p50 / p99."""
+        self.registry.register(_SchedulerCollector(metrics))
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> MetricsServer:
         """Serves ``/metrics`` on ``host:port`` (port 0: any free port) from a thread."""

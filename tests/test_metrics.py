@@ -19,6 +19,7 @@ from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli import app
 from fairque.embedded import LocalServer
 from fairque.metrics import Metrics
+from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
 from fairque.storage.contract import Contract
 from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
@@ -169,3 +170,22 @@ def test_metrics_port_needs_one_process() -> None:
     result = CliRunner().invoke(app, ["worker", "--processes", "2", "--metrics-port", "0"])
     assert result.exit_code == 2
     assert "--processes 1" in result.output
+
+
+def test_scheduler_metrics(metrics: Metrics) -> None:
+    figures = SchedulerMetrics(skipped=2, lock_busy=3, cycles=7, running=True)
+    figures.submission(0.25)
+    figures.submission(0.75)
+    figures.failure()
+    figures.lock_time.append(0.001)
+    metrics.watch_scheduler(figures)
+    samples = scrape(metrics)
+    runs = {outcome: samples[("fairque_scheduler_runs_total", (("outcome", outcome),))]
+            for outcome in ("submitted", "failed", "skipped", "stale")}  # fmt: skip
+    assert runs == {"submitted": 2, "failed": 1, "skipped": 2, "stale": 0}
+    assert samples[("fairque_scheduler_locks_busy_total", ())] == 3
+    assert samples[("fairque_scheduler_cycles_total", ())] == 7
+    assert samples[("fairque_scheduler_submissions_per_minute", ())] == 2
+    assert samples[("fairque_scheduler_running", ())] == 1
+    assert samples[("fairque_scheduler_latency_seconds", (("quantile", "0.99"),))] == 0.75
+    assert samples[("fairque_scheduler_lock_time_seconds", (("quantile", "0.5"),))] == 0.001

@@ -6,12 +6,13 @@ import itertools
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 
 import pytest
 
 from fairque import FairQueue
-from fairque.embedded import LocalServer
+from fairque.embedded import LocalServer, free_port
 from fairque.scheduler import TaskScheduler
 from tests.conftest import StartCli, wait_for
 
@@ -38,6 +39,15 @@ def queued_runs(queue: FairQueue) -> dict[str, list[int]]:
             schedule_id, _, due = task.task_id.partition("@")
             runs.setdefault(schedule_id, []).append(int(due))
     return {schedule_id: sorted(times) for schedule_id, times in runs.items()}
+
+
+def scrape(port: int) -> str:
+    """The metrics text an instance serves, or '' while it does not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+            return str(reply.read().decode())
+    except OSError:
+        return ""
 
 
 def stop(processes: list[subprocess.Popen[str]]) -> None:
@@ -103,9 +113,11 @@ def test_a_killed_instance_loses_nothing_and_the_others_carry_on(
 def test_sigterm_stops_an_instance_and_records_it(
     start_scheduler: Start, server: LocalServer, namespace: str
 ) -> None:
+    port = free_port()
     with TaskScheduler(server.url, namespace) as scheduler:
-        process = start_scheduler()
+        process = start_scheduler("--metrics-port", str(port))
         wait_for(scheduler.instances)  # it has run a cycle
+        assert "fairque_scheduler_cycles_total" in wait_for(lambda: scrape(port))
         stop([process])
         [record] = scheduler.instances().values()
     assert record["state"] == "stopped"
