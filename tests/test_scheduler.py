@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import msgspec
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings
@@ -457,6 +458,26 @@ async def test_submissions_failing_past_the_maximum_fail_the_schedule(
     info = await instance.get_schedule(sid)
     assert (info.state, info.failures, info.last_error) == (ScheduleState.ACTIVE, 0, None)
     assert info.next_run is not None
+
+
+async def test_an_unreadable_definition_fails_its_schedule_not_the_instance(
+    server: Server, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    broken, _start = await add_due(instance)
+    healthy, _start = await add_due(instance)
+    schedules, _next, statuses = instance.ops._keys[:3]
+    await instance.queue.redis.hset(schedules, broken, b"\xc1")  # not MessagePack
+    config = FAST.model_copy(update={"max_submit_retries": 0})
+    other = AsyncTaskScheduler(server.url, namespace, config=config)
+    await other.runner.cycle()
+    await other.close()
+    [task] = await instance.queue.pop()
+    assert task.task_id.startswith(healthy)
+    packed = await instance.queue.redis.hget(statuses, broken)
+    assert isinstance(packed, bytes)
+    status = msgspec.msgpack.decode(packed)
+    assert status["state"] == "failed"
+    assert "unreadable" in status["last_error"]
 
 
 async def test_health_is_ok_while_running_and_stale_cycles_are_reported(

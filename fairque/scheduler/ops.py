@@ -11,7 +11,10 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any, Literal, TypeVar
+
+import msgspec
 
 from fairque.errors import InvalidInput
 from fairque.keys import SCHEDULER_KEYS, lock_key
@@ -64,9 +67,22 @@ class Grant:
     token: str
     now: int  # server time when the lock was taken
     next_run: bytes  # the schedule's next run as stored (compared again when firing)
-    schedule: Schedule
+    definition: bytes  # the stored Schedule, read when the run is planned
     version: int
     pending_run: int | None  # a run whose submission failed and is being retried
+
+    @property
+    def run_at(self) -> int:
+        """When the run at hand was due: a retried run keeps its own due time."""
+        return self.pending_run or int(float(self.next_run))
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The stored definition; refused (InvalidInput) if this version cannot read it."""
+        try:
+            return Schedule.model_validate(decode(self.definition))
+        except msgspec.DecodeError as exc:
+            raise InvalidInput("schedule", f"the stored definition is unreadable: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -84,8 +100,7 @@ def plan_run(grant: Grant) -> Plan:
     schedule goes on with the run after it, so short delays are caught up run by run. A
     later run is missed: submitted (RUN_ONCE) or dropped (SKIP), and the schedule goes on
     with its first run after now, so missed runs never come as a burst."""
-    schedule, now = grant.schedule, grant.now
-    run_at = grant.pending_run or int(float(grant.next_run))
+    schedule, now, run_at = grant.schedule, grant.now, grant.run_at
     if now - run_at <= schedule.misfire_grace * MICROS:
         return Plan(run_at, next_run(schedule, run_at), True, f"{grant.schedule_id}@{run_at}")
     submit = schedule.missed is MissedRuns.RUN_ONCE
@@ -218,8 +233,7 @@ class SchedulerOps:
             _code, now, stored_next, definition, packed = reply
             status = decode(packed)
             return Grant(
-                schedule_id, token, int(now), stored_next,
-                Schedule.model_validate(decode(definition)), status["v"],
+                schedule_id, token, int(now), stored_next, definition, status["v"],
                 status.get("pending_run"),
             )  # fmt: skip
 

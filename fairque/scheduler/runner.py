@@ -146,13 +146,13 @@ class SchedulerRunner:
         return False
 
     async def _fire(self, grant: Grant) -> None:
-        plan = plan_run(grant)
         try:
+            plan = plan_run(grant)
             submitted_at = await self.queue._run(self.ops.fire(grant, plan))
-        except FairQueueError as exc:  # refused (the server's or our own validation)
+        except FairQueueError as exc:  # refused: the server, our validation, or a bad record
             self.metrics.failure()
             log.warning("schedule %s: submission failed: %s", grant.schedule_id, exc)
-            failed = self.ops.failed(grant, plan.run_at, str(exc), self.config)
+            failed = self.ops.failed(grant, grant.run_at, str(exc), self.config)
             state = await self.queue._run(failed)
             log.warning("schedule %s is %s", grant.schedule_id, state and state.value)
             return
