@@ -44,7 +44,7 @@ def test_no_input_gets_a_server_error(
 
     @given(case=operation.as_strategy())
     @settings(
-        max_examples=25, deadline=None, database=None, derandomize=True,
+        max_examples=10, deadline=None, database=None, derandomize=True,
         suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate],
     )  # fmt: skip
     def check(case: Any) -> None:
