@@ -218,3 +218,19 @@ def test_http_worker_refuses_a_public_bind_without_a_token() -> None:
     result = CliRunner().invoke(cli, options)
     assert result.exit_code == 2
     assert "token" in result.output
+
+
+def test_the_example_worker_needs_only_http_and_msgpack(master: Api) -> None:
+    port = free_port()
+    example = [sys.executable, str(REPO / "examples" / "http_worker.py"),
+               str(master.http.base_url), str(port)]  # fmt: skip
+    worker = subprocess.Popen(example, stderr=subprocess.DEVNULL)
+    try:
+        job = master.push(name="add", argument=[1, 2, 39], keep_result=True)
+        assert master.ended(job)["state"] == "finished"
+        assert master.call("GET", f"/jobs/{job}/result")["result"] == 42
+        bad = master.push(name="add", argument="x", keep_result=True)
+        assert master.ended(bad)["last_error"] == "add takes a list"
+    finally:
+        worker.kill()
+        worker.wait(10)
