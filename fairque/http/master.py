@@ -258,4 +258,5 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
             security=BEARER,
         ),
         debug=False,
+        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
     )

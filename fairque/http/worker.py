@@ -149,4 +149,5 @@ def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar
             security=BEARER,
         ),
         debug=False,
+        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
     )
