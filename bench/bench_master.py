@@ -117,8 +117,8 @@ def main() -> None:
             wait(lambda: len(get(master, "/workers")) == options.workers, timeout=60)
             started = time.perf_counter()
             asyncio.run(push(master, options.jobs, options.clients))
-            finished = lambda: get(master, "/overview")["counters"].get("finished", 0)  # noqa: E731
-            wait(lambda: finished() >= options.jobs, timeout=600)
+            done = options.jobs
+            wait(lambda: get(master, "/overview")["counters"].get("finished", 0) >= done, 600)
             seconds = time.perf_counter() - started
             rate = options.jobs / seconds
             shape = f"{options.jobs} jobs, {options.workers} workers x {options.capacity}"
