@@ -17,7 +17,6 @@ from typing import Annotated
 import litestar
 from litestar import Litestar, Router
 from litestar.di import NamedDependency, Provide
-from litestar.openapi import OpenAPIConfig
 from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.client.aio import AsyncFairQueue
@@ -34,16 +33,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.wire import (
-    BEARER,
-    BEARER_COMPONENTS,
-    EXCEPTION_HANDLERS,
-    MSGPACK,
-    WireOperation,
-    WireRequest,
-    WireResponse,
-    bearer_guard,
-)
+from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.jobs import (
     Constraint,
     ConstraintStatus,
@@ -62,7 +52,6 @@ post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation)
 put = partial(litestar.put, media_type=MSGPACK, operation_class=WireOperation)
 delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperation)
 
-OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json
 MAX_PAGE = 1000
 
 
@@ -240,23 +229,12 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         "/",
         route_handlers=ROUTES,
         dependencies={"master": Provide(lambda: master, use_cache=True, sync_to_thread=False)},
-        response_class=WireResponse,
     )
-    return Litestar(
-        route_handlers=[api],
-        request_class=WireRequest,
-        exception_handlers=EXCEPTION_HANDLERS,
-        guards=[bearer_guard(config.token)] if config.token else [],
-        lifespan=[master.running],
+    return create_app(
+        "fairque JQ master",
+        __doc__,
+        config.token,
+        [api],
+        [master.running],
         request_max_body_size=config.max_body,
-        openapi_config=OpenAPIConfig(
-            title="fairque JQ master",
-            version="1",
-            description=__doc__,
-            path=OPENAPI_PATH,
-            components=BEARER_COMPONENTS,
-            security=BEARER,
-        ),
-        debug=False,
-        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
     )

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from litestar import Request, Response
+from litestar import Litestar, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
@@ -28,6 +28,7 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
@@ -38,18 +39,18 @@ from litestar.openapi.spec import (
     SecurityRequirement,
     SecurityScheme,
 )
-from litestar.types import ExceptionHandlersMap, Guard, TypeEncodersMap
+from litestar.types import ControllerRouterHandler, ExceptionHandlersMap, Guard, TypeEncodersMap
 
 from fairque.errors import FairQueueError, InvalidInput, LeaseLost, TaskNotFound
 
 if TYPE_CHECKING:
-    from litestar import Litestar
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.response.base import ASGIResponse
 
 MSGPACK = "application/msgpack"
 MSGPACK_TYPES = frozenset({MSGPACK, "application/x-msgpack", "application/vnd.msgpack"})
 JSON = MediaType.JSON.value
+OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json
 TOKEN_ENV = "FAIRQUE_MASTER_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 log = logging.getLogger("fairque.http")
@@ -231,3 +232,34 @@ class WireOperation(Operation):
             media = content.get(MSGPACK)
             if isinstance(media, OpenAPIMediaType):
                 content[JSON] = media
+
+
+def create_app(
+    title: str,
+    description: str | None,
+    token: str | None,
+    route_handlers: Sequence[ControllerRouterHandler],
+    lifespan: Sequence[Any],
+    **options: Any,
+) -> Litestar:
+    """A Litestar app speaking this wire: body codecs, error bodies, the bearer guard when
+    ``token`` is set, and the OpenAPI document at ``/schema/openapi.json``."""
+    return Litestar(
+        route_handlers=route_handlers,
+        request_class=WireRequest,
+        response_class=WireResponse,
+        exception_handlers=EXCEPTION_HANDLERS,
+        guards=[bearer_guard(token)] if token else [],
+        lifespan=lifespan,
+        openapi_config=OpenAPIConfig(
+            title=title,
+            version="1",
+            description=description,
+            path=OPENAPI_PATH,
+            components=BEARER_COMPONENTS,
+            security=BEARER,
+        ),
+        debug=False,
+        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
+        **options,
+    )
