@@ -154,6 +154,27 @@ def test_unanswered_jobs_fail_as_timeouts(master: Api) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("answer", "status", "error"),
+    [
+        ({"type": "done"}, 200, "sent no valid result object"),
+        ({"type": "success"}, 200, "sent no valid result object"),
+        ({"type": "success", "finished_at": "2026-01-01T00:00:00Z"}, 500, "answered HTTP 500"),
+    ],
+)
+def test_a_worker_answering_nonsense_fails_the_job(
+    master: Api, answer: dict[str, Any], status: int, error: str
+) -> None:
+    @post("/run", status_code=status)
+    async def nonsense() -> dict[str, Any]:
+        return answer
+
+    with serving(Litestar([nonsense]), free_port()) as url:
+        master.call("PUT", "/workers/odd", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo")
+        assert error in master.ended(job)["last_error"]
+
+
 def test_the_worker_times_out_its_own_functions(master: Api) -> None:
     with http_worker(master, "w1"):
         job = master.push(name="nap", argument={"args": [5]}, timeout=0.3, keep_result=True)
@@ -234,3 +255,27 @@ def test_the_example_worker_needs_only_http_and_msgpack(master: Api) -> None:
     finally:
         worker.kill()
         worker.wait(10)
+
+
+def test_with_a_token_master_and_worker_both_authenticate(
+    server: LocalServer, namespace: str
+) -> None:
+    config = MasterConfig(
+        url=server.url, namespace=namespace, poll=0.05, heartbeat=0.5, token="s3cret"
+    )
+    with serving(create_master(config), free_port()) as url:
+        api = Api(url)
+        api.http.headers["authorization"] = "Bearer s3cret"
+        port = free_port()
+        worker = HttpWorkerConfig(url, f"http://127.0.0.1:{port}", "sealed", 2, token="s3cret")
+        with serving(create_http_worker(worker, registry), port) as worker_url:
+            wait_for(lambda: api.call("GET", "/workers"))
+            job = api.push(name="echo", argument={"args": [1]}, keep_result=True)
+            assert api.ended(job)["state"] == "finished"
+            assert api.call("GET", f"/jobs/{job}/result")["result"] == 1
+            job_request = {"id": "j", "name": "echo", "argument": None, "priority": 0,
+                           "attempt": 1, "timeout": 5}  # fmt: skip
+            body = msgspec.msgpack.encode(job_request)
+            refused = httpx.post(f"{worker_url}/run", content=body, headers=MSGPACK)
+            assert refused.status_code == 401
+        api.http.close()
