@@ -128,6 +128,15 @@ def test_jobs_run_on_http_workers_and_results_come_back(master: Api) -> None:
     assert master.call("GET", "/workers") == []
 
 
+def test_heartbeats_during_jobs_keep_the_running_count(master: Api) -> None:
+    with http_worker(master, "w1", capacity=2):
+        # Each job outlives a heartbeat (0.5 s): a re-registration must not lose count.
+        jobs = [master.push(name="nap", argument={"args": [0.7]}) for _ in range(6)]
+        for job in jobs:
+            assert master.ended(job)["state"] == "finished"
+        wait_for(lambda: master.call("GET", "/workers")[0]["running"] == 0)
+
+
 def test_a_worker_gets_only_the_names_it_serves(master: Api) -> None:
     unknown = master.push(name="nobody-runs-this")
     with http_worker(master, "w1"):
