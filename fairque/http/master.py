@@ -114,7 +114,9 @@ JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
 async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
-    return JobCreated(await master.jobs.push(data))
+    created = JobCreated(await master.jobs.push(data))
+    master.dispatcher.wake.set()
+    return created
 
 
 @get("/jobs", summary="List jobs by state (and name), a page at a time")
@@ -149,7 +151,9 @@ async def cancel_job(master: NamedDependency[Master], job_id: JobId) -> Done:
 
 @post("/jobs/{job_id:str}/retry", status_code=200, summary="Queue a failed job again")
 async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
-    return Done(await master.jobs.queue.retry(job_id))
+    retried = await master.jobs.queue.retry(job_id)
+    master.dispatcher.wake.set()
+    return Done(retried)
 
 
 WorkerId = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
