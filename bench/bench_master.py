@@ -3,7 +3,8 @@
     uv run python bench/bench_master.py [--jobs 2000] [--workers 2] [--clients 16]
 
 Prints, never asserts: enqueue/s over HTTP (MessagePack bodies, ``--clients`` concurrent
-connections to one ``fairque master`` process), then end-to-end jobs/s: the same number
+connections to one ``fairque master`` process; one job per request, then ``--batch``
+per request), then end-to-end jobs/s: the same number
 of no-op jobs pushed, dispatched to ``--workers`` ``fairque http-worker`` processes and
 their result objects recorded.
 """
@@ -71,19 +72,24 @@ def get(master: str, path: str) -> Any:
     return msgspec.msgpack.decode(httpx.get(master + path, headers=MSGPACK).content)
 
 
-async def push(master: str, jobs: int, clients: int) -> float:
-    """Seconds to enqueue ``jobs`` no-op jobs over ``clients`` connections."""
-    body = msgspec.msgpack.encode({"name": "noop"})
+async def push(master: str, jobs: int, clients: int, batch: int = 1) -> float:
+    """Seconds to enqueue ``jobs`` no-op jobs over ``clients`` connections, one per
+    request or ``batch`` per ``POST /jobs/batch``."""
+    path, job = (
+        ("/jobs", {"name": "noop"}) if batch == 1 else ("/jobs/batch", [{"name": "noop"}] * batch)
+    )
+    body = msgspec.msgpack.encode(job)
     limits = httpx.Limits(max_connections=clients)
     async with httpx.AsyncClient(base_url=master, headers=MSGPACK, limits=limits) as http:
 
         async def client(count: int) -> None:
             for _ in range(count):
-                response = await http.post("/jobs", content=body)
+                response = await http.post(path, content=body)
                 response.raise_for_status()
 
         started = time.perf_counter()
-        share = [jobs // clients + (i < jobs % clients) for i in range(clients)]
+        requests = jobs // batch
+        share = [requests // clients + (i < requests % clients) for i in range(clients)]
         await asyncio.gather(*(client(count) for count in share))
         return time.perf_counter() - started
 
@@ -94,6 +100,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--capacity", type=int, default=32, help="jobs per worker at once")
     parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=100, help="jobs per POST /jobs/batch")
     options = parser.parse_args()
     with LocalServer() as server:
         port = free_port()
@@ -104,6 +111,10 @@ def main() -> None:
             seconds = asyncio.run(push(master, options.jobs, options.clients))
             print(f"enqueue over HTTP: {options.jobs / seconds:,.0f} jobs/s "
                   f"({options.jobs} jobs, {options.clients} clients)")  # fmt: skip
+            batched = options.jobs * 10
+            seconds = asyncio.run(push(master, batched, options.clients, options.batch))
+            print(f"enqueue over HTTP in batches of {options.batch}: {batched / seconds:,.0f} "
+                  f"jobs/s ({batched} jobs)")  # fmt: skip
 
         namespace = f"bench-{uuid.uuid4().hex[:8]}"
         serve = [*CLI, "master", "--url", server.url, "--namespace", namespace, "--port", str(port)]

@@ -22,12 +22,13 @@ from litestar.params import Body, PathParameter, QueryParameter
 from fairque.client.aio import AsyncFairQueue
 from fairque.client.jobs import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.config import QueueSettings
-from fairque.errors import TaskNotFound
+from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
 from fairque.http.protocol import (
     ConstraintSaved,
     Done,
     JobCreated,
+    JobsCreated,
     Overview,
     WorkerAck,
     WorkerRegistration,
@@ -53,6 +54,7 @@ put = partial(litestar.put, media_type=MSGPACK, operation_class=WireOperation)
 delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperation)
 
 MAX_PAGE = 1000
+MAX_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,20 @@ JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
 async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
     created = JobCreated(await master.jobs.push(data))
+    master.dispatcher.wake.set()
+    return created
+
+
+JobsBody = Annotated[
+    list[Job], Body(media_type=MSGPACK, description="Jobs to enqueue together, all or none.")
+]
+
+
+@post("/jobs/batch", status_code=201, summary="Enqueue up to 1,000 jobs atomically")
+async def enqueue_many(master: NamedDependency[Master], data: JobsBody) -> JobsCreated:
+    if not 1 <= len(data) <= MAX_BATCH:
+        raise InvalidInput("body", f"send 1 to {MAX_BATCH} jobs, got {len(data)}")
+    created = JobsCreated(await master.jobs.push_many(data))
     master.dispatcher.wake.set()
     return created
 
@@ -209,6 +225,7 @@ async def overview(master: NamedDependency[Master]) -> Overview:
 
 ROUTES = [
     enqueue,
+    enqueue_many,
     list_jobs,
     job_detail,
     job_result,

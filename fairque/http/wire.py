@@ -142,21 +142,27 @@ def error_response(
 
 
 _BACKTICKED = re.compile(r"field `([^`]+)`")
+_AT = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
-def _name_field(problem: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A missing or unknown field is reported on the whole body: name the field instead."""
-    found = _BACKTICKED.search(str(problem.get("message", "")))
-    if problem.get("key") in (None, "data") and found:
-        return {**problem, "key": found.group(1)}
-    return problem
+def _field_of(exc: ValidationException) -> str | None:
+    """Where msgspec found the problem, from the error Litestar wraps: ``priority``,
+    ``[1].priority`` in a list, or the missing / unknown field a body-level error names."""
+    cause = str(exc.__cause__ or "")
+    found = _AT.search(cause)
+    path = found.group(1).removeprefix("data").lstrip(".") if found else ""
+    named = _BACKTICKED.search(cause)
+    if named:
+        path = f"{path}.{named.group(1)}" if path else named.group(1)
+    return path or None
 
 
 def _on_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    problems = exc.extra if isinstance(exc.extra, list) else []
-    parts = [_name_field(p) for p in problems if isinstance(p, Mapping)]
-    message = "; ".join(f"{p.get('key', 'body')}: {p.get('message', '')}" for p in parts)
-    field = str(parts[0].get("key", "body")) if parts else "body"
+    problems = [
+        p for p in (exc.extra if isinstance(exc.extra, list) else []) if isinstance(p, Mapping)
+    ]
+    message = "; ".join(str(p.get("message", "")) for p in problems)
+    field = _field_of(exc) or (str(problems[0].get("key", "body")) if problems else "body")
     return error_response(request, 400, "invalid_input", message or str(exc.detail), field)
 
 
