@@ -128,6 +128,15 @@ def test_jobs_run_on_http_workers_and_results_come_back(master: Api) -> None:
     assert master.call("GET", "/workers") == []
 
 
+def test_heartbeats_during_jobs_keep_the_running_count(master: Api) -> None:
+    with http_worker(master, "w1", capacity=2):
+        # Each job outlives a heartbeat (0.5 s): a re-registration must not lose count.
+        jobs = [master.push(name="nap", argument={"args": [0.7]}) for _ in range(6)]
+        for job in jobs:
+            assert master.ended(job)["state"] == "finished"
+        wait_for(lambda: master.call("GET", "/workers")[0]["running"] == 0)
+
+
 def test_a_worker_gets_only_the_names_it_serves(master: Api) -> None:
     unknown = master.push(name="nobody-runs-this")
     with http_worker(master, "w1"):
@@ -152,6 +161,27 @@ def test_unanswered_jobs_fail_as_timeouts(master: Api) -> None:
             "timeout",
             True,
         )
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "error"),
+    [
+        ({"type": "done"}, 200, "sent no valid result object"),
+        ({"type": "success"}, 200, "sent no valid result object"),
+        ({"type": "success", "finished_at": "2026-01-01T00:00:00Z"}, 500, "answered HTTP 500"),
+    ],
+)
+def test_a_worker_answering_nonsense_fails_the_job(
+    master: Api, answer: dict[str, Any], status: int, error: str
+) -> None:
+    @post("/run", status_code=status)
+    async def nonsense() -> dict[str, Any]:
+        return answer
+
+    with serving(Litestar([nonsense]), free_port()) as url:
+        master.call("PUT", "/workers/odd", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo")
+        assert error in master.ended(job)["last_error"]
 
 
 def test_the_worker_times_out_its_own_functions(master: Api) -> None:
@@ -218,3 +248,43 @@ def test_http_worker_refuses_a_public_bind_without_a_token() -> None:
     result = CliRunner().invoke(cli, options)
     assert result.exit_code == 2
     assert "token" in result.output
+
+
+def test_the_example_worker_needs_only_http_and_msgpack(master: Api) -> None:
+    port = free_port()
+    example = [sys.executable, str(REPO / "examples" / "http_worker.py"),
+               str(master.http.base_url), str(port)]  # fmt: skip
+    worker = subprocess.Popen(example, stderr=subprocess.DEVNULL)
+    try:
+        job = master.push(name="add", argument=[1, 2, 39], keep_result=True)
+        assert master.ended(job)["state"] == "finished"
+        assert master.call("GET", f"/jobs/{job}/result")["result"] == 42
+        bad = master.push(name="add", argument="x", keep_result=True)
+        assert master.ended(bad)["last_error"] == "add takes a list"
+    finally:
+        worker.kill()
+        worker.wait(10)
+
+
+def test_with_a_token_master_and_worker_both_authenticate(
+    server: LocalServer, namespace: str
+) -> None:
+    config = MasterConfig(
+        url=server.url, namespace=namespace, poll=0.05, heartbeat=0.5, token="s3cret"
+    )
+    with serving(create_master(config), free_port()) as url:
+        api = Api(url)
+        api.http.headers["authorization"] = "Bearer s3cret"
+        port = free_port()
+        worker = HttpWorkerConfig(url, f"http://127.0.0.1:{port}", "sealed", 2, token="s3cret")
+        with serving(create_http_worker(worker, registry), port) as worker_url:
+            wait_for(lambda: api.call("GET", "/workers"))
+            job = api.push(name="echo", argument={"args": [1]}, keep_result=True)
+            assert api.ended(job)["state"] == "finished"
+            assert api.call("GET", f"/jobs/{job}/result")["result"] == 1
+            job_request = {"id": "j", "name": "echo", "argument": None, "priority": 0,
+                           "attempt": 1, "timeout": 5}  # fmt: skip
+            body = msgspec.msgpack.encode(job_request)
+            refused = httpx.post(f"{worker_url}/run", content=body, headers=MSGPACK)
+            assert refused.status_code == 401
+        api.http.close()

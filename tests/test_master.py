@@ -69,6 +69,25 @@ def test_enqueue_returns_an_id_and_the_job_can_be_read(client: TestClient[Any]) 
     )
 
 
+def test_a_batch_is_enqueued_whole_or_not_at_all(
+    client: TestClient[Any], server: LocalServer, namespace: str
+) -> None:
+    status, created = send(client, "POST", "/jobs/batch", [{"name": "a"}, {"name": "b"}])
+    assert status == 201
+    assert [send(client, "GET", f"/jobs/{i}")[1]["name"] for i in created["ids"]] == ["a", "b"]
+    with FairQueue(server.url, namespace) as queue:
+        before = namespace_keys(queue.redis, namespace)
+        for body, field in [
+            ([{"name": "a"}, {"name": "b", "priority": 2**40}], "[1].priority"),
+            ([{"name": "a"}, {"priority": 1}], "[1].name"),
+            ([], "body"),
+            ([{"name": "a"}] * 1001, "body"),
+        ]:
+            status, error = send(client, "POST", "/jobs/batch", body)
+            assert (status, error["field"]) == (400, field)
+        assert namespace_keys(queue.redis, namespace) == before
+
+
 def test_json_is_accepted_and_returned_when_asked(client: TestClient[Any]) -> None:
     response = client.post(
         "/jobs", json={"name": "n", "priority": -3}, headers={"accept": "application/json"}

@@ -70,17 +70,17 @@ class Dispatcher:
         self._deliveries: set[asyncio.Task[None]] = set()
 
     def register(self, worker_id: str, registration: WorkerRegistration) -> None:
-        """Adds a worker, or refreshes it (a heartbeat); its running count is kept."""
+        """Adds a worker, or refreshes it (a heartbeat). A known worker is updated in place:
+        its deliveries in flight hold it and count its running jobs down."""
+        url, names = registration.url.rstrip("/"), tuple(registration.names)
         known = self.workers.get(worker_id)
-        running = known.running if known else 0
-        self.workers[worker_id] = WorkerSlot(
-            worker_id,
-            registration.url.rstrip("/"),
-            tuple(registration.names),
-            registration.capacity,
-            time.monotonic(),
-            running,
-        )
+        if known is None:
+            self.workers[worker_id] = WorkerSlot(
+                worker_id, url, names, registration.capacity, time.monotonic()
+            )
+        else:
+            known.url, known.names, known.capacity = url, names, registration.capacity
+            known.seen = time.monotonic()
         self.wake.set()
 
     def unregister(self, worker_id: str) -> bool:

@@ -17,33 +17,24 @@ from typing import Annotated
 import litestar
 from litestar import Litestar, Router
 from litestar.di import NamedDependency, Provide
-from litestar.openapi import OpenAPIConfig
 from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.client.jobs import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.config import QueueSettings
-from fairque.errors import TaskNotFound
+from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
 from fairque.http.protocol import (
     ConstraintSaved,
     Done,
     JobCreated,
+    JobsCreated,
     Overview,
     WorkerAck,
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.wire import (
-    BEARER,
-    BEARER_COMPONENTS,
-    EXCEPTION_HANDLERS,
-    MSGPACK,
-    WireOperation,
-    WireRequest,
-    WireResponse,
-    bearer_guard,
-)
+from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.jobs import (
     Constraint,
     ConstraintStatus,
@@ -62,8 +53,8 @@ post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation)
 put = partial(litestar.put, media_type=MSGPACK, operation_class=WireOperation)
 delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperation)
 
-OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json
 MAX_PAGE = 1000
+MAX_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -125,7 +116,23 @@ JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
 async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
-    return JobCreated(await master.jobs.push(data))
+    created = JobCreated(await master.jobs.push(data))
+    master.dispatcher.wake.set()
+    return created
+
+
+JobsBody = Annotated[
+    list[Job], Body(media_type=MSGPACK, description="Jobs to enqueue together, all or none.")
+]
+
+
+@post("/jobs/batch", status_code=201, summary="Enqueue up to 1,000 jobs atomically")
+async def enqueue_many(master: NamedDependency[Master], data: JobsBody) -> JobsCreated:
+    if not 1 <= len(data) <= MAX_BATCH:
+        raise InvalidInput("body", f"send 1 to {MAX_BATCH} jobs, got {len(data)}")
+    created = JobsCreated(await master.jobs.push_many(data))
+    master.dispatcher.wake.set()
+    return created
 
 
 @get("/jobs", summary="List jobs by state (and name), a page at a time")
@@ -160,7 +167,9 @@ async def cancel_job(master: NamedDependency[Master], job_id: JobId) -> Done:
 
 @post("/jobs/{job_id:str}/retry", status_code=200, summary="Queue a failed job again")
 async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
-    return Done(await master.jobs.queue.retry(job_id))
+    retried = await master.jobs.queue.retry(job_id)
+    master.dispatcher.wake.set()
+    return Done(retried)
 
 
 WorkerId = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
@@ -216,6 +225,7 @@ async def overview(master: NamedDependency[Master]) -> Overview:
 
 ROUTES = [
     enqueue,
+    enqueue_many,
     list_jobs,
     job_detail,
     job_result,
@@ -240,22 +250,12 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         "/",
         route_handlers=ROUTES,
         dependencies={"master": Provide(lambda: master, use_cache=True, sync_to_thread=False)},
-        response_class=WireResponse,
     )
-    return Litestar(
-        route_handlers=[api],
-        request_class=WireRequest,
-        exception_handlers=EXCEPTION_HANDLERS,
-        guards=[bearer_guard(config.token)] if config.token else [],
-        lifespan=[master.running],
+    return create_app(
+        "fairque JQ master",
+        __doc__,
+        config.token,
+        [api],
+        [master.running],
         request_max_body_size=config.max_body,
-        openapi_config=OpenAPIConfig(
-            title="fairque JQ master",
-            version="1",
-            description=__doc__,
-            path=OPENAPI_PATH,
-            components=BEARER_COMPONENTS,
-            security=BEARER,
-        ),
-        debug=False,
     )

@@ -18,6 +18,12 @@ class JobCreated(msgspec.Struct):
     id: str
 
 
+class JobsCreated(msgspec.Struct):
+    """The ids given to a batch of jobs, in order."""
+
+    ids: list[str]
+
+
 class Done(msgspec.Struct):
     """Whether an action (cancel, retry) took effect."""
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from litestar import Request, Response
+from litestar import Litestar, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
@@ -28,6 +28,7 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
@@ -38,18 +39,18 @@ from litestar.openapi.spec import (
     SecurityRequirement,
     SecurityScheme,
 )
-from litestar.types import ExceptionHandlersMap, Guard, TypeEncodersMap
+from litestar.types import ControllerRouterHandler, ExceptionHandlersMap, Guard, TypeEncodersMap
 
 from fairque.errors import FairQueueError, InvalidInput, LeaseLost, TaskNotFound
 
 if TYPE_CHECKING:
-    from litestar import Litestar
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.response.base import ASGIResponse
 
 MSGPACK = "application/msgpack"
 MSGPACK_TYPES = frozenset({MSGPACK, "application/x-msgpack", "application/vnd.msgpack"})
 JSON = MediaType.JSON.value
+OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json
 TOKEN_ENV = "FAIRQUE_MASTER_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 log = logging.getLogger("fairque.http")
@@ -141,21 +142,27 @@ def error_response(
 
 
 _BACKTICKED = re.compile(r"field `([^`]+)`")
+_AT = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
-def _name_field(problem: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A missing or unknown field is reported on the whole body: name the field instead."""
-    found = _BACKTICKED.search(str(problem.get("message", "")))
-    if problem.get("key") in (None, "data") and found:
-        return {**problem, "key": found.group(1)}
-    return problem
+def _field_of(exc: ValidationException) -> str | None:
+    """Where msgspec found the problem, from the error Litestar wraps: ``priority``,
+    ``[1].priority`` in a list, or the missing / unknown field a body-level error names."""
+    cause = str(exc.__cause__ or "")
+    found = _AT.search(cause)
+    path = found.group(1).removeprefix("data").lstrip(".") if found else ""
+    named = _BACKTICKED.search(cause)
+    if named:
+        path = f"{path}.{named.group(1)}" if path else named.group(1)
+    return path or None
 
 
 def _on_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    problems = exc.extra if isinstance(exc.extra, list) else []
-    parts = [_name_field(p) for p in problems if isinstance(p, Mapping)]
-    message = "; ".join(f"{p.get('key', 'body')}: {p.get('message', '')}" for p in parts)
-    field = str(parts[0].get("key", "body")) if parts else "body"
+    problems = [
+        p for p in (exc.extra if isinstance(exc.extra, list) else []) if isinstance(p, Mapping)
+    ]
+    message = "; ".join(str(p.get("message", "")) for p in problems)
+    field = _field_of(exc) or (str(problems[0].get("key", "body")) if problems else "body")
     return error_response(request, 400, "invalid_input", message or str(exc.detail), field)
 
 
@@ -231,3 +238,34 @@ class WireOperation(Operation):
             media = content.get(MSGPACK)
             if isinstance(media, OpenAPIMediaType):
                 content[JSON] = media
+
+
+def create_app(
+    title: str,
+    description: str | None,
+    token: str | None,
+    route_handlers: Sequence[ControllerRouterHandler],
+    lifespan: Sequence[Any],
+    **options: Any,
+) -> Litestar:
+    """A Litestar app speaking this wire: body codecs, error bodies, the bearer guard when
+    ``token`` is set, and the OpenAPI document at ``/schema/openapi.json``."""
+    return Litestar(
+        route_handlers=route_handlers,
+        request_class=WireRequest,
+        response_class=WireResponse,
+        exception_handlers=EXCEPTION_HANDLERS,
+        guards=[bearer_guard(token)] if token else [],
+        lifespan=lifespan,
+        openapi_config=OpenAPIConfig(
+            title=title,
+            version="1",
+            description=description,
+            path=OPENAPI_PATH,
+            components=BEARER_COMPONENTS,
+            security=BEARER,
+        ),
+        debug=False,
+        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
+        **options,
+    )

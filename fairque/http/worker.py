@@ -21,21 +21,11 @@ from typing import Annotated
 import httpx
 import msgspec
 from litestar import Litestar, post
-from litestar.openapi import OpenAPIConfig
 from litestar.params import Body
 
 from fairque.errors import InvalidInput
 from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
-from fairque.http.wire import (
-    BEARER,
-    BEARER_COMPONENTS,
-    EXCEPTION_HANDLERS,
-    MSGPACK,
-    WireOperation,
-    WireRequest,
-    WireResponse,
-    bearer_guard,
-)
+from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.jobs import Outcome, Success, failure
 from fairque.tasks import Registry, call_arguments
 
@@ -133,20 +123,6 @@ def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar
         async with slots:
             return await run_job(registry, data)
 
-    return Litestar(
-        route_handlers=[run],
-        request_class=WireRequest,
-        response_class=WireResponse,
-        exception_handlers=EXCEPTION_HANDLERS,
-        guards=[bearer_guard(config.token)] if config.token else [],
-        lifespan=[Registration(config, names).running],
-        openapi_config=OpenAPIConfig(
-            title="fairque HTTP worker",
-            version="1",
-            description=__doc__,
-            path="/schema",
-            components=BEARER_COMPONENTS,
-            security=BEARER,
-        ),
-        debug=False,
+    return create_app(
+        "fairque HTTP worker", __doc__, config.token, [run], [Registration(config, names).running]
     )

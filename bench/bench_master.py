@@ -1,0 +1,140 @@
+"""JQ master figures on a throwaway embedded Valkey, with real master and worker processes.
+
+    uv run python bench/bench_master.py [--jobs 2000] [--workers 2] [--clients 16]
+
+Prints, never asserts: enqueue/s over HTTP (MessagePack bodies, ``--clients`` concurrent
+connections to one ``fairque master`` process; one job per request, then ``--batch``
+per request), then end-to-end jobs/s: the same number
+of no-op jobs pushed, dispatched to ``--workers`` ``fairque http-worker`` processes and
+their result objects recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+from fairque.embedded import LocalServer
+
+BENCH = Path(__file__).parent
+MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}
+CLI = [sys.executable, "-c", "from fairque.cli import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait(probe: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark condition not met")
+        time.sleep(0.02)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def processes(commands: list[list[str]]) -> Iterator[None]:
+    env = {**os.environ, "PYTHONPATH": str(BENCH)}
+    started = [subprocess.Popen(command, env=env) for command in commands]
+    try:
+        yield
+    finally:
+        for process in started:
+            process.terminate()
+        for process in started:
+            process.wait(timeout=30)
+
+
+def get(master: str, path: str) -> Any:
+    return msgspec.msgpack.decode(httpx.get(master + path, headers=MSGPACK).content)
+
+
+async def push(master: str, jobs: int, clients: int, batch: int = 1) -> float:
+    """Seconds to enqueue ``jobs`` no-op jobs over ``clients`` connections, one per
+    request or ``batch`` per ``POST /jobs/batch``."""
+    path, job = (
+        ("/jobs", {"name": "noop"}) if batch == 1 else ("/jobs/batch", [{"name": "noop"}] * batch)
+    )
+    body = msgspec.msgpack.encode(job)
+    limits = httpx.Limits(max_connections=clients)
+    async with httpx.AsyncClient(base_url=master, headers=MSGPACK, limits=limits) as http:
+
+        async def client(count: int) -> None:
+            for _ in range(count):
+                response = await http.post(path, content=body)
+                response.raise_for_status()
+
+        started = time.perf_counter()
+        requests = jobs // batch
+        share = [requests // clients + (i < requests % clients) for i in range(clients)]
+        await asyncio.gather(*(client(count) for count in share))
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--capacity", type=int, default=32, help="jobs per worker at once")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=100, help="jobs per POST /jobs/batch")
+    options = parser.parse_args()
+    with LocalServer() as server:
+        port = free_port()
+        master = f"http://127.0.0.1:{port}"
+        serve = [*CLI, "master", "--url", server.url, "--port", str(port)]
+        with processes([serve]):
+            wait(lambda: answers(master + "/overview"), timeout=60)
+            seconds = asyncio.run(push(master, options.jobs, options.clients))
+            print(f"enqueue over HTTP: {options.jobs / seconds:,.0f} jobs/s "
+                  f"({options.jobs} jobs, {options.clients} clients)")  # fmt: skip
+            batched = options.jobs * 10
+            seconds = asyncio.run(push(master, batched, options.clients, options.batch))
+            print(f"enqueue over HTTP in batches of {options.batch}: {batched / seconds:,.0f} "
+                  f"jobs/s ({batched} jobs)")  # fmt: skip
+
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        serve = [*CLI, "master", "--url", server.url, "--namespace", namespace, "--port", str(port)]
+        workers = [
+            [*CLI, "http-worker", "--master", master, "--tasks", "bench_tasks", "--port",
+             str(free_port()), "--capacity", str(options.capacity), "--worker-id", f"w{i}"]
+            for i in range(options.workers)
+        ]  # fmt: skip
+        with processes([serve, *workers]):
+            wait(lambda: answers(master + "/overview"), timeout=60)
+            wait(lambda: len(get(master, "/workers")) == options.workers, timeout=60)
+            started = time.perf_counter()
+            asyncio.run(push(master, options.jobs, options.clients))
+            done = options.jobs
+            wait(lambda: get(master, "/overview")["counters"].get("finished", 0) >= done, 600)
+            seconds = time.perf_counter() - started
+            rate = options.jobs / seconds
+            shape = f"{options.jobs} jobs, {options.workers} workers x {options.capacity}"
+            print(f"end to end through HTTP workers: {rate:,.0f} jobs/s ({shape})")
+
+
+if __name__ == "__main__":
+    main()

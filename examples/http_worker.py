@@ -1,0 +1,52 @@
+"""A JQ master worker with nothing but an HTTP server and a MessagePack library.
+
+    uv run fairque master                                  # in one shell
+    uv run python examples/http_worker.py http://127.0.0.1:8080 8090
+
+Any language works the same way: register (and heartbeat) with PUT /workers/{id},
+answer POST /run with the seed 003 result object. This one serves the job "add".
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import urllib.request
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import msgspec
+
+MASTER, PORT = sys.argv[1], int(sys.argv[2])
+MSGPACK = {"Content-Type": "application/msgpack"}
+
+
+class Worker(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # POST /run: one job in, one result object out
+        job = msgspec.msgpack.decode(self.rfile.read(int(self.headers["Content-Length"])))
+        now = datetime.now(timezone.utc).isoformat()
+        if job["name"] == "add" and isinstance(job["argument"], list):
+            reply = {"type": "success", "finished_at": now, "result": sum(job["argument"])}
+        else:
+            reply = {"type": "failure", "finished_at": now, "reason": "other", "error": None,
+                     "should_retry": False, "message": "add takes a list"}  # fmt: skip
+        body = msgspec.msgpack.encode(reply)
+        self.send_response(200)
+        self.send_header("Content-Type", MSGPACK["Content-Type"])
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def heartbeat() -> None:
+    me = {"url": f"http://127.0.0.1:{PORT}", "names": ["add"], "capacity": 8}
+    while True:
+        address = f"{MASTER}/workers/example-{PORT}"
+        request = urllib.request.Request(address, msgspec.msgpack.encode(me), MSGPACK, method="PUT")  # noqa: S310
+        with urllib.request.urlopen(request) as answer:  # noqa: S310 - the master's URL
+            time.sleep(msgspec.msgpack.decode(answer.read())["heartbeat"])
+
+
+threading.Thread(target=heartbeat, daemon=True).start()
+ThreadingHTTPServer(("127.0.0.1", PORT), Worker).serve_forever()
