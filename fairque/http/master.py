@@ -34,6 +34,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
+from fairque.http.ui import Dashboard, UiConfig
 from fairque.http.wire import (
     BEARER,
     BEARER_COMPONENTS,
@@ -236,6 +237,10 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
     OpenAPI document can be made without one)."""
     config = config or MasterConfig()
     master = Master(config)
+    ui = Dashboard(
+        UiConfig(config.url, config.namespace, config.settings),
+        lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
+    )
     api = Router(
         "/",
         route_handlers=ROUTES,
@@ -243,11 +248,11 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         response_class=WireResponse,
     )
     return Litestar(
-        route_handlers=[api],
+        route_handlers=[api, ui.router()],
         request_class=WireRequest,
         exception_handlers=EXCEPTION_HANDLERS,
         guards=[bearer_guard(config.token)] if config.token else [],
-        lifespan=[master.running],
+        lifespan=[master.running, ui.running],
         request_max_body_size=config.max_body,
         openapi_config=OpenAPIConfig(
             title="fairque JQ master",
