@@ -212,16 +212,18 @@ const pages = {
     const info = detail.task ?? detail.job;
     const payload = detail.task ? info.payload : info.argument;
     const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "blocked_by", "dependents", "task_id", "id"].includes(key));
-    live.replaceChildren(
+    live.replaceChildren(h(
+      "section",
+      {},
       h("h1", {}, `${detail.kind === "job" ? "Job" : "Task"} `, h("code", { id: "task-id" }, id)),
       h("p", {}, taskActions(id, info.state)),
-      table(["field", "value"], fields.map(([key, value]) => [key, key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after" ? when(value) : value === null ? "—" : String(value)])),
+      h("div", { class: "detail" }, h("div", {}, table(["field", "value"], fields.map(([key, value]) => [key, key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after" ? when(value) : value === null ? "—" : String(value)]))), h("div", {},
       h("h2", {}, detail.job ? "Argument" : "Payload"),
       h("pre", { id: "payload" }, pretty(payload)),
       info.last_error ? [h("h2", {}, "Last error"), h("pre", { id: "last-error", class: "error" }, info.last_error)] : "",
       detail.task && detail.task.has_result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(detail.task.result))] : "",
       detail.task ? [h("h2", {}, "Waits for"), idList(info.blocked_by), h("h2", {}, "Dependents"), idList(info.dependents)] : "",
-    );
+    ))));
   },
 };
 
