@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -112,9 +113,8 @@ def wait(browser: webdriver.Chrome, probe: Callable[[], object]) -> None:
 
 
 def element(browser: webdriver.Chrome, css: str) -> WebElement:
-    found: list[WebElement] = []
-    wait(browser, lambda: found.append(browser.find_element(By.CSS_SELECTOR, css)) or True)
-    return found[-1]
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, css))
+    return browser.find_element(By.CSS_SELECTOR, css)
 
 
 def text_of(browser: webdriver.Chrome, css: str) -> str:
@@ -277,7 +277,7 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
             else:
                 queue.finish(task)
         queue.push_many([Task(user_id="initech", name="render") for _ in range(2 + round_)])
-        wait(browser, lambda drawn=drawn: points(browser) > drawn)
+        wait(browser, partial(lambda before: points(browser) > before, drawn))
     queue.pop(count=3, worker_id="worker-0")
     pages = {
         "overview": "/overview",
