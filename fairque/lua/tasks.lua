@@ -42,14 +42,14 @@ if registry then
 end
 
 -- Queued: the ready queues form one sequence; `skip` walks past the entries of earlier
--- pages, whole queues at a time when it can.
-local skip, total = cursor, 0
+-- pages, whole tenants (by their ready count) and whole queues at a time. The walk ends
+-- when the page is full, so a full page's cursor may lead to an empty last page.
+local skip = cursor
 local function take(key, is_list)
   local n = is_list and redis.call('LLEN', key) or redis.call('ZCARD', key)
-  total = total + n
   if skip >= n then
     skip = skip - n
-  elseif #ids < size then
+  else
     local last = skip + size - #ids - 1
     local members = is_list and redis.call('LRANGE', key, skip, last)
       or redis.call('ZRANGE', key, skip, last)
@@ -58,29 +58,38 @@ local function take(key, is_list)
   end
 end
 
-local tenants = {}
+local function take_tenant(t)
+  take(critical_key(t), true)
+  for priority = 5, 1, -1 do
+    if #ids >= size then return end
+    take(normal_key(t, priority), false)
+  end
+end
+
 if tenant ~= '' then
-  tenants[1] = tenant
+  take_tenant(tenant)
 else
   local ready = redis.call('HGETALL', K.ready)
-  for i = 1, #ready, 2 do tenants[#tenants + 1] = ready[i] end
+  local counts, tenants = {}, {}
+  for i = 1, #ready, 2 do
+    tenants[#tenants + 1] = ready[i]
+    counts[ready[i]] = split_ready(ready[i + 1])
+  end
   table.sort(tenants)
-end
-for _, t in ipairs(tenants) do
-  take(critical_key(t), true)
-  for priority = 5, 1, -1 do take(normal_key(t, priority), false) end
-end
-if tenant == '' then
+  for _, t in ipairs(tenants) do
+    if #ids >= size then break end
+    if skip >= counts[t] then skip = skip - counts[t] else take_tenant(t) end
+  end
   local partitions = redis.call('SMEMBERS', K['strict:partitions'])
   table.sort(partitions)
   local first_strict = #ids + 1
   for _, partition in ipairs(partitions) do
+    if #ids >= size then break end
     local _, partition_name = split_partition(partition)
     if name == '' or partition_name == name then take(strict_key(partition), false) end
   end
   -- Strict members are the 16-digit enqueue tick followed by the id.
   for i = first_strict, #ids do ids[i] = string.sub(ids[i], 17) end
 end
-local next_cursor = cursor + #ids
-if next_cursor >= total then next_cursor = 0 end
-return page(next_cursor)
+if #ids < size then return page(0) end
+return page(cursor + #ids)
