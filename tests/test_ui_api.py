@@ -185,7 +185,9 @@ def test_the_page_loads_without_a_token_and_the_data_needs_one(
         assert page.headers["x-content-type-options"] == "nosniff"
         assert '<script type="module" src="/ui/static/app.js">' in page.text
         for asset in ("app.js", "api.js", "dom.js", "chart.js", "style.css"):
-            assert client.get(f"/ui/static/{asset}").status_code == 200
+            served = client.get(f"/ui/static/{asset}")
+            assert served.status_code == 200
+            assert served.headers["x-content-type-options"] == "nosniff"
         assert client.get("/", follow_redirects=False).headers["location"] == "/ui"
         assert get(client, "/overview", 401)["error"] == "unauthorized"
         bearer = {**JSON, "authorization": "Bearer s3cret"}

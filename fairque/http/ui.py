@@ -299,8 +299,16 @@ class Dashboard:
             dependencies={"ui": Provide(lambda: self, use_cache=True, sync_to_thread=False)},
             response_class=WireResponse,
         )
-        files = create_static_files_router("/ui/static", [STATIC], opt=PUBLIC, name="ui-static")
+        files = create_static_files_router(
+            "/ui/static", [STATIC], opt=PUBLIC, name="ui-static", after_request=_secured
+        )
         return Router("/", route_handlers=[page, api, files], response_headers=SECURITY_HEADERS)
+
+
+async def _secured(response: Response[Any]) -> Response[Any]:
+    """The page's files get its headers too (the router's do not reach them)."""
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 @litestar.get(["/ui", "/ui/"], opt=PUBLIC, include_in_schema=False, media_type="text/html")
