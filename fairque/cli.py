@@ -263,6 +263,25 @@ def master(
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
+@app.command()
+def dashboard(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8081, min=0, max=65535, help="Port to bind."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Serve the Web UI alone (at /ui), reading the queue at URL."""
+    from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
+
+    if not token and not _is_loopback(host):
+        raise _fail(f"--host {host}: set a token (--token or $FAIRQUE_MASTER_TOKEN) off loopback")
+    import uvicorn
+
+    config = DashboardConfig(UiConfig(url=url, namespace=namespace), token=token)
+    uvicorn.run(create_dashboard(config), host=host, port=port, log_level="warning")
+
+
 @app.command("http-worker")
 def http_worker(
     master_url: str = typer.Option(..., "--master", help="The master's URL."),

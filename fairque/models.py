@@ -189,6 +189,28 @@ class TaskInfo:
 
 
 @dataclass(frozen=True)
+class TaskSummary:
+    """One line of a task list (see ``FairQueue.tasks``); strict jobs have no user_id."""
+
+    task_id: str
+    user_id: str | None
+    name: str | None
+    state: str  # "expired" when the task's record was dropped while the page was read
+    priority: int
+    attempts: int
+    created_at: float | None
+    worker_id: str | None  # of the last lease
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """A page of a task list; pass ``cursor`` back for the next page (0: no more)."""
+
+    tasks: list[TaskSummary]
+    cursor: int
+
+
+@dataclass(frozen=True)
 class TenantStats:
     """Per-tenant figures: ready backlog and lifetime counters."""
 

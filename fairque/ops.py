@@ -27,7 +27,9 @@ from fairque.models import (
     QueueStats,
     Task,
     TaskInfo,
+    TaskPage,
     TaskState,
+    TaskSummary,
     TenantStats,
     check_identifier,
 )
@@ -39,6 +41,7 @@ MAX_BATCH = 10_000
 MAX_POP = 1_000
 MAX_TENANTS_PER_POP = 1_000
 MAX_ERROR_LENGTH = 4_096
+MAX_PAGE = 1_000
 _POP_ROW = 13
 MICROS = 1_000_000
 
@@ -345,6 +348,39 @@ class Ops:
             "xcom_pull", (task_id, key), lambda reply: default if reply is None else decode(reply)
         )
 
+    def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> Call[TaskPage]:
+        """A page of the tasks (and strict jobs) in ``state``, of one tenant and / or
+        name if given, from ``cursor``; a page may hold fewer than ``limit``."""
+        try:
+            state = TaskState(state)
+        except ValueError:
+            states = ", ".join(s.value for s in TaskState)
+            raise InvalidInput("state", f"must be one of {states}, got {state!r}") from None
+        for value, field in ((user_id, "user_id"), (name, "name")):
+            if value is not None:
+                _check_name(value, field)
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < 2**53:
+            raise InvalidInput("cursor", f"must be an integer from 0 to 2^53, got {cursor!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput("limit", f"must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+        args = (state.value, user_id or "", name or "", cursor, limit)
+        return self._call("tasks", args, _parse_page)
+
+    def retry_failed(self, user_id: str, cursor: int = 0) -> Call[tuple[int, int]]:
+        """Queues the FAILED tasks of ``user_id`` again, one slice of the failed registry
+        (``maintenance_batch`` entries) from ``cursor``; parses to (next cursor, tasks
+        queued again). Call it again with the cursor until the cursor is 0."""
+        _check_name(user_id, "user_id")
+        args = (user_id, cursor, self.settings.maintenance_batch)
+        return self._call("retry_failed", args, lambda reply: (int(reply[0]), int(reply[1])))
+
     def get(self, task_id: str) -> Call[TaskInfo | None]:
         """Reads one task; parses to None when there is no such task."""
         return self._call("get", (task_id,), lambda reply: _parse_info(task_id, reply))
@@ -438,6 +474,27 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
         blocked_by=tuple(sorted(task_id.decode() for task_id in blocked_by)),
         dependents=tuple(sorted(task_id.decode() for task_id in dependents)),
     )
+
+
+_PAGE_ROW = 8
+
+
+def _parse_page(reply: list[Any]) -> TaskPage:
+    rows = reply[1:]
+    tasks = [
+        TaskSummary(
+            task_id=rows[i].decode(),
+            user_id=_text(rows[i + 1]),
+            name=_text(rows[i + 2]),
+            state=_text(rows[i + 3]) or "expired",
+            priority=int(rows[i + 4] or 0),
+            attempts=int(rows[i + 5] or 0),
+            created_at=_seconds(rows[i + 6]),
+            worker_id=_text(rows[i + 7]),
+        )
+        for i in range(0, len(rows), _PAGE_ROW)
+    ]
+    return TaskPage(tasks=tasks, cursor=int(reply[0]))
 
 
 def _pairs(flat: list[bytes]) -> dict[str, int]:

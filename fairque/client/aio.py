@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from fairque.client import replicated
 from fairque.client.connect import AsyncClient, async_client
 from fairque.config import QueueSettings, redis_url
-from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskState
+from fairque.models import LeasedTask, QueueStats, Task, TaskInfo, TaskPage, TaskState
 from fairque.ops import Call, Maintenance, Ops
 
 T = TypeVar("T")
@@ -145,6 +145,26 @@ class AsyncFairQueue:
     async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
         return await self._run(self.ops.xcom_pull(task_id, key, default))
+
+    async def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> TaskPage:
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``Ops.tasks``."""
+        return await self._run(self.ops.tasks(state, user_id, name, cursor, limit))
+
+    async def retry_failed(self, user_id: str) -> int:
+        """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
+        retried, cursor = 0, 0
+        while True:
+            cursor, count = await self._run(self.ops.retry_failed(user_id, cursor))
+            retried += count
+            if not cursor:
+                return retried
 
     async def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""

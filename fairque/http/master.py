@@ -34,6 +34,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
+from fairque.http.ui import Dashboard, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.jobs import (
     Constraint,
@@ -246,6 +247,10 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
     OpenAPI document can be made without one)."""
     config = config or MasterConfig()
     master = Master(config)
+    ui = Dashboard(
+        UiConfig(config.url, config.namespace, config.settings),
+        lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
+    )
     api = Router(
         "/",
         route_handlers=ROUTES,
@@ -255,7 +260,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         "fairque JQ master",
         __doc__,
         config.token,
-        [api],
-        [master.running],
+        [api, ui.router()],
+        [master.running, ui.running],
         request_max_body_size=config.max_body,
     )

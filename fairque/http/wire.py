@@ -193,7 +193,9 @@ def bearer_guard(token: str) -> Guard:
     """A guard that admits only requests bearing ``token``."""
     expected = f"Bearer {token}".encode()
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+        if handler.opt.get("public"):  # the Web UI's page and files: its login form
+            return
         given = connection.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             raise NotAuthorizedException("a valid bearer token is required")

@@ -120,6 +120,18 @@ local function retry_or_fail(id, now, reason, retry)
   return 'failed'
 end
 
+-- Queues FAILED task `id` again now (say, after fixing what broke it). It keeps its
+-- attempts and its dependents, which are released when it finishes.
+local function requeue(id, tenant, priority, now)
+  local key = task_key(id)
+  redis.call('ZREM', K['state:failed'], id)
+  redis.call('PERSIST', key)
+  local start_time = next_tick(now)
+  redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
+  queue_ready(id, tenant, tonumber(priority), start_time)
+  count('requeued', tenant)
+end
+
 -- The MessagePack rows in ARGV[FIRST_ARG + 1], which ARGV[FIRST_ARG] says number `n`;
 -- nil if they do not match.
 local function read_rows()

@@ -1,0 +1,82 @@
+"""What the Web UI's reads and its bulk action cost the server, on a throwaway Valkey.
+
+    uv run python bench/bench_ui.py [--tenants 1000] [--tasks 100000]
+
+Fills one namespace with --tasks queued tasks over --tenants tenants (and 10% of them
+failed), then times, as the UI calls them: the overview (stats), a task list page at
+the start and deep into the queued sequence, with and without a tenant, and requeueing
+every failed task of one tenant. Prints median milliseconds per call; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+
+from fairque import FairQueue, Task
+from fairque.embedded import LocalServer
+
+
+def timed(call: Callable[[], object], repeat: int = 20) -> float:
+    """Median milliseconds of ``call``."""
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument("--tasks", type=int, default=100_000)
+    options = parser.parse_args()
+    with LocalServer() as server, FairQueue(server.url, f"bench-{uuid.uuid4().hex[:8]}") as queue:
+        for first in range(0, options.tasks, 1000):
+            tenants = options.tenants
+            queue.push_many(
+                [
+                    Task(user_id=f"t{n % tenants:05d}", priority=1 + n % 5, max_retries=0)
+                    for n in range(first, min(first + 1000, options.tasks))
+                ]
+            )
+        failed = 0
+        while failed < options.tasks // 10:
+            for task in queue.pop(count=1000):
+                queue.fail(task, "bench")
+                failed += 1
+        states = {state.value: n for state, n in queue.stats().states.items() if n}
+        print(f"{options.tasks:,} tasks over {options.tenants:,} tenants: {states}")
+        deep = options.tasks // 2
+        figures = {
+            "overview (stats)": timed(queue.stats),
+            "queued, first page of 25": timed(lambda: queue.tasks("queued", limit=25)),
+            f"queued, page of 25 at {deep:,}": timed(
+                lambda: queue.tasks("queued", cursor=deep, limit=25)
+            ),
+            "queued of one tenant, first page": timed(
+                lambda: queue.tasks("queued", user_id="t00007", limit=25)
+            ),
+            "failed, first page of 25": timed(lambda: queue.tasks("failed", limit=25)),
+            "failed of one tenant, page of 25 looked at": timed(
+                lambda: queue.tasks("failed", user_id="t00007", limit=25)
+            ),
+        }
+        for name, ms in figures.items():
+            print(f"  {name:45} {ms:8.2f} ms")
+        tenant_failed = sum(1 for n in range(failed) if n % options.tenants == 7)
+        start = time.perf_counter()
+        requeued = queue.retry_failed("t00007")
+        took = (time.perf_counter() - start) * 1000
+        print(
+            f"  requeue failed of one tenant ({requeued} of {failed:,} failed,"
+            f" ~{tenant_failed} expected): {took:.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+// The fairque Web UI: a page per hash route, refreshed by polling.
+import { ApiError, api, post, setToken } from "./api.js";
+import { throughputChart } from "./chart.js";
+import { h, link, table, when } from "./dom.js";
+
+const REFRESH_MS = 1500;
+const STATES = ["queued", "scheduled", "deferred", "started", "finished", "failed", "canceled"];
+const PAGE_SIZE = 25;
+const view = document.getElementById("view");
+let timer = null;
+let generation = 0;
+
+function flash(message, kind = "ok") {
+  const box = document.getElementById("flash");
+  box.textContent = message;
+  box.className = kind;
+  box.hidden = false;
+}
+
+// Runs an action after the operator confirms it, and shows what came of it.
+async function act(question, request, describe) {
+  if (!window.confirm(question)) return;
+  try {
+    flash(describe(await request()));
+  } catch (error) {
+    flash(`Failed: ${error.message}`, "error");
+  }
+  refresh();
+}
+
+function showLogin(message) {
+  document.getElementById("login").hidden = false;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("logout").hidden = true;
+  view.replaceChildren();
+  const error = document.getElementById("login-error");
+  error.textContent = message || "";
+  error.hidden = !message;
+}
+
+function stateCards(states) {
+  return h(
+    "div",
+    { class: "cards" },
+    STATES.map((state) =>
+      h(
+        "a",
+        { class: `card state-${state}`, href: `#/tasks?state=${state}`, "data-state": state },
+        h("span", { class: "count" }, String(states[state] ?? 0)),
+        h("span", { class: "label" }, state),
+      ),
+    ),
+  );
+}
+
+function tenantTable(tenants, withActions) {
+  const top = Math.max(1, ...tenants.map((t) => t.queued));
+  const rows = tenants.map((t) => [
+    link(`#/tasks?state=queued&user_id=${encodeURIComponent(t.user_id)}`, t.user_id),
+    h("span", { class: "bar" }, h("progress", { max: top, value: t.queued }), ` ${t.queued}`),
+    t.finished,
+    t.failed,
+    t.pushed,
+    withActions && t.failed > 0 ? requeueButton(t.user_id) : "",
+  ]);
+  const columns = ["tenant", "backlog", "finished", "failed", "pushed", ""];
+  return table(columns, rows, "No tenants yet.");
+}
+
+function requeueButton(userId) {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "requeue",
+      onclick: () =>
+        act(
+          `Requeue every failed task of tenant "${userId}"?`,
+          () => post(`/tenants/${encodeURIComponent(userId)}/retry-failed`),
+          (reply) => `${reply.requeued} failed task(s) of ${userId} queued again.`,
+        ),
+    },
+    "Requeue failed",
+  );
+}
+
+const pages = {
+  async overview(live) {
+    const data = await api("/overview");
+    document.getElementById("namespace").textContent = `namespace ${data.namespace}`;
+    live.replaceChildren(
+      h("h1", {}, "Overview"),
+      stateCards(data.states),
+      h("h2", {}, "Throughput"),
+      throughputChart(data.throughput),
+      h("h2", {}, "Tenants (backlog and completions)"),
+      tenantTable(data.tenants.slice(0, 20), false),
+    );
+  },
+
+  async tenants(live) {
+    const tenants = await api("/tenants");
+    live.replaceChildren(h("h1", {}, "Tenants"), tenantTable(tenants, true));
+  },
+
+  tasks: {
+    setup(params) {
+      const form = h(
+        "form",
+        { id: "task-filter", class: "filters" },
+        h("label", {}, "State ", h("select", { name: "state" }, STATES.map((s) => h("option", { value: s, selected: s === (params.get("state") || "queued") }, s)))),
+        h("label", {}, "Tenant ", h("input", { name: "user_id", value: params.get("user_id") || "" })),
+        h("label", {}, "Name ", h("input", { name: "name", value: params.get("name") || "" })),
+        h("button", { type: "submit" }, "Filter"),
+      );
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const next = new URLSearchParams();
+        for (const [key, value] of new FormData(form)) if (value) next.set(key, value);
+        location.hash = `#/tasks?${next}`;
+      });
+      const search = h(
+        "form",
+        { id: "task-search", class: "filters" },
+        h("label", {}, "Task id ", h("input", { name: "id", required: true })),
+        h("button", { type: "submit" }, "Open"),
+      );
+      search.addEventListener("submit", (event) => {
+        event.preventDefault();
+        location.hash = `#/task/${encodeURIComponent(new FormData(search).get("id").trim())}`;
+      });
+      return [h("h1", {}, "Tasks"), form, search];
+    },
+    async refresh(live, params) {
+      const query = new URLSearchParams({ state: params.get("state") || "queued", limit: PAGE_SIZE });
+      for (const key of ["user_id", "name", "cursor"]) if (params.get(key)) query.set(key, params.get(key));
+      const page = await api(`/tasks?${query}`);
+      const rows = page.tasks.map((t) => [
+        link(`#/task/${encodeURIComponent(t.task_id)}`, t.task_id),
+        t.user_id ?? "(job)",
+        t.name ?? "—",
+        h("span", { class: `state state-${t.state}` }, t.state),
+        t.priority,
+        t.attempts,
+        when(t.created_at),
+        t.worker_id ?? "—",
+        taskActions(t.task_id, t.state),
+      ]);
+      const next = new URLSearchParams(params);
+      next.set("cursor", page.cursor);
+      live.replaceChildren(
+        table(["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", ""], rows, "No tasks in this state."),
+        h(
+          "p",
+          { class: "pager" },
+          params.get("cursor") ? link(`#/tasks?${withoutCursor(params)}`, "⟲ first page") : "",
+          " ",
+          page.cursor ? link(`#/tasks?${next}`, "next page →") : "",
+        ),
+      );
+    },
+  },
+
+  async workers(live) {
+    const data = await api("/workers");
+    live.replaceChildren(
+      h("h1", {}, "Workers"),
+      h("h2", {}, "Workers holding leases"),
+      table(
+        ["worker", "running", "current tasks"],
+        data.leases.map((w) => [w.worker_id, w.running, h("span", {}, w.task_ids.slice(0, 10).map((id) => [link(`#/task/${encodeURIComponent(id)}`, id), " "]))]),
+        "No worker holds a lease now.",
+      ),
+      h("h2", {}, "HTTP workers (registered with the master)"),
+      table(
+        ["worker", "url", "names", "capacity", "running", "last seen"],
+        data.http.map((w) => [w.id, w.url, w.names.join(", "), w.capacity, w.running, `${w.seen_seconds_ago.toFixed(1)} s ago`]),
+        "No HTTP worker is registered.",
+      ),
+    );
+  },
+
+  async schedules(live) {
+    const rows = (await api("/schedules")).map((s) => [
+      s.schedule_id,
+      h("span", { class: `state schedule-${s.state}` }, s.state),
+      s.cron ? `${s.cron} (${s.timezone})` : `every ${s.interval} s`,
+      `${s.task_name} / ${s.user_id}`,
+      when(s.next_run),
+      when(s.last_run),
+      s.runs,
+      s.failures,
+      s.last_error ?? "",
+      scheduleButton(s),
+    ]);
+    const columns = ["id", "state", "when", "task / tenant", "next run", "last run", "runs", "failures", "last error", ""];
+    live.replaceChildren(h("h1", {}, "Schedules"), table(columns, rows, "No schedules."));
+  },
+
+  async constraints(live) {
+    const rows = (await api("/constraints")).map((c) => [
+      c.id,
+      c.constraint.match.map((m) => `${m.field} ${m.op} ${JSON.stringify(m.value)}`).join(" and "),
+      c.constraint.concurrency ? usage(c.running, c.constraint.concurrency) : "—",
+      c.constraint.rate ? usage(c.started, c.constraint.rate, ` per ${c.constraint.period} s`) : "—",
+    ]);
+    live.replaceChildren(h("h1", {}, "Constraints"), table(["id", "matches", "running / concurrency", "started / rate"], rows, "No constraints."));
+  },
+
+  async task(live, params, id) {
+    const detail = await api(`/tasks/${encodeURIComponent(id)}`);
+    const info = detail.task ?? detail.job;
+    const payload = detail.task ? info.payload : info.argument;
+    const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "blocked_by", "dependents", "task_id", "id"].includes(key));
+    live.replaceChildren(h(
+      "section",
+      {},
+      h("h1", {}, `${detail.kind === "job" ? "Job" : "Task"} `, h("code", { id: "task-id" }, id)),
+      h("p", {}, taskActions(id, info.state)),
+      h("div", { class: "detail" }, h("div", {}, table(["field", "value"], fields.map(([key, value]) => [key, key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after" ? when(value) : value === null ? "—" : String(value)]))), h("div", {},
+      h("h2", {}, detail.job ? "Argument" : "Payload"),
+      h("pre", { id: "payload" }, pretty(payload)),
+      info.last_error ? [h("h2", {}, "Last error"), h("pre", { id: "last-error", class: "error" }, info.last_error)] : "",
+      detail.task && detail.task.has_result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(detail.task.result))] : "",
+      detail.task ? [h("h2", {}, "Waits for"), idList(info.blocked_by), h("h2", {}, "Dependents"), idList(info.dependents)] : "",
+    ))));
+  },
+};
+
+function usage(used, limit, suffix = "") {
+  return h("span", { class: "bar" }, h("meter", { min: 0, max: limit, value: used }), ` ${used} / ${limit}${suffix}`);
+}
+
+function pretty(value) {
+  return JSON.stringify(value, null, 2) ?? "null";
+}
+
+function idList(ids) {
+  if (!ids || ids.length === 0) return h("p", { class: "muted" }, "none");
+  return h("ul", {}, ids.map((id) => h("li", {}, link(`#/task/${encodeURIComponent(id)}`, id))));
+}
+
+function withoutCursor(params) {
+  const copy = new URLSearchParams(params);
+  copy.delete("cursor");
+  return copy;
+}
+
+function taskActions(id, state) {
+  const actions = [];
+  if (state === "failed") {
+    actions.push(
+      h("button", {
+        type: "button",
+        class: "retry",
+        onclick: () => act(`Retry task ${id}?`, () => post(`/tasks/${encodeURIComponent(id)}/retry`), (r) => (r.done ? `Task ${id} queued again.` : `Task ${id} had not failed: nothing done.`)),
+      }, "Retry"),
+    );
+  }
+  if (["queued", "scheduled", "deferred"].includes(state)) {
+    actions.push(
+      h("button", {
+        type: "button",
+        class: "cancel",
+        onclick: () => act(`Cancel task ${id}? Its dependents are canceled too.`, () => post(`/tasks/${encodeURIComponent(id)}/cancel`), (r) => (r.done ? `Task ${id} canceled.` : `Task ${id} had already started or ended: nothing done.`)),
+      }, "Cancel"),
+    );
+  }
+  return actions;
+}
+
+function scheduleButton(s) {
+  const pause = s.state === "active";
+  const verb = pause ? "pause" : "resume";
+  return h("button", {
+    type: "button",
+    class: verb,
+    onclick: () => act(`${pause ? "Pause" : "Resume"} schedule ${s.schedule_id}?`, () => post(`/schedules/${encodeURIComponent(s.schedule_id)}/${verb}`), (r) => `Schedule ${s.schedule_id} is ${r.state}.`),
+  }, pause ? "Pause" : "Resume");
+}
+
+function route() {
+  const [path, query] = (location.hash.slice(1) || "/overview").split("?");
+  const parts = path.split("/").filter(Boolean);
+  const name = parts[0] in pages ? parts[0] : "overview";
+  return { name, params: new URLSearchParams(query || ""), id: decodeURIComponent(parts.slice(1).join("/")) };
+}
+
+let current = null;
+
+async function refresh() {
+  if (!current) return;
+  const mine = generation;
+  try {
+    await current.refresh();
+    if (mine === generation) document.getElementById("login").hidden = true;
+  } catch (error) {
+    if (mine !== generation) return;
+    if (error instanceof ApiError && error.status === 401) {
+      stop();
+      showLogin(sessionStorage.length ? "That token was refused." : "");
+      return;
+    }
+    current.live.replaceChildren(h("p", { class: "error", id: "load-error" }, `Could not load: ${error.message}`));
+  }
+}
+
+function stop() {
+  clearInterval(timer);
+  timer = null;
+  current = null;
+}
+
+function open() {
+  stop();
+  generation += 1;
+  const { name, params, id } = route();
+  const page = pages[name];
+  const live = h("div", { id: "live" });
+  const fixed = typeof page === "object" ? page.setup(params) : [];
+  const load = typeof page === "object" ? page.refresh : page;
+  view.replaceChildren(...fixed, live);
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
+  current = { live, refresh: () => load(live, params, id) };
+  refresh();
+  timer = setInterval(refresh, REFRESH_MS);
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setToken(document.getElementById("token").value);
+  document.getElementById("token").value = "";
+  document.getElementById("login").hidden = true;
+  open();
+});
+document.getElementById("logout").addEventListener("click", () => {
+  setToken(null);
+  stop();
+  showLogin("");
+});
+window.addEventListener("hashchange", () => {
+  document.getElementById("flash").hidden = true;
+  open();
+});
+open();

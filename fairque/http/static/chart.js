@@ -1,0 +1,50 @@
+// The throughput chart: tasks per second over the last minutes, as inline SVG.
+import { h, svg } from "./dom.js";
+
+const WIDTH = 640;
+const HEIGHT = 180;
+const PAD = 32;
+const SERIES = [
+  ["pushed", "series-pushed"],
+  ["finished", "series-finished"],
+  ["failed", "series-failed"],
+];
+
+export function throughputChart(rates) {
+  if (rates.length < 2) {
+    return h("p", { class: "muted empty" }, "Collecting samples: the chart starts in a few seconds.");
+  }
+  const first = rates[0].at;
+  const span = Math.max(rates[rates.length - 1].at - first, 1);
+  const top = Math.max(1, ...rates.flatMap((r) => [r.pushed, r.finished, r.failed]));
+  const x = (at) => PAD + ((at - first) / span) * (WIDTH - 2 * PAD);
+  const y = (value) => HEIGHT - PAD + 8 - (value / top) * (HEIGHT - PAD - 8);
+  const lines = SERIES.map(([key, css]) =>
+    svg("polyline", {
+      class: css,
+      points: rates.map((r) => `${x(r.at).toFixed(1)},${y(r[key]).toFixed(1)}`).join(" "),
+    }),
+  );
+  const minutes = (span / 60).toFixed(1);
+  return h(
+    "figure",
+    { class: "chart" },
+    svg(
+      "svg",
+      { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": "throughput" },
+      svg("line", { class: "axis", x1: PAD, y1: HEIGHT - PAD + 8, x2: WIDTH - PAD, y2: HEIGHT - PAD + 8 }),
+      svg("line", { class: "axis", x1: PAD, y1: 8, x2: PAD, y2: HEIGHT - PAD + 8 }),
+      svg("text", { x: 2, y: 16, class: "tick" }, top.toFixed(top < 10 ? 1 : 0)),
+      svg("text", { x: 2, y: HEIGHT - PAD + 8, class: "tick" }, "0"),
+      svg("text", { x: PAD, y: HEIGHT - 6, class: "tick" }, `−${minutes} min`),
+      svg("text", { x: WIDTH - PAD - 24, y: HEIGHT - 6, class: "tick" }, "now"),
+      lines,
+    ),
+    h(
+      "figcaption",
+      {},
+      "tasks per second: ",
+      SERIES.map(([key, css]) => h("span", { class: `legend ${css}` }, key)),
+    ),
+  );
+}

@@ -1,0 +1,45 @@
+// Builds elements. Text goes in as text nodes only, never as markup, so whatever a task
+// carries (HTML, <script>) is shown, not run.
+const SVG = "http://www.w3.org/2000/svg";
+
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  return fill(element, attributes, children);
+}
+
+export function svg(tag, attributes = {}, ...children) {
+  return fill(document.createElementNS(SVG, tag), attributes, children);
+}
+
+function fill(element, attributes, children) {
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+export function when(seconds) {
+  if (seconds === null || seconds === undefined) return "—";
+  const date = new Date(typeof seconds === "number" ? seconds * 1000 : seconds);
+  return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+export function table(columns, rows, empty = "Nothing here.") {
+  if (rows.length === 0) return h("p", { class: "muted empty" }, empty);
+  return h(
+    "table",
+    {},
+    h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
+    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
+  );
+}
+
+export function link(href, text) {
+  return h("a", { href }, text);
+}

@@ -1,0 +1,474 @@
+"""The Web UI: static pages at ``/ui`` and the data they read at ``/ui/api``.
+
+The pages are plain HTML, CSS and JavaScript modules shipped in ``fairque/http/static``
+(no build step). They fetch JSON from the routes here with the bearer token the login
+form keeps, and refresh by polling. The same routes serve MessagePack, like the
+master's. ``fairque master`` mounts them; ``fairque dashboard`` serves them alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+import litestar
+from litestar import Litestar, Response, Router
+from litestar.di import NamedDependency, Provide
+from litestar.exceptions import NotFoundException
+from litestar.params import PathParameter, QueryParameter
+from litestar.response import Redirect
+from litestar.static_files import create_static_files_router
+
+from fairque.client.aio import AsyncFairQueue
+from fairque.client.jobs import AsyncJobQueue
+from fairque.config import QueueSettings
+from fairque.errors import ScheduleNotFound, TaskNotFound
+from fairque.http.protocol import Done, WorkerStatus
+from fairque.http.wire import (
+    EXCEPTION_HANDLERS,
+    MSGPACK,
+    WireOperation,
+    WireRequest,
+    WireResponse,
+    bearer_guard,
+)
+from fairque.jobs import ConstraintStatus, JobInfo
+from fairque.jobs import _parse_info as parse_job
+from fairque.models import TaskInfo, TaskPage, TaskState, TenantStats
+from fairque.ops import MAX_PAGE, Call
+from fairque.ops import _parse_info as parse_task
+from fairque.outage import OUTAGE
+from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
+
+STATIC = Path(__file__).parent / "static"
+# The page runs only its own script and style, talks only to its own origin, and cannot
+# be framed: data shown in it can never become code.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+PUBLIC = {"public": True}  # the page and its files load before the login form: no token
+MAX_LEASE_HOLDERS = 1000
+STATE_HELP = "One of: " + ", ".join(
+    state.value for state in TaskState
+)  # started tasks read to list who holds leases
+
+get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
+post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    """Where the UI reads from, and how much throughput history it keeps."""
+
+    url: str | None = None
+    namespace: str = "default"
+    settings: QueueSettings = QueueSettings()  # noqa: RUF009 - frozen, shared safely
+    sample_every: float = 2.0  # seconds between throughput samples
+    history: float = 600.0  # seconds of samples kept
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Tasks per second between two samples, ending at ``at`` (epoch seconds)."""
+
+    at: float
+    pushed: float
+    finished: float
+    failed: float
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    """A tenant's ready backlog and lifetime counters."""
+
+    user_id: str
+    queued: int
+    pushed: int
+    finished: int
+    failed: int
+    retried: int
+    requeued: int
+    canceled: int
+    expired: int
+
+
+@dataclass(frozen=True)
+class UiOverview:
+    """Everything the overview page shows."""
+
+    namespace: str
+    states: dict[str, int]
+    counters: dict[str, int]
+    tenants: list[TenantRow]
+    throughput: list[Rate]
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    """A task (fair policy, ``task``) or a job (strict policy, ``job``)."""
+
+    kind: str
+    task: TaskInfo | None = None
+    job: JobInfo | None = None
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """A worker of the queue (found by the leases it holds now) and what it runs."""
+
+    worker_id: str
+    running: int
+    task_ids: list[str]
+
+
+@dataclass(frozen=True)
+class Workers:
+    """HTTP workers registered with the master, and every worker holding leases."""
+
+    http: list[WorkerStatus]
+    leases: list[LeaseHolder]
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """A schedule, flattened for a table."""
+
+    schedule_id: str
+    state: str
+    cron: str | None
+    interval: float | None
+    timezone: str
+    task_name: str
+    user_id: str
+    next_run: float | None
+    last_run: float | None
+    runs: int
+    failures: int
+    skipped: int
+    last_task_id: str | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """How many failed tasks an action queued again."""
+
+    requeued: int
+
+
+@dataclass(frozen=True)
+class ScheduleChangedState:
+    """A schedule's state after pause or resume."""
+
+    state: str
+
+
+def _schedule_row(info: ScheduleInfo) -> ScheduleRow:
+    schedule = info.schedule
+    return ScheduleRow(
+        schedule_id=info.schedule_id,
+        state=info.state.value,
+        cron=schedule.cron,
+        interval=schedule.interval,
+        timezone=schedule.timezone,
+        task_name=schedule.task.name,
+        user_id=schedule.task.user_id,
+        next_run=info.next_run,
+        last_run=info.last_run,
+        runs=info.runs,
+        failures=info.failures,
+        skipped=info.skipped,
+        last_task_id=info.last_task_id,
+        last_error=info.last_error,
+    )
+
+
+def _detail(task_id: str, reply: list[Any]) -> TaskDetail | None:
+    """Reads the reply of the ``get`` script as a task or, without a tenant, as a job."""
+    flat = reply[0]
+    if not flat:
+        return None
+    if b"tenant" in flat[0::2]:
+        return TaskDetail("task", task=parse_task(task_id, reply))
+    return TaskDetail("job", job=parse_job(task_id, reply))
+
+
+@dataclass
+class Throughput:
+    """Counter samples of the last minutes, kept in this process."""
+
+    history: deque[tuple[float, int, int, int]] = field(default_factory=deque)
+
+    def record(self, at: float, counters: dict[str, int], keep: int) -> None:
+        sample = (
+            at,
+            counters.get("pushed", 0),
+            counters.get("finished", 0),
+            counters.get("failed", 0),
+        )
+        self.history.append(sample)
+        while len(self.history) > keep:
+            self.history.popleft()
+
+    def rates(self) -> list[Rate]:
+        samples = list(self.history)
+        rates = []
+        for (t0, *before), (t1, *after) in itertools.pairwise(samples):
+            span = t1 - t0
+            if span > 0:
+                pushed, finished, failed = (
+                    (b - a) / span for a, b in zip(before, after, strict=True)
+                )
+                rates.append(Rate(t1, max(pushed, 0.0), max(finished, 0.0), max(failed, 0.0)))
+        return rates
+
+
+class Dashboard:
+    """The state behind the UI routes: clients of one namespace and the samples."""
+
+    def __init__(
+        self, config: UiConfig, http_workers: Callable[[], list[WorkerStatus]] | None = None
+    ) -> None:
+        self.config = config
+        self.http_workers = http_workers or list
+        self.throughput = Throughput()
+        self._queue: AsyncFairQueue | None = None
+        self._scheduler: AsyncTaskScheduler | None = None
+
+    @property
+    def queue(self) -> AsyncFairQueue:
+        assert self._queue is not None, "the dashboard has not started"
+        return self._queue
+
+    @property
+    def scheduler(self) -> AsyncTaskScheduler:
+        assert self._scheduler is not None, "the dashboard has not started"
+        return self._scheduler
+
+    async def sample(self) -> None:
+        """Records the counters now."""
+        stats = await self.queue.stats()
+        keep = int(self.config.history / self.config.sample_every) + 1
+        self.throughput.record(time.time(), stats.counters, keep)
+
+    async def _sample_until(self, stopping: asyncio.Event) -> None:
+        # Stopped by the event, never cancelled mid-command: a cancelled redis-py call
+        # may surface as a connection error instead of CancelledError.
+        while not stopping.is_set():
+            with suppress(*OUTAGE):  # the server is away: a gap in the chart
+                await self.sample()
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.config.sample_every)
+
+    @asynccontextmanager
+    async def running(self, _app: Litestar) -> AsyncIterator[None]:
+        """Connects and samples throughput for the lifetime of the app."""
+        config = self.config
+        self._queue = AsyncFairQueue(config.url, config.namespace, settings=config.settings)
+        self._scheduler = AsyncTaskScheduler(config.url, config.namespace, settings=config.settings)
+        stopping = asyncio.Event()
+        sampling = asyncio.create_task(self._sample_until(stopping))
+        try:
+            yield
+        finally:
+            stopping.set()
+            await sampling
+            await self._scheduler.close()
+            await self._queue.close()
+
+    def router(self) -> Router:
+        """The page, its files, and the data routes."""
+        api = Router(
+            "/ui/api",
+            route_handlers=ROUTES,
+            dependencies={"ui": Provide(lambda: self, use_cache=True, sync_to_thread=False)},
+            response_class=WireResponse,
+        )
+        files = create_static_files_router(
+            "/ui/static", [STATIC], opt=PUBLIC, name="ui-static", after_request=_secured
+        )
+        return Router("/", route_handlers=[page, api, files], response_headers=SECURITY_HEADERS)
+
+
+async def _secured(response: Response[Any]) -> Response[Any]:
+    """The page's files get its headers too (the router's do not reach them)."""
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+@litestar.get(["/ui", "/ui/"], opt=PUBLIC, include_in_schema=False, media_type="text/html")
+async def page() -> Response[bytes]:
+    return Response((STATIC / "index.html").read_bytes(), media_type="text/html")
+
+
+UserId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A tenant.")]
+TaskId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A task id.")]
+ScheduleId = Annotated[str, PathParameter(min_length=1, max_length=256)]
+
+
+def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
+    rows = [TenantRow(user_id, **asdict(stats)) for user_id, stats in tenants.items()]
+    return sorted(rows, key=lambda row: (-row.queued, row.user_id))
+
+
+@get("/overview", summary="Tasks per state, counters, tenants and throughput")
+async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
+    stats = await ui.queue.stats()
+    states = {state.value: count for state, count in stats.states.items()}
+    return UiOverview(
+        ui.config.namespace,
+        states,
+        stats.counters,
+        _tenant_rows(stats.tenants),
+        ui.throughput.rates(),
+    )
+
+
+@get("/tenants", summary="Every tenant: ready backlog and lifetime counters")
+async def tenants(ui: NamedDependency[Dashboard]) -> list[TenantRow]:
+    return _tenant_rows((await ui.queue.stats()).tenants)
+
+
+@get("/tasks", summary="A page of the tasks and jobs in a state, of a tenant and / or name")
+async def task_list(
+    ui: NamedDependency[Dashboard],
+    *,
+    # A plain string checked by the engine's ops, so an error names "state".
+    task_state: Annotated[str, QueryParameter(name="state", description=STATE_HELP)] = "queued",
+    user_id: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
+    name: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
+) -> TaskPage:
+    return await ui.queue.tasks(task_state, user_id, name, cursor, limit)
+
+
+@get("/tasks/{task_id:str}", summary="A task or job: payload, attempts, lease, dependencies")
+async def task_detail(ui: NamedDependency[Dashboard], task_id: TaskId) -> TaskDetail:
+    call = ui.queue.ops.get(task_id)
+    detail = await ui.queue.execute(
+        Call(call.script, call.keys, call.args, partial(_detail, task_id))
+    )
+    if detail is None:
+        raise TaskNotFound(task_id)
+    return detail
+
+
+@post("/tasks/{task_id:str}/retry", status_code=200, summary="Queue a failed task again")
+async def retry_task(ui: NamedDependency[Dashboard], task_id: TaskId) -> Done:
+    return Done(await ui.queue.retry(task_id))
+
+
+@post("/tasks/{task_id:str}/cancel", status_code=200, summary="Cancel a task not started")
+async def cancel_task(ui: NamedDependency[Dashboard], task_id: TaskId) -> Done:
+    return Done(await ui.queue.cancel(task_id))
+
+
+@post(
+    "/tenants/{user_id:str}/retry-failed",
+    status_code=200,
+    summary="Requeue a tenant's failed tasks",
+)
+async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Requeued:
+    return Requeued(await ui.queue.retry_failed(user_id))
+
+
+@get("/workers", summary="HTTP workers of the master and workers holding leases")
+async def workers(ui: NamedDependency[Dashboard]) -> Workers:
+    started = await ui.queue.tasks(TaskState.STARTED, limit=MAX_LEASE_HOLDERS)
+    held: dict[str, list[str]] = {}
+    for task in started.tasks:
+        held.setdefault(task.worker_id or "?", []).append(task.task_id)
+    holders = [LeaseHolder(worker, len(ids), ids) for worker, ids in sorted(held.items())]
+    return Workers(ui.http_workers(), holders)
+
+
+@get("/schedules", summary="Schedules: state, next and last run, failures")
+async def schedules(ui: NamedDependency[Dashboard]) -> list[ScheduleRow]:
+    return [_schedule_row(info) for info in await ui.scheduler.list_schedules()]
+
+
+async def _change_schedule(action: Callable[[str], Any], schedule_id: str) -> ScheduleChangedState:
+    try:
+        state = await action(schedule_id)
+    except ScheduleNotFound:
+        raise NotFoundException(f"no schedule {schedule_id!r}") from None
+    return ScheduleChangedState(state.value)
+
+
+@post("/schedules/{schedule_id:str}/pause", status_code=200, summary="Pause a schedule")
+async def pause_schedule(
+    ui: NamedDependency[Dashboard], schedule_id: ScheduleId
+) -> ScheduleChangedState:
+    return await _change_schedule(ui.scheduler.pause_schedule, schedule_id)
+
+
+@post("/schedules/{schedule_id:str}/resume", status_code=200, summary="Resume a schedule")
+async def resume_schedule(
+    ui: NamedDependency[Dashboard], schedule_id: ScheduleId
+) -> ScheduleChangedState:
+    return await _change_schedule(ui.scheduler.resume_schedule, schedule_id)
+
+
+@get("/constraints", summary="Constraints and how much of each is in use")
+async def constraints(ui: NamedDependency[Dashboard]) -> list[ConstraintStatus]:
+    return await AsyncJobQueue(ui.queue).constraints()
+
+
+ROUTES = [
+    overview,
+    tenants,
+    task_list,
+    task_detail,
+    retry_task,
+    cancel_task,
+    retry_tenant,
+    workers,
+    schedules,
+    pause_schedule,
+    resume_schedule,
+    constraints,
+]
+
+
+@dataclass(frozen=True)
+class DashboardConfig:
+    """``fairque dashboard``: the UI alone, on a Redis / Valkey URL."""
+
+    ui: UiConfig = UiConfig()
+    token: str | None = None  # required as ``Authorization: Bearer`` when set
+
+
+@litestar.get("/", opt=PUBLIC, include_in_schema=False)
+async def to_ui() -> Redirect:
+    return Redirect("/ui")
+
+
+def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
+    """The Web UI and its data routes, without the master's job API and dispatcher."""
+    config = config or DashboardConfig()
+    dashboard = Dashboard(config.ui)
+    return Litestar(
+        route_handlers=[to_ui, dashboard.router()],
+        request_class=WireRequest,
+        exception_handlers=EXCEPTION_HANDLERS,
+        guards=[bearer_guard(config.token)] if config.token else [],
+        lifespan=[dashboard.running],
+        openapi_config=None,
+        debug=False,
+    )

@@ -1,0 +1,208 @@
+"""The Web UI's data routes (/ui/api) and page, in-process against a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+import pytest
+from litestar.testing import TestClient
+from typer.testing import CliRunner
+
+from fairque import FairQueue, Priority, QueueSettings, Task
+from fairque.cli import app as cli
+from fairque.client.jobs import JobQueue
+from fairque.embedded import LocalServer
+from fairque.http.master import MasterConfig, create_master
+from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
+from fairque.jobs import Constraint, Job, Matcher
+from fairque.scheduler import TaskScheduler
+from tests.conftest import namespace_keys, wait_for
+
+JSON = {"accept": "application/json"}
+
+
+@pytest.fixture
+def client(server: LocalServer, namespace: str) -> Iterator[TestClient[Any]]:
+    config = MasterConfig(url=server.url, namespace=namespace, poll=0.05)
+    with TestClient(create_master(config)) as client:
+        yield client
+
+
+def get(client: TestClient[Any], path: str, status: int = 200) -> Any:
+    response = client.get(f"/ui/api{path}", headers=JSON)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def post(client: TestClient[Any], path: str, status: int = 200) -> Any:
+    response = client.post(f"/ui/api{path}", headers=JSON)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def test_overview_counts_states_tenants_and_throughput(
+    server: LocalServer, namespace: str, queue: FairQueue
+) -> None:
+    config = DashboardConfig(UiConfig(server.url, namespace, sample_every=0.05))
+    with TestClient(create_dashboard(config)) as client:
+        queue.push_many([Task(user_id="heavy") for _ in range(6)] + [Task(user_id="light")])
+        for task in queue.pop(count=3):
+            queue.finish(task)
+
+        overview = wait_for(lambda: (o := get(client, "/overview"))["throughput"] and o)
+        assert overview["namespace"] == namespace
+        assert overview["states"]["queued"] == 4
+        assert overview["states"]["finished"] == 3
+        assert [t["user_id"] for t in overview["tenants"]] == ["heavy", "light"]
+        assert overview["tenants"][0]["queued"] + overview["tenants"][0]["finished"] >= 5
+        assert get(client, "/tenants") == overview["tenants"]
+        rate = overview["throughput"][-1]
+        assert set(rate) == {"at", "pushed", "finished", "failed"}
+        # MessagePack for a client that does not ask for JSON, like the rest of the API.
+        raw = client.get("/ui/api/tenants")
+        assert msgspec.msgpack.decode(raw.content) == overview["tenants"]
+
+
+def test_throughput_rates_are_per_second_and_skip_equal_times() -> None:
+    samples = Throughput()
+    for at, finished in ((10.0, 0), (10.0, 5), (12.0, 9), (14.0, 9)):
+        samples.record(at, {"finished": finished, "pushed": 20}, keep=3)
+    assert [(r.at, r.finished, r.pushed) for r in samples.rates()] == [
+        (12.0, 2.0, 0.0),
+        (14.0, 0, 0),
+    ]
+
+
+def test_task_pages_detail_and_dependencies(client: TestClient[Any], queue: FairQueue) -> None:
+    parent = queue.push(Task(user_id="alice", task_id="parent", payload={"html": "<b>x</b>"}))
+    child = queue.push(Task(user_id="alice", task_id="child", depends_on=(parent,)))
+    queue.push_many([Task(user_id="bob", name="report", priority=Priority.HIGH) for _ in range(3)])
+
+    page = get(client, "/tasks?state=queued&limit=2")
+    assert len(page["tasks"]) == 2
+    assert page["cursor"] == 2
+    rest = get(client, f"/tasks?state=queued&cursor={page['cursor']}&limit=2")
+    assert (len(rest["tasks"]), rest["cursor"]) == (2, 4)  # full: there may be more
+    assert get(client, "/tasks?state=queued&cursor=4&limit=2") == {"tasks": [], "cursor": 0}
+    assert get(client, "/tasks?state=queued&user_id=alice")["tasks"][0]["task_id"] == parent
+    assert len(get(client, "/tasks?state=queued&name=report")["tasks"]) == 3
+    assert get(client, "/tasks?state=deferred")["tasks"][0]["task_id"] == child
+
+    detail = get(client, f"/tasks/{parent}")
+    assert detail["kind"] == "task"
+    assert detail["task"]["payload"] == {"html": "<b>x</b>"}
+    assert detail["task"]["dependents"] == [child]
+    assert get(client, f"/tasks/{child}")["task"]["blocked_by"] == [parent]
+    assert get(client, "/tasks/nope", 404)["error"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("state=lost", "state"),
+        ("limit=0", "limit"),
+        ("cursor=-1", "cursor"),
+        ("user_id=", "user_id"),
+    ],
+)
+def test_bad_list_queries_name_the_field(client: TestClient[Any], query: str, field: str) -> None:
+    assert get(client, f"/tasks?{query}", 400)["field"] == field
+
+
+def test_jobs_show_as_jobs(client: TestClient[Any], queue: FairQueue) -> None:
+    job_id = JobQueue(queue).push(Job(name="resize", argument=[1, 2], priority=-7))
+    (row,) = get(client, "/tasks?state=queued")["tasks"]
+    assert (row["task_id"], row["user_id"], row["priority"]) == (job_id, None, -7)
+    detail = get(client, f"/tasks/{job_id}")
+    assert (detail["kind"], detail["job"]["argument"]) == ("job", [1, 2])
+
+
+def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQueue) -> None:
+    queue.push_many([Task(user_id="alice", task_id=f"a{n}", max_retries=0) for n in range(3)])
+    waiting = queue.push(Task(user_id="bob", task_id="b", delay=60))
+    for task in queue.pop(count=3, worker_id="w-7"):
+        queue.fail(task, "boom")
+    assert post(client, "/tasks/a0/retry") == {"done": True}
+    assert post(client, "/tasks/a0/retry") == {"done": False}
+    assert post(client, "/tenants/alice/retry-failed") == {"requeued": 2}
+    assert post(client, "/tenants/alice/retry-failed") == {"requeued": 0}
+    assert get(client, "/overview")["states"]["queued"] == 3
+    assert post(client, f"/tasks/{waiting}/cancel") == {"done": True}
+    assert post(client, f"/tasks/{waiting}/cancel") == {"done": False}
+    assert post(client, "/tasks/ghost/cancel", 404)["error"] == "not_found"
+
+
+def test_workers_holding_leases_and_http_workers(client: TestClient[Any], queue: FairQueue) -> None:
+    queue.push_many([Task(user_id="u") for _ in range(3)])
+    leased = queue.pop(count=3, worker_id="host:42")
+    registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
+    assert client.put("/workers/hw-1", json=registration).status_code == 200
+    workers = get(client, "/workers")
+    (holder,) = workers["leases"]
+    assert (holder["worker_id"], holder["running"]) == ("host:42", 3)
+    assert sorted(holder["task_ids"]) == sorted(t.task_id for t in leased)
+    assert [(w["id"], w["capacity"]) for w in workers["http"]] == [("hw-1", 4)]
+    assert client.delete("/workers/hw-1").status_code == 204
+
+
+def test_schedules_pause_and_resume(
+    client: TestClient[Any], server: LocalServer, namespace: str
+) -> None:
+    with TaskScheduler(server.url, namespace) as scheduler:
+        schedule_id = scheduler.add_schedule(interval=60, task={"name": "ping", "user_id": "ops"})
+    (row,) = get(client, "/schedules")
+    assert (row["schedule_id"], row["state"], row["task_name"]) == (schedule_id, "active", "ping")
+    assert row["next_run"] is not None
+    assert post(client, f"/schedules/{schedule_id}/pause") == {"state": "paused"}
+    assert get(client, "/schedules")[0]["state"] == "paused"
+    assert post(client, f"/schedules/{schedule_id}/resume") == {"state": "active"}
+    assert post(client, "/schedules/ghost/pause", 404)["error"] == "http_error"
+    assert post(client, "/schedules/ghost/resume", 404)["error"] == "http_error"
+
+
+def test_constraints_show_their_use(client: TestClient[Any], queue: FairQueue) -> None:
+    jobs = JobQueue(queue)
+    jobs.set_constraint("slow", Constraint([Matcher("name", "equals", "resize")], concurrency=2))
+    jobs.push(Job(name="resize"))
+    jobs.pop("w")
+    (status,) = get(client, "/constraints")
+    assert (status["id"], status["running"], status["constraint"]["concurrency"]) == ("slow", 1, 2)
+
+
+def test_the_page_loads_without_a_token_and_the_data_needs_one(
+    server: LocalServer, namespace: str, make_queue: Callable[..., FairQueue]
+) -> None:
+    queue = make_queue(QueueSettings())
+    before = namespace_keys(queue.redis, namespace)
+    config = DashboardConfig(UiConfig(server.url, namespace), token="s3cret")
+    with TestClient(create_dashboard(config)) as client:
+        page = client.get("/ui")
+        assert page.status_code == 200
+        assert page.headers["content-security-policy"] == CSP
+        assert "script-src 'self'" in CSP
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert '<script type="module" src="/ui/static/app.js">' in page.text
+        for asset in ("app.js", "api.js", "dom.js", "chart.js", "style.css"):
+            served = client.get(f"/ui/static/{asset}")
+            assert served.status_code == 200
+            assert served.headers["x-content-type-options"] == "nosniff"
+        assert client.get("/", follow_redirects=False).headers["location"] == "/ui"
+        assert get(client, "/overview", 401)["error"] == "unauthorized"
+        bearer = {**JSON, "authorization": "Bearer s3cret"}
+        assert client.get("/ui/api/overview", headers=bearer).status_code == 200
+        assert client.post("/ui/api/tasks/x/retry", headers=JSON).status_code == 401
+    assert namespace_keys(queue.redis, namespace) == before
+
+
+def test_the_ui_routes_are_in_the_openapi_document(client: TestClient[Any]) -> None:
+    paths = client.get("/schema/openapi.json").json()["paths"]
+    assert {"/ui/api/tasks", "/ui/api/tenants/{user_id}/retry-failed"} <= set(paths)
+    assert "/ui" not in paths
+
+
+def test_dashboard_refuses_a_public_bind_without_a_token() -> None:
+    result = CliRunner().invoke(cli, ["dashboard", "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    assert "token" in result.output

@@ -1,0 +1,297 @@
+"""The Web UI in headless Chromium (Debian's ``chromium`` and ``chromium-driver``), driven
+by Selenium against a real master on a real server.
+
+Selenium drives the browser through the ``chromedriver`` Debian ships with the same
+Chromium version, so nothing is downloaded. Set ``FAIRQUE_SCREENSHOTS=docs/screenshots``
+to keep the screenshots of the main pages there (the README shows them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+from fairque import FairQueue, Priority, QueueSettings, Task
+from fairque.client.jobs import JobQueue
+from fairque.embedded import LocalServer
+from fairque.http.master import MasterConfig, create_master
+from fairque.jobs import Constraint, Job, Matcher
+from fairque.scheduler import TaskScheduler
+from tests.test_http_workers import free_port, serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+TOKEN = "browser-s3cret"
+WAIT = 15.0  # seconds any wait on the page may take
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+        reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+    ),
+    # One engine is enough for the pages; the data routes run on both in test_ui_api.
+    pytest.mark.parametrize("server", ["valkey"], indirect=True),
+]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(WAIT)
+    driver.set_script_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()  # ends chromedriver and the browser it started
+
+
+@pytest.fixture
+def ui(
+    server: LocalServer, namespace: str, browser: webdriver.Chrome
+) -> Iterator[Callable[[str], None]]:
+    """Serves a master with a token; returns a function that opens a page of its UI,
+    logged in."""
+    settings = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
+    config = MasterConfig(url=server.url, namespace=namespace, token=TOKEN, settings=settings)
+    app = create_master(config)
+    with serving(app, free_port()) as url:
+        browser.get(f"{url}/ui")
+        browser.execute_script("sessionStorage.clear()")
+
+        def open_page(route: str) -> None:
+            browser.get(f"{url}/ui#{route}")
+            if not browser.execute_script("return sessionStorage.length"):
+                log_in(browser, TOKEN)
+
+        yield open_page
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    kept = os.environ.get("FAIRQUE_SCREENSHOTS")
+    folder = Path(kept) if kept else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def wait(browser: webdriver.Chrome, probe: Callable[[], object]) -> None:
+    def check(_: object) -> object:
+        try:
+            return probe()
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False  # not there yet, or replaced by a refresh
+
+    WebDriverWait(browser, WAIT, poll_frequency=0.1).until(check)
+
+
+def element(browser: webdriver.Chrome, css: str) -> WebElement:
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, css))
+    return browser.find_element(By.CSS_SELECTOR, css)
+
+
+def text_of(browser: webdriver.Chrome, css: str) -> str:
+    try:
+        return str(browser.find_element(By.CSS_SELECTOR, css).text)
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
+
+
+def log_in(browser: webdriver.Chrome, token: str) -> None:
+    field = element(browser, "#token")
+    wait(browser, field.is_displayed)
+    field.send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+
+
+def confirm(browser: webdriver.Chrome, button: str) -> str:
+    """Clicks ``button``, accepts the confirmation it asks for; returns the outcome shown."""
+    element(browser, button).click()
+
+    def accepted() -> bool:
+        try:
+            browser.switch_to.alert.accept()
+        except NoAlertPresentException:
+            return False
+        return True
+
+    wait(browser, accepted)
+    wait(browser, lambda: element(browser, "#flash").is_displayed())
+    return text_of(browser, "#flash")
+
+
+def points(browser: webdriver.Chrome) -> int:
+    """How many samples the throughput chart draws."""
+    lines = browser.find_elements(By.CSS_SELECTOR, "figure.chart polyline")
+    return len((lines[0].get_attribute("points") or "").split()) if lines else 0
+
+
+def count(browser: webdriver.Chrome, state: str) -> str:
+    return text_of(browser, f'[data-state="{state}"] .count')
+
+
+def test_log_in_and_watch_counts_change_as_tasks_run(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    ui("/overview")
+    wait(browser, lambda: count(browser, "queued") == "0")
+    browser.find_element(By.ID, "logout").click()
+    log_in(browser, "wrong")
+    wait(browser, lambda: "refused" in text_of(browser, "#login-error"))
+    log_in(browser, TOKEN)
+    wait(browser, lambda: count(browser, "queued") == "0")
+
+    queue.push_many([Task(user_id="alice", payload=n) for n in range(5)])
+    wait(browser, lambda: count(browser, "queued") == "5")
+    for task in queue.pop(count=2):
+        queue.finish(task)
+    wait(browser, lambda: count(browser, "finished") == "2" and count(browser, "queued") == "3")
+    wait(browser, lambda: "alice" in text_of(browser, "#live table"))
+
+
+def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    attack = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    task_id = queue.push(Task(user_id="mallory", payload={"note": attack}, max_retries=0))
+    (leased,) = queue.pop()
+    queue.fail(leased, f"<b>boom</b>{attack}")
+
+    ui("/tasks?state=failed")
+    element(browser, f'a[href="#/task/{task_id}"]').click()
+    # The payload shows as JSON text (its quotes escaped), the error as it is.
+    wait(browser, lambda: "<script>window.pwned = 1</script>" in text_of(browser, "#payload"))
+    wait(browser, lambda: attack in text_of(browser, "#last-error"))
+    assert browser.execute_script("return window.pwned") is None
+    assert not browser.find_elements(By.CSS_SELECTOR, "#live img, #live script, #live b")
+
+    assert "queued again" in confirm(browser, "button.retry")
+    info = queue.get(task_id)
+    assert info is not None
+    assert info.state.value == "queued"
+    wait(browser, lambda: "queued" in text_of(browser, "#live table"))
+    assert browser.execute_script("return window.pwned") is None
+
+
+def test_cancel_a_queued_task_and_requeue_a_tenant(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    waiting = queue.push(Task(user_id="bob", task_id="later", delay=600))
+    queue.push_many([Task(user_id="carol", max_retries=0) for _ in range(3)])
+    for task in queue.pop(count=3):
+        queue.fail(task, "down")
+
+    ui("/tasks?state=scheduled")
+    element(browser, f'a[href="#/task/{waiting}"]')
+    assert "canceled" in confirm(browser, "button.cancel")
+    info = queue.get(waiting)
+    assert info is not None
+    assert info.state.value == "canceled"
+
+    ui("/tenants")
+    assert "3 failed task(s) of carol queued again" in confirm(browser, "button.requeue")
+    assert queue.stats().tenants["carol"].queued == 3
+
+
+def test_pause_a_schedule(
+    ui: Callable[[str], None],
+    browser: webdriver.Chrome,
+    server: LocalServer,
+    namespace: str,
+) -> None:
+    with TaskScheduler(server.url, namespace) as scheduler:
+        schedule_id = scheduler.add_schedule(interval=60, task={"name": "ping", "user_id": "ops"})
+        ui("/schedules")
+        assert "paused" in confirm(browser, "button.pause")
+        assert scheduler.get_schedule(schedule_id).state.value == "paused"
+        wait(browser, lambda: element(browser, "button.resume"))
+
+
+def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
+    ui: Callable[[str], None],
+    browser: webdriver.Chrome,
+    queue: FairQueue,
+    server: LocalServer,
+    namespace: str,
+    shots: Path,
+) -> None:
+    tenants = {"acme": 40, "globex": 12, "initech": 6, "umbrella": 3}
+    for tenant, n in tenants.items():
+        queue.push_many(
+            [Task(user_id=tenant, name="render", priority=Priority(1 + i % 5)) for i in range(n)]
+        )
+    parent = queue.push(Task(user_id="acme", name="report", payload={"month": "2026-11"}))
+    queue.push(Task(user_id="acme", name="mail", depends_on=(parent,)))
+    queue.push(Task(user_id="globex", name="cleanup", delay=3600))
+    jobs = JobQueue(queue)
+    jobs.set_constraint(
+        "thumbnails", Constraint([Matcher("name", "equals", "resize")], concurrency=4, rate=50)
+    )
+    jobs.push_many([Job(name="resize", argument={"w": 64}) for _ in range(5)])
+    jobs.pop("http-worker-1", count=2)
+    with TaskScheduler(server.url, namespace) as scheduler:
+        scheduler.add_schedule(
+            schedule_id="nightly-report",
+            cron="0 2 * * *",
+            timezone="Asia/Tokyo",
+            task={"name": "report", "user_id": "acme"},
+        )
+        scheduler.add_schedule(
+            schedule_id="ping", interval=30, task={"name": "ping", "user_id": "ops"}
+        )
+
+    ui("/overview")
+    # Work spread over a few samples, so the throughput chart has a line to draw.
+    for round_ in range(5):
+        drawn = points(browser)
+        for task in queue.pop(count=5, worker_id=f"worker-{round_ % 2}"):
+            if task.user_id == "umbrella":
+                queue.fail(task, "upstream timed out", retry=False)
+            else:
+                queue.finish(task)
+        queue.push_many([Task(user_id="initech", name="render") for _ in range(2 + round_)])
+        wait(browser, partial(lambda before: points(browser) > before, drawn))
+    queue.pop(count=3, worker_id="worker-0")
+    pages = {
+        "overview": "/overview",
+        "tenants": "/tenants",
+        "tasks": "/tasks?state=queued&user_id=acme",
+        "task": f"/task/{parent}",
+        "workers": "/workers",
+        "schedules": "/schedules",
+        "constraints": "/constraints",
+    }
+    for name, route in pages.items():
+        ui(route)
+        wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#live h1, #live table"))
+        wait(browser, lambda: not browser.find_elements(By.ID, "load-error"))
+        path = shots / f"{name}.png"
+        assert browser.save_screenshot(str(path))
+        assert path.stat().st_size > 1000
