@@ -446,6 +446,8 @@ def _parse_info(task_id: str, reply: list[Any]) -> TaskInfo | None:
     if "queue" in fields:
         queue_num = fields["queue"].decode()
         raise InvalidInput("task_id", f"{task_id} is a task of storage queue {queue_num}")
+    if "tenant" not in fields:
+        raise InvalidInput("task_id", f"{task_id} is a JQ master job: read it with JobQueue.get")
     state = TaskState(fields["state"].decode())
     running = state is TaskState.STARTED
     return TaskInfo(

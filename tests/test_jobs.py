@@ -95,6 +95,12 @@ def test_max_retry_zero_never_retries_and_should_retry_false_stops(jobs: JobQueu
     assert jobs.get(stop).state == "failed"  # type: ignore[union-attr]
 
 
+def test_the_fair_queue_refuses_to_read_a_job_as_a_task(jobs: JobQueue) -> None:
+    job_id = jobs.push(Job(name="n"))
+    with pytest.raises(InvalidInput, match="JobQueue.get"):
+        jobs.queue.get(job_id)
+
+
 def test_result_is_read_once(jobs: JobQueue) -> None:
     kept = jobs.push(Job(name="n", keep_result=True))
     dropped = jobs.push(Job(name="n"))
