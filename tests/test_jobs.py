@@ -97,7 +97,7 @@ def test_max_retry_zero_never_retries_and_should_retry_false_stops(jobs: JobQueu
 
 def test_the_fair_queue_refuses_to_read_a_job_as_a_task(jobs: JobQueue) -> None:
     job_id = jobs.push(Job(name="n"))
-    with pytest.raises(InvalidInput, match="JobQueue.get"):
+    with pytest.raises(InvalidInput, match=r"JobQueue\.get"):
         jobs.queue.get(job_id)
 
 
