@@ -20,6 +20,8 @@ from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Outcome
 from tests.conftest import namespace_keys
 
+pytestmark = pytest.mark.cluster
+
 MSGPACK = {"content-type": "application/msgpack"}
 OPENAPI_FILE = Path(__file__).parent.parent / "docs" / "openapi.json"
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 
 import httpx
@@ -22,6 +21,7 @@ from fairque.errors import LeaseLost
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
 from fairque.jobs import LeasedJob, Outcome, failure
+from fairque.waiting import wait_event
 
 log = logging.getLogger("fairque.master")
 
@@ -60,6 +60,7 @@ class Dispatcher:
         self.poll = poll
         self.workers: dict[str, WorkerSlot] = {}
         self.wake = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._headers = {"content-type": MSGPACK, "accept": MSGPACK}
         if token:
             self._headers["authorization"] = f"Bearer {token}"
@@ -92,16 +93,22 @@ class Dispatcher:
         return [worker.status(now) for worker in self.workers.values()]
 
     async def run(self) -> None:
-        """Dispatches until cancelled; waits for a wake-up (a push, a free slot, a new
-        worker) or ``poll`` seconds (retries whose backoff ended, expired leases)."""
-        while True:
+        """Dispatches until :meth:`stop`; waits for a wake-up (a push, a free slot, a new
+        worker) or ``poll`` seconds (retries whose backoff ended, expired leases). It is
+        stopped by an event, never cancelled mid-command: a cancelled redis-py call may
+        leave its connection unusable."""
+        while not self._stopping.is_set():
             self.wake.clear()
             try:
                 await self._fill()
             except Exception as exc:  # the server is unreachable: try again next round
                 log.warning("dispatch failed: %s: %s", type(exc).__name__, exc)
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.poll)
+            await wait_event(self.wake, self.poll)
+
+    def stop(self) -> None:
+        """Ends :meth:`run` after its current round."""
+        self._stopping.set()
+        self.wake.set()
 
     async def close(self) -> None:
         """Waits for the jobs being delivered, then closes the HTTP client."""

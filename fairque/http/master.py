@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated
@@ -104,9 +104,8 @@ class Master:
         try:
             yield
         finally:
-            dispatching.cancel()
-            with suppress(asyncio.CancelledError):
-                await dispatching
+            self._dispatcher.stop()
+            await dispatching
             await self._dispatcher.close()
             await queue.close()
 

@@ -47,6 +47,7 @@ from fairque.ops import MAX_PAGE, Call
 from fairque.ops import _parse_info as parse_task
 from fairque.outage import OUTAGE
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
+from fairque.waiting import wait_event
 
 STATIC = Path(__file__).parent / "static"
 # The page runs only its own script and style, talks only to its own origin, and cannot
@@ -272,8 +273,7 @@ class Dashboard:
         while not stopping.is_set():
             with suppress(*OUTAGE):  # the server is away: a gap in the chart
                 await self.sample()
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.config.sample_every)
+            await wait_event(stopping, self.config.sample_every)
 
     @asynccontextmanager
     async def running(self, _app: Litestar) -> AsyncIterator[None]:

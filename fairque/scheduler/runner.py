@@ -11,7 +11,6 @@ submitted exactly once even when a lock expires mid-way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -28,6 +27,7 @@ from fairque.outage import OUTAGE, Backoff
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.scheduler.ops import Grant, SchedulerOps, plan_run
+from fairque.waiting import wait_event
 
 log = logging.getLogger("fairque.scheduler")
 
@@ -90,8 +90,7 @@ class SchedulerRunner:
                     self.metrics.outages += 1
                     pause = backoff.next()
                     log.warning("server unreachable (%s); retrying in %.1f s", exc, pause)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), pause)
+                await wait_event(self._stopping, pause)
         finally:
             self.metrics.running = False
             await self._shut_down()

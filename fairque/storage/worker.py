@@ -11,7 +11,6 @@ stays where the :class:`Manager` put it. A stop lets every current handler call 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import signal
@@ -39,6 +38,7 @@ from fairque.storage.models import (
     StorageTask,
 )
 from fairque.storage.protocol import AsyncStorage
+from fairque.waiting import wait_event
 
 log = logging.getLogger("fairque.storage")
 
@@ -186,13 +186,13 @@ class StorageWorker:
                 except OUTAGE as exc:
                     self.outages += 1
                     log.warning("storage unreachable (%s); trying again", exc)
-                    await _wait(self._stopping, backoff.next())
+                    await wait_event(self._stopping, backoff.next())
                     continue
                 backoff.reset()
                 empty = 0 if took else empty + 1
                 if empty and (pinned is not None or empty >= len(self.queues)):
                     empty = 0
-                    await _wait(self._stopping, self.config.idle_wait)
+                    await wait_event(self._stopping, self.config.idle_wait)
         finally:
             if self.metrics:
                 self.metrics.running_job_processors.dec()
@@ -250,12 +250,6 @@ class StorageWorker:
             handled.duration = time.monotonic() - started
         stats.add(handled)
         return stats
-
-
-async def _wait(stopping: asyncio.Event, seconds: float) -> None:
-    """Waits ``seconds``, or less if ``stopping`` is set meanwhile."""
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(stopping.wait(), seconds)
 
 
 def _decode(queue: QueueContract, task: StorageTask) -> Any:
@@ -342,7 +336,7 @@ class Manager:
         self._stopping.clear()
         while not self._stopping.is_set():
             await self.rebalance()
-            await _wait(self._stopping, self.interval)
+            await wait_event(self._stopping, self.interval)
 
 
 async def serve(

@@ -13,13 +13,10 @@ throughput. On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import signal
-import sys
 import time
-from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +30,7 @@ from fairque.errors import InvalidInput, LeaseLost
 from fairque.models import LeasedTask
 from fairque.outage import OUTAGE, Backoff
 from fairque.tasks import Registry, call_arguments, registry
+from fairque.waiting import wait_event, within
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
 
@@ -60,14 +58,6 @@ async def _wake_message(wake: PubSub, timeout: float) -> Any:
     if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
         return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
     return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
-
-
-async def _within(work: Awaitable[Any], seconds: float) -> Any:
-    """Awaits ``work``, cancelling it after ``seconds`` (asyncio.TimeoutError)."""
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(seconds):  # no extra task per call, unlike wait_for
-            return await work
-    return await asyncio.wait_for(work, seconds)  # pragma: no cover - Python 3.10
 
 
 @dataclass(frozen=True)
@@ -186,8 +176,7 @@ class Worker:
 
     async def _pause(self, seconds: float) -> None:
         """Waits ``seconds``, or less if the worker is asked to stop."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        await wait_event(self._stopping, seconds)
 
     async def _idle(self, queue: AsyncFairQueue, wake: PubSub) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
@@ -277,7 +266,7 @@ class Worker:
         timeout = min(leased.timeout, self.config.task_timeout_seconds)
         try:
             if function.is_async:
-                result = await _within(function.func(*args, **kwargs), timeout)
+                result = await within(function.func(*args, **kwargs), timeout)
             else:
                 call = functools.partial(function.func, *args, **kwargs)
                 running = asyncio.get_running_loop().run_in_executor(self._threads, call)
