@@ -26,23 +26,22 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from fairque import FairQueue, Task
-from fairque.client.sharded import open_queue
-from fairque.local_cluster import LocalCluster
-from fairque.sharding import shard_namespaces
+from fairque import FairQueue, Queue, Task
+from fairque.engine.local_cluster import LocalCluster
+from fairque.queue.sharded import open_queue, shard_namespaces
 
 TENANTS = 50
 PUSH_BATCH = 1000
 POP_BATCH = 100
 
 
-def push(queue: FairQueue, count: int) -> None:
+def push(queue: Queue, count: int) -> None:
     for start in range(0, count, PUSH_BATCH):
         queue.push_many([Task(user_id=f"tenant-{i % TENANTS}", payload={"n": i})
                          for i in range(start, start + PUSH_BATCH)])  # fmt: skip
 
 
-def drain(queue: FairQueue, count: int) -> None:
+def drain(queue: Queue, count: int) -> None:
     done = 0
     while done < count and (leased := queue.pop(count=POP_BATCH)):
         queue.finish_many(leased)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fairque import FairQueue, Task
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 
 TENANTS = 50
 

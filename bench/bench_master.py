@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 
 BENCH = Path(__file__).parent
 MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}

@@ -17,7 +17,8 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from fairque.embedded import LocalServer
+from fairque import AsyncFairQueue
+from fairque.engine.embedded import LocalServer
 from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig
 
 SCHEDULES_ADDED_PER_SECOND = 250  # a cautious rate, so all are added before their first run
@@ -27,6 +28,7 @@ async def measure(url: str, schedules: int, instances: int) -> None:
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     config = SchedulerConfig(poll_interval=0.5)
     admin = AsyncTaskScheduler(url, namespace, config=config)
+    queue = AsyncFairQueue(namespace=namespace, executor=admin.executor)
     runners = [AsyncTaskScheduler(url, namespace, config=config) for _ in range(instances)]
     tasks = [asyncio.create_task(runner.run()) for runner in runners]  # idle until the runs
     lead = 1 + schedules / SCHEDULES_ADDED_PER_SECOND
@@ -37,7 +39,7 @@ async def measure(url: str, schedules: int, instances: int) -> None:
         )
     if time.time() > due.timestamp():
         print(f"adding the schedules took longer than {lead:.1f} s: latencies include that")
-    while (await admin.queue.stats()).counters.get("pushed", 0) < schedules:
+    while (await queue.stats()).counters.get("pushed", 0) < schedules:
         await asyncio.sleep(0.01)  # a benchmark's progress poll, not a test
     finished = time.time()
     for runner in runners:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, Storage
 
 QUEUES = 4
@@ -59,7 +59,7 @@ def measure(make: Callable[[], Storage], batch: int, tasks: int) -> tuple[float,
     elapsed = time.perf_counter() - started
     assert drained == tasks, (drained, tasks)  # a broken run must not print a figure
     if isinstance(storage, RedisStorage):
-        storage.queue.redis.flushdb()  # a throwaway server: keep every run's keyspace alike
+        storage.executor.client.flushdb()  # a throwaway server: keep every run's keyspace alike
         storage.close()
     return put_seconds, elapsed
 
@@ -79,7 +79,7 @@ def bench(label: str, make: Callable[[], Storage], repeat: int) -> None:
 def on_server(label: str, binary: str | None, repeat: int) -> None:
     with LocalServer(binary) as server:
         info = RedisStorage(server.url, "bench-info")
-        details = info.queue.redis.info("server")
+        details = info.executor.client.info("server")
         info.close()
         version = details.get("valkey_version", details["redis_version"])
         name = "valkey" if "valkey_version" in details else "redis"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fairque.tasks import task
+from fairque import task
 
 
 @task(name="noop")

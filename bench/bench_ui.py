@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from fairque import FairQueue, Task
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 
 
 def timed(call: Callable[[], object], repeat: int = 20) -> float:

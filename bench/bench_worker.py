@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fairque import FairQueue, Task
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 
 BENCH = Path(__file__).parent
 
@@ -50,7 +50,7 @@ def workers(url: str, namespace: str, count: int, concurrency: int) -> Iterator[
 
 
 def listeners(queue: FairQueue) -> int:
-    return int(queue.redis.pubsub_shardnumsub(queue.ops.wake_channel)[0][1])
+    return int(queue.redis.pubsub_shardnumsub(queue.namespace.wake_channel)[0][1])
 
 
 def wait(probe: object, timeout: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-from fairque.tasks import task
+from fairque import task
 
 
 @task(name="examples.render_report")

@@ -3,11 +3,15 @@
 >>> from fairque import FairQueue, Task, Priority  # doctest: +SKIP
 >>> q = FairQueue()  # doctest: +SKIP
 >>> q.push(Task(user_id="alice", priority=Priority.HIGH, payload={"n": 1}))  # doctest: +SKIP
+
+Every entry point a user starts from is here: the fair queue (:class:`FairQueue`,
+sharded or not, and its :class:`Worker`), strict-policy jobs (:class:`JobQueue`), the
+:class:`TaskScheduler`, and the numbered-queue storages (:class:`Storage`).
 """
 
-from fairque.client import AsyncFairQueue, AsyncShardedQueue, FairQueue, ShardedQueue
-from fairque.client.jobs import AsyncJobQueue, JobQueue
 from fairque.config import QueueSettings
+from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import (
     DuplicateTask,
     EmbeddedServerError,
@@ -15,27 +19,53 @@ from fairque.errors import (
     InvalidInput,
     LeaseLost,
     NotReplicated,
+    ScheduleChanged,
+    ScheduleNotFound,
     TaskNotFound,
 )
-from fairque.jobs import Constraint, Job, Matcher
-from fairque.models import (
+from fairque.jobs import AsyncJobQueue, Constraint, Job, JobQueue, Matcher
+from fairque.queue import (
+    AsyncFairQueue,
+    AsyncQueue,
+    AsyncShardedQueue,
+    FairQueue,
     LeasedTask,
+    Maintenance,
     Priority,
+    Queue,
     QueueStats,
+    ShardedQueue,
     Task,
     TaskInfo,
-    TaskState,
     TenantStats,
 )
-from fairque.ops import Maintenance
+from fairque.scheduler import AsyncTaskScheduler, Schedule, SchedulerConfig, TaskScheduler
+from fairque.storage import (
+    AsyncMemoryStorage,
+    AsyncRedisStorage,
+    AsyncStorage,
+    MemoryStorage,
+    PutTaskRequest,
+    RedisStorage,
+    RetryInfo,
+    Storage,
+)
+from fairque.worker import Worker, WorkerConfig, task
 
 __all__ = [
+    "AsyncExecutor",
     "AsyncFairQueue",
     "AsyncJobQueue",
+    "AsyncMemoryStorage",
+    "AsyncQueue",
+    "AsyncRedisStorage",
     "AsyncShardedQueue",
+    "AsyncStorage",
+    "AsyncTaskScheduler",
     "Constraint",
     "DuplicateTask",
     "EmbeddedServerError",
+    "Executor",
     "FairQueue",
     "FairQueueError",
     "InvalidInput",
@@ -45,14 +75,29 @@ __all__ = [
     "LeasedTask",
     "Maintenance",
     "Matcher",
+    "MemoryStorage",
     "NotReplicated",
     "Priority",
+    "PutTaskRequest",
+    "Queue",
     "QueueSettings",
     "QueueStats",
+    "RecordKind",
+    "RedisStorage",
+    "RetryInfo",
+    "Schedule",
+    "ScheduleChanged",
+    "ScheduleNotFound",
+    "SchedulerConfig",
     "ShardedQueue",
+    "Storage",
     "Task",
     "TaskInfo",
     "TaskNotFound",
+    "TaskScheduler",
     "TaskState",
     "TenantStats",
+    "Worker",
+    "WorkerConfig",
+    "task",
 ]

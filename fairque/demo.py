@@ -21,12 +21,12 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from fairque.client import AsyncFairQueue
 from fairque.config import URL_ENV, QueueSettings
-from fairque.embedded import LocalServer
-from fairque.models import Priority, Task
-from fairque.tasks import Registry, task
+from fairque.engine.embedded import LocalServer
+from fairque.queue import AsyncFairQueue
+from fairque.queue.models import Priority, Task
 from fairque.worker import Worker, WorkerConfig
+from fairque.worker.functions import Registry, task
 
 BIG = "big"
 WORKERS = 2

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+import pydantic
+
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class FairQueueError(Exception):
@@ -27,6 +31,15 @@ class InvalidInput(FairQueueError):  # noqa: N818 - reads as "raise InvalidInput
         error = cls(field, message)
         error.args = (message,)
         return error
+
+
+def validated(handler: pydantic.ModelWrapValidatorHandler[M], data: Any) -> M:
+    """Runs a model's validation (in a wrap validator), raising :class:`InvalidInput`
+    naming every bad field instead of pydantic's error."""
+    try:
+        return handler(data)
+    except pydantic.ValidationError as exc:
+        raise InvalidInput.from_errors(exc.errors()) from None
 
 
 def _message(error: Mapping[str, Any]) -> str:

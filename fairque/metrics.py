@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
-from fairque.client import FairQueue
 from fairque.errors import FairQueueError
+from fairque.queue.protocol import Queue
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage.protocol import Storage
 
@@ -171,11 +171,11 @@ class Metrics:
         labels = ["queue_num", "state"]
         self.registry.register(_StateCollector("queue_tasks", help_text, labels, read))
 
-    def watch_queue(self, queue: FairQueue) -> None:
-        """Adds ``fairque_tasks{namespace, state}``: the fair queue's tasks per state."""
+    def watch_queue(self, queue: Queue, namespace: str) -> None:
+        """Adds ``fairque_tasks{namespace, state}``: the fair queue's tasks per state (of
+        all its shards, for a sharded queue)."""
 
         def read() -> Iterable[tuple[list[str], int]]:
-            namespace = queue.ops.namespace
             return [([namespace, s.value], n) for s, n in queue.stats().states.items()]
 
         help_text = "Tasks of a fairque namespace by state."

@@ -23,9 +23,9 @@ import pytest
 from redis.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, FairQueue, QueueSettings
-from fairque.client.connect import SyncClient
-from fairque.embedded import LocalServer
-from fairque.local_cluster import LocalCluster
+from fairque.engine.connect import SyncClient
+from fairque.engine.embedded import LocalServer
+from fairque.engine.local_cluster import LocalCluster
 
 T = TypeVar("T")
 Server = LocalServer | LocalCluster  # what the ``server`` fixture gives: has a ``url``
@@ -144,7 +144,7 @@ def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
 
 def wake_listeners(queue: FairQueue) -> int:
     """Workers subscribed to the queue's wake channel (asked where the channel lives)."""
-    channel = queue.ops.wake_channel
+    channel = queue.namespace.wake_channel
     if isinstance(queue.redis, RedisCluster):
         node = queue.redis.get_node_from_key(channel)  # type: ignore[no-untyped-call]
         return int(queue.redis.pubsub_shardnumsub(channel, target_nodes=node)[0][1])

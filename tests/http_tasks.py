@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fairque.tasks import task
+from fairque import task
 
 
 @task(name="echo")

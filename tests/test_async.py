@@ -9,7 +9,7 @@ import operator
 import pytest
 
 from fairque import AsyncFairQueue, LeaseLost, Priority, Task, TaskNotFound, TaskState
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 
 pytestmark = pytest.mark.cluster
 

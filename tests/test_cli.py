@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from fairque import FairQueue, ShardedQueue, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
-from fairque.embedded import HOME_ENV, LocalServer
+from fairque.engine.embedded import HOME_ENV, LocalServer
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from fairque import QueueSettings
 from fairque.cli import app
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig, ScheduleState, TaskScheduler
 from tests.conftest import wait_for
 

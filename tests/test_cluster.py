@@ -14,14 +14,14 @@ import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, TaskState, lua
-from fairque.client.connect import cluster_nodes, is_cluster_url, sync_client
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, TaskState
 from fairque.config import QueueSettings
-from fairque.embedded import LocalServer
+from fairque.engine import scripts
+from fairque.engine.connect import cluster_nodes, is_cluster_url, sync_client
+from fairque.engine.embedded import LocalServer
+from fairque.engine.local_cluster import LocalCluster, cli_for
 from fairque.errors import EmbeddedServerError
-from fairque.local_cluster import LocalCluster, cli_for
-from fairque.tasks import Registry, task
-from fairque.worker import Worker, WorkerConfig
+from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import wait_for
 
 
@@ -77,7 +77,7 @@ def spread_namespaces(cluster: LocalCluster) -> list[str]:
 def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
     client = sync_client(cluster.url)
     client.script_flush()  # on every master: NOSCRIPT everywhere
-    sha = lua.load("push").sha
+    sha = scripts.load("queue/push").sha
     for node in cluster.nodes:
         with cluster.client(node) as conn:
             assert conn.script_exists(sha) == [False]

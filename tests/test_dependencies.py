@@ -190,7 +190,7 @@ def test_retrying_a_failed_dependency_to_success_releases_dependents(queue: Fair
     queue.fail(parent, "broken")
     assert queue.retry("child") is False  # deferred, not failed
     assert queue.retry("parent") is True
-    assert queue.redis.ttl(f"{queue.ops.prefix}task:parent") == -1  # kept again
+    assert queue.redis.ttl(f"{queue.namespace.prefix}task:parent") == -1  # kept again
     assert run_next(queue) == ["parent"]
     assert run_next(queue) == ["child"]
     assert queue.stats().counters["requeued"] == 1

@@ -13,7 +13,14 @@ import pytest
 
 from fairque import EmbeddedServerError, FairQueue, Task
 from fairque.config import URL_ENV, redis_url
-from fairque.embedded import HOME_ENV, LocalServer, ensure_server, home, server_pid, stop_server
+from fairque.engine.embedded import (
+    HOME_ENV,
+    LocalServer,
+    ensure_server,
+    home,
+    server_pid,
+    stop_server,
+)
 
 
 @pytest.fixture

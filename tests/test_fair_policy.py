@@ -59,7 +59,7 @@ def test_batch_order_equals_one_at_a_time(make_queue: Callable[[], FairQueue]) -
     fill(ring)
     expected = [(t.user_id, t.payload) for _ in range(46) for t in ring.pop()]
     assert len(expected) == 46
-    batched = FairQueue(client=ring.redis, namespace=ring.ops.namespace + "-b")
+    batched = FairQueue(client=ring.redis, namespace=ring.namespace.name + "-b")
     fill(batched)
     got = [(t.user_id, t.payload) for count in (3, 10, 1, 7, 25) for t in batched.pop(count)]
     assert got == expected

@@ -25,10 +25,10 @@ from typer.testing import CliRunner
 import tests.http_tasks  # noqa: F401 - registers the task functions
 from fairque import QueueSettings
 from fairque.cli import app as cli
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
-from fairque.tasks import registry
+from fairque.worker import registry
 from tests.conftest import wait_for
 
 MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}

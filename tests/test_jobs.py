@@ -10,10 +10,8 @@ import msgspec
 import pytest
 
 from fairque import FairQueue, InvalidInput, LeaseLost, QueueSettings, TaskState
-from fairque.client.jobs import JobQueue
+from fairque.engine.calls import Call
 from fairque.jobs import (
-    INT32_MAX,
-    INT32_MIN,
     Constraint,
     Failure,
     Job,
@@ -22,7 +20,8 @@ from fairque.jobs import (
     Success,
     failure,
 )
-from fairque.ops import Call
+from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, JobQueue
+from fairque.jobs.models import INT32_MAX, INT32_MIN
 from tests.conftest import namespace_keys, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -32,10 +31,21 @@ FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
 @pytest.fixture
 def make_jobs(make_queue: Callable[..., FairQueue]) -> Callable[..., JobQueue]:
-    def make(settings: QueueSettings | None = None, **options: float) -> JobQueue:
-        return JobQueue(make_queue(settings), **options)
+    def make(
+        settings: QueueSettings | None = None,
+        *,
+        result_ttl: float = RESULT_TTL,
+        lease_grace: float = LEASE_GRACE,
+    ) -> JobQueue:
+        return JobQueue(make_queue(settings), result_ttl=result_ttl, lease_grace=lease_grace)
 
     return make
+
+
+def fair(jobs: JobQueue) -> FairQueue:
+    """The fair queue of the jobs' namespace, on the same connection pool."""
+    namespace = jobs.namespace
+    return FairQueue(namespace=namespace.name, settings=namespace.settings, executor=jobs.executor)
 
 
 @pytest.fixture
@@ -73,7 +83,7 @@ def test_a_failed_job_competes_again_after_its_backoff(jobs: JobQueue) -> None:
     later = jobs.push(Job(name="n", priority=2))
     assert jobs.get(first).state == "scheduled"  # type: ignore[union-attr]
     # Once the backoff ends, the retried job wins again on priority.
-    wait_for(jobs.queue.promote)
+    wait_for(fair(jobs).promote)
     retried = jobs.pop("w")
     assert [job.id for job in retried] == [first]
     assert retried[0].attempts == 1
@@ -98,7 +108,7 @@ def test_max_retry_zero_never_retries_and_should_retry_false_stops(jobs: JobQueu
 def test_the_fair_queue_refuses_to_read_a_job_as_a_task(jobs: JobQueue) -> None:
     job_id = jobs.push(Job(name="n"))
     with pytest.raises(InvalidInput, match=r"JobQueue\.get"):
-        jobs.queue.get(job_id)
+        fair(jobs).get(job_id)
 
 
 def test_result_is_read_once(jobs: JobQueue) -> None:
@@ -143,7 +153,7 @@ def test_an_expired_lease_returns_the_job(make_jobs: Callable[..., JobQueue]) ->
     with pytest.raises(LeaseLost):
         jobs.complete(leased, done())
     # Its retries used up, the next expiry fails it.
-    wait_for(lambda: jobs.queue.reap().expired)
+    wait_for(lambda: fair(jobs).reap().expired)
     assert jobs.get(job_id).state == "failed"  # type: ignore[union-attr]
 
 
@@ -164,10 +174,10 @@ def test_workers_take_only_the_names_they_serve(jobs: JobQueue) -> None:
 
 def test_cancel_retry_stats_and_listing(jobs: JobQueue) -> None:
     ids = jobs.push_many([Job(name="a", priority=i) for i in range(5)] + [Job(name="b")])
-    stats = jobs.queue.stats()
+    stats = fair(jobs).stats()
     assert stats.states[TaskState.QUEUED] == 6
     assert stats.counters["pushed"] == 6
-    assert jobs.queue.cancel(ids[0])
+    assert fair(jobs).cancel(ids[0])
     queued = jobs.jobs("queued", "a", limit=2)
     assert [job.id for job in queued.jobs] == ids[1:3]
     rest = jobs.jobs("queued", "a", cursor=queued.cursor, limit=10)
@@ -181,7 +191,7 @@ def test_cancel_retry_stats_and_listing(jobs: JobQueue) -> None:
     jobs.complete(leased[0], failure("other", "no", retry=False))
     [failed] = jobs.jobs("failed", "b").jobs
     assert (failed.id, failed.name, failed.priority) == (ids[5], "b", 0)
-    assert jobs.queue.retry(ids[5])
+    assert fair(jobs).retry(ids[5])
     assert [job.id for job in jobs.pop("w", 1, ["b"])] == [ids[5]]
     with pytest.raises(InvalidInput) as error:
         jobs.jobs("lost")
@@ -207,11 +217,11 @@ def test_bad_jobs_are_refused_and_nothing_is_written(
     jobs: JobQueue, job: Job, field: str, namespace: str
 ) -> None:
     jobs.push(Job(name="ok"))
-    before = namespace_keys(jobs.queue.redis, namespace)
+    before = namespace_keys(jobs.executor.client, namespace)
     with pytest.raises(InvalidInput) as error:
         jobs.push_many([Job(name="fine"), job])
     assert error.value.field == field
-    assert namespace_keys(jobs.queue.redis, namespace) == before
+    assert namespace_keys(jobs.executor.client, namespace) == before
 
 
 def test_the_script_refuses_what_the_client_should_have(jobs: JobQueue) -> None:
@@ -224,9 +234,9 @@ def test_the_script_refuses_what_the_client_should_have(jobs: JobQueue) -> None:
     ):
         bad = (*head, 1, msgspec.msgpack.encode(rows), *arguments)
         with pytest.raises(InvalidInput) as error:
-            jobs.queue.execute(Call(call.script, call.keys, bad, call.parse))
+            jobs.executor.execute(Call(call.script, call.keys, bad, call.parse))
         assert error.value.field == field
-    assert jobs.queue.stats().counters == {}
+    assert fair(jobs).stats().counters == {}
 
 
 def test_bad_constraints_are_refused(jobs: JobQueue) -> None:

@@ -70,7 +70,7 @@ def test_finish_keeps_the_result_when_asked(queue: FairQueue) -> None:
     assert (dropped_info.result, dropped_info.has_result) == (None, False)
     assert kept_info.finished_at is not None
     assert kept_info.lease_deadline is None
-    ttl = queue.redis.ttl(f"{queue.ops.prefix}task:{kept}")
+    ttl = queue.redis.ttl(f"{queue.namespace.prefix}task:{kept}")
     assert 24 * 3600 - 5 < ttl <= 24 * 3600
 
 
@@ -154,7 +154,7 @@ def test_retries_back_off_exponentially_then_fail(make_queue: Callable[..., Fair
     info = queue.get(task_id)
     assert info is not None
     assert (info.state, info.attempts, info.last_error) == (TaskState.FAILED, 4, "final")
-    ttl = queue.redis.ttl(f"{queue.ops.prefix}task:{task_id}")
+    ttl = queue.redis.ttl(f"{queue.namespace.prefix}task:{task_id}")
     assert 7 * 24 * 3600 - 5 < ttl <= 7 * 24 * 3600
     stats = queue.stats()
     assert (stats.counters["retried"], stats.counters["failed"]) == (3, 1)
@@ -320,11 +320,11 @@ def test_release_hands_tasks_back_at_once_in_their_place(queue: FairQueue) -> No
 
 def test_tasks_becoming_ready_wake_idle_workers(queue: FairQueue) -> None:
     listener = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-    listener.ssubscribe(queue.ops.wake_channel)
+    listener.ssubscribe(queue.namespace.wake_channel)
     wait_for(lambda: listener.get_sharded_message(timeout=0.01) is None and listener.subscribed)
     queue.push(Task(user_id="u", payload="wake up", delay=timedelta(hours=1)))
     assert listener.get_sharded_message(timeout=0.2) is None  # nothing ready yet
     queue.push_many([Task(user_id="a"), Task(user_id="b")])
     message = wait_for(lambda: listener.get_sharded_message(timeout=0.1), timeout=5)
-    assert (message["channel"], message["data"]) == (queue.ops.wake_channel.encode(), b"2")
+    assert (message["channel"], message["data"]) == (queue.namespace.wake_channel.encode(), b"2")
     listener.close()

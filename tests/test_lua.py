@@ -1,37 +1,49 @@
-"""The scripts: one per operation, includes expanded once, keys declared, no scans."""
+"""The scripts: one per operation, grouped by entry point, includes expanded once, keys
+and arguments declared in their headers, and every call held to its script's header."""
 
 from __future__ import annotations
 
 import re
-from importlib import resources
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
-from fairque import lua
-from fairque.keys import FIXED_KEYS
+from fairque import Constraint, Job, Matcher, PutTaskRequest, QueueSettings, RetryInfo, Task
+from fairque.engine import scripts
+from fairque.engine.calls import Call
+from fairque.engine.keys import Namespace
+from fairque.jobs import JobOps, LeasedJob, Success
+from fairque.queue import LeasedTask, Priority, QueueOps
+from fairque.scheduler import Schedule, TaskTemplate
+from fairque.scheduler.config import SchedulerConfig
+from fairque.scheduler.ops import Grant, Plan, SchedulerOps
+from fairque.storage.ops import StorageOps
 
-SCRIPTS = sorted(
-    entry.name.removesuffix(".lua")
-    for entry in resources.files("fairque.lua").iterdir()
-    if entry.name.endswith(".lua")
-)
+SCRIPTS = scripts.names()
+NAMESPACE = Namespace("headers", QueueSettings())
+KEY_REFERENCE = re.compile(r"\bK\.(\w+)|\bK\['([^']+)'\]")
 
 
-def test_every_operation_has_its_script() -> None:
+def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
     assert SCRIPTS == [
-        "cancel", "constraint_set", "constraints", "due", "extend", "fail", "finish", "get",
-        "job_complete", "job_pop", "job_push", "job_result", "jobs", "pop", "promote", "push",
-        "reap", "release", "retry", "retry_failed", "schedule_pause", "schedule_read",
-        "schedule_remove", "schedule_save", "scheduler_due", "scheduler_failed", "scheduler_fire",
-        "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "storage_done",
-        "storage_get", "storage_put", "storage_retry", "storage_stat", "tasks", "xcom_pull",
-        "xcom_push",
+        "jobs/complete", "jobs/constraint_set", "jobs/constraints", "jobs/list", "jobs/pop",
+        "jobs/push", "jobs/result",
+        "namespace/cancel", "namespace/due", "namespace/get", "namespace/promote",
+        "namespace/reap", "namespace/retry", "namespace/stats", "namespace/tasks",
+        "queue/extend", "queue/fail", "queue/finish", "queue/pop", "queue/push",
+        "queue/release", "queue/retry_failed", "queue/xcom_pull", "queue/xcom_push",
+        "scheduler/due", "scheduler/failed", "scheduler/fire", "scheduler/instance",
+        "scheduler/lock", "scheduler/pause", "scheduler/read", "scheduler/remove",
+        "scheduler/save", "scheduler/unlock",
+        "storage/done", "storage/get", "storage/put", "storage/retry", "storage/stat",
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_scripts_are_self_contained(name: str) -> None:
-    script = lua.load(name)
+    script = scripts.load(name)
     assert "--@include" not in script.source
     assert script.source.startswith("local K = {")
     for helper in re.findall(r"^local function (\w+)", script.source, re.MULTILINE):
@@ -39,19 +51,128 @@ def test_scripts_are_self_contained(name: str) -> None:
     # SMEMBERS is allowed: dependency sets are per task and read whole, as seed 000 does.
     forbidden = ["'KEYS'", '"KEYS"', "dofile", "loadstring", "cjson"]
     # The Web UI's task list reads one page of a critical list (at most `limit` ids).
-    if name != "tasks":
+    if name != "namespace/tasks":
         forbidden.append("LRANGE")
     for word in forbidden:
         assert word not in script.source, word
     assert "getkeys" not in script.source.lower()
 
 
-def test_every_fixed_key_is_declared_in_order() -> None:
-    header = lua.load("push").source.splitlines()[0]
-    for index, name in enumerate(FIXED_KEYS, 1):
-        assert f"['{name}'] = KEYS[{index}]" in header
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_script_declares_exactly_the_keys_it_touches(name: str) -> None:
+    script = scripts.load(name)
+    code = re.sub(r"--[^\n]*", "", script.source.split("\n", 2)[2])  # past the prelude
+    used = {dotted or quoted for dotted, quoted in KEY_REFERENCE.findall(code)}
+    assert used == {scripts.lua_name(key) for key in script.keys}
+    # Keys made from ids hash to the namespace's slot: every one starts with the prefix.
+    assert "PREFIX .. '" in code or not re.search(r"redis\.call\('\w+', '", code)
+
+
+def test_the_prelude_names_the_declared_keys_in_order() -> None:
+    script = scripts.load("namespace/get")
+    assert script.keys == ("task:<id>", "result:<id>", "deps:blocked:<id>", "deps:waiting:<id>")
+    prelude = script.source.splitlines()[0]
+    assert prelude == (
+        "local K = {['task'] = KEYS[1], ['result'] = KEYS[2], ['deps:blocked'] = KEYS[3], "
+        "['deps:waiting'] = KEYS[4]}"
+    )
 
 
 def test_load_is_cached_and_hashed() -> None:
-    assert lua.load("pop") is lua.load("pop")
-    assert len(lua.load("pop").sha) == 40
+    assert scripts.load("queue/pop") is scripts.load("queue/pop")
+    assert len(scripts.load("queue/pop").sha) == 40
+
+
+def _leased() -> LeasedTask:
+    return LeasedTask("t1", "alice", Priority.NORMAL, None, None, 0, 0.0, "7", 30.0, 3, 0, 0, None)
+
+
+def _job() -> LeasedJob:
+    return LeasedJob("j1", "resize", None, 0, 0, 30.0, 0, "9", 0.0)
+
+
+def _grant() -> Grant:
+    return Grant("s1", "tok", 0, b"0", b"", 1, None)
+
+
+def _plan(submit: bool) -> Plan:
+    return Plan(0, 60_000_000, submit, "s1@0")
+
+
+QUEUE, JOBS = QueueOps(NAMESPACE), JobOps(NAMESPACE)
+SCHEDULER, STORAGE = SchedulerOps(NAMESPACE), StorageOps(NAMESPACE)
+LATER = datetime.now(timezone.utc) + timedelta(hours=1)
+SCHEDULE = Schedule(interval=60, task=TaskTemplate(name="ping", user_id="ops"))
+
+# Every call the ops build, with the arguments that give each script its longest form.
+CALLS: dict[str, Callable[[], Call[Any]]] = {
+    "queue push": lambda: QUEUE.push([Task(user_id="a"), Task(user_id="b", delay=5)]),
+    "queue pop": lambda: QUEUE.pop(3, ["a"], ["b", "c"], "w1", 30.0),
+    "queue pop all": lambda: QUEUE.pop(3),
+    "queue finish": lambda: QUEUE.finish([_leased()], [{"ok": 1}]),
+    "queue release": lambda: QUEUE.release([_leased()]),
+    "queue fail": lambda: QUEUE.fail(_leased(), "boom", retry=True),
+    "queue extend": lambda: QUEUE.extend(_leased(), 10.0),
+    "queue retry_failed": lambda: QUEUE.retry_failed("alice"),
+    "queue xcom_push": lambda: QUEUE.xcom_push("t1", "k", 1, None),
+    "queue xcom_pull": lambda: QUEUE.xcom_pull("t1", "k"),
+    "namespace cancel": lambda: QUEUE.cancel("t1"),
+    "namespace retry": lambda: QUEUE.retry("t1"),
+    "namespace get": lambda: QUEUE.get("t1"),
+    "namespace tasks": lambda: QUEUE.tasks("queued", "alice", "n", 0, 10),
+    "namespace stats": QUEUE.stats,
+    "namespace reap": lambda: QUEUE.reap(100),
+    "namespace due": QUEUE.next_due,
+    "namespace promote": lambda: QUEUE.promote(100),
+    "jobs push": lambda: JOBS.push([Job(name="a"), Job(name="b", argument=[1])]),
+    "jobs pop": lambda: JOBS.pop("w1", 2, ["a", "b"]),
+    "jobs complete": lambda: JOBS.complete(_job(), Success(finished_at=LATER), 60.0),
+    "jobs release": lambda: JOBS.release(_job()),
+    "jobs result": lambda: JOBS.take_result("j1"),
+    "jobs list": lambda: JOBS.jobs("queued", "a", 0, 10),
+    "jobs constraint_set": lambda: JOBS.set_constraint(
+        "c1", Constraint(match=[Matcher(field="name", op="equals", value="a")], concurrency=1)
+    ),
+    "jobs constraints": JOBS.constraints,
+    "scheduler save": lambda: SCHEDULER.save(SCHEDULE, 0, "add"),
+    "scheduler remove": lambda: SCHEDULER.remove("s1"),
+    "scheduler pause": lambda: SCHEDULER.pause("s1"),
+    "scheduler read": lambda: SCHEDULER.read(["s1", "s2"]),
+    "scheduler due": lambda: SCHEDULER.due("i1", {"state": "running"}, 10),
+    "scheduler instance": lambda: SCHEDULER.record("i1", {"state": "stopped"}),
+    "scheduler lock": lambda: SCHEDULER.lock("s1", "tok", 5.0),
+    "scheduler fire": lambda: SCHEDULER.fire(_grant(), _plan(submit=False)),
+    "scheduler failed": lambda: SCHEDULER.failed(_grant(), 0, "boom", SchedulerConfig()),
+    "scheduler unlock": lambda: SCHEDULER.unlock("s1", "tok"),
+    "storage get": lambda: STORAGE.get_task(3, 10),
+    "storage done": lambda: STORAGE.done_task([1, 2]),
+    "storage retry": lambda: STORAGE.retry_task([RetryInfo.after(1, 1.0)]),
+    "storage put": lambda: STORAGE.put_tasks(
+        [PutTaskRequest(1, b"a"), PutTaskRequest(2, b"b", start_time=LATER)]
+    ),
+    "storage stat": STORAGE.get_stat,
+}
+
+
+def test_every_script_has_a_call_checked_below() -> None:
+    assert {CALLS[case]().script.name for case in CALLS} == set(SCRIPTS)
+
+
+@pytest.mark.parametrize("case", CALLS)
+def test_a_call_sends_the_keys_and_arguments_its_script_declares(case: str) -> None:
+    call = CALLS[case]()
+    script = call.script
+    declared = [*script.keys]
+    if script.variadic_key is not None:
+        assert len(call.keys) > len(script.keys)  # every such call names its queues
+        declared += [script.variadic_key] * (len(call.keys) - len(script.keys))
+    assert len(call.keys) == len(declared)
+    for key, name in zip(call.keys, declared, strict=True):
+        # All under the namespace's hash tag: one cluster slot.
+        pattern = re.sub(r"<\w+>", "[^:]+", re.escape(NAMESPACE.prefix + name))
+        assert re.fullmatch(pattern, key), (key, name)
+    if script.variadic_args:
+        assert len(call.args) >= script.arg_count
+    else:
+        assert len(call.args) == script.arg_count
+    assert call.args[0] == NAMESPACE.prefix

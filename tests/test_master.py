@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, QueueSettings
 from fairque.cli import app as cli
-from fairque.client.jobs import JobQueue
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
-from fairque.jobs import Outcome
+from fairque.jobs import JobOutcome
+from fairque.jobs.client import JobQueue
 from tests.conftest import namespace_keys
 
 pytestmark = pytest.mark.cluster
@@ -159,7 +159,7 @@ def test_results_are_read_once(client: TestClient[Any], jobs: JobQueue) -> None:
     _, created = send(client, "POST", "/jobs", {"name": "n", "keep_result": True})
     [leased] = jobs.pop("w")
     done = {"type": "success", "finished_at": "2026-01-02T03:04:05Z", "result": [1]}
-    jobs.complete(leased, msgspec.convert(done, Outcome))
+    jobs.complete(leased, msgspec.convert(done, JobOutcome))
     status, result = send(client, "GET", f"/jobs/{created['id']}/result")
     assert status == 200
     assert result == {"type": "success", "finished_at": "2026-01-02T03:04:05Z", "result": [1]}
@@ -177,7 +177,7 @@ def test_web_ui_api(client: TestClient[Any], jobs: JobQueue) -> None:
     [leased] = jobs.pop("w")
     failed = {"type": "failure", "finished_at": "2026-01-01T00:00:00Z", "reason": "other",
               "should_retry": False, "message": "broke"}  # fmt: skip
-    jobs.complete(leased, msgspec.convert(failed, Outcome))
+    jobs.complete(leased, msgspec.convert(failed, JobOutcome))
     _, listed = send(client, "GET", "/jobs?state=failed")
     assert [job["id"] for job in listed["jobs"]] == [ids[1]]
     assert send(client, "POST", f"/jobs/{ids[1]}/retry") == (200, {"done": True})

@@ -17,14 +17,14 @@ from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli import app
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.metrics import Metrics
+from fairque.queue.sharded import open_queue
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
 from fairque.storage.contract import Contract
 from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
-from fairque.tasks import Registry, task
-from fairque.worker import Worker, WorkerConfig
+from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -101,7 +101,7 @@ def test_task_counts_by_state(metrics: Metrics, server: LocalServer, namespace: 
         storage.get_task(2, 1)
         q.push(Task(user_id="alice"))
         metrics.watch_storage(storage)
-        metrics.watch_queue(q)
+        metrics.watch_queue(q, namespace)
         samples = scrape(metrics)
     for state, count in (("ready", 0), ("taken", 1), ("delayed", 1)):
         assert samples[("queue_tasks", (("queue_num", "2"), ("state", state)))] == count
@@ -135,23 +135,26 @@ async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namesp
     assert samples[("fairque_task_duration_seconds_count", failed)] == 1
 
 
+@pytest.mark.parametrize("shards", [1, 3])
 def test_fair_worker_process_serves_metrics(
-    tmp_path: Path, server: LocalServer, namespace: str
+    tmp_path: Path, server: LocalServer, namespace: str, shards: int
 ) -> None:
-    module = "from fairque.tasks import task\n\n@task(name='triple')\ndef triple(x): return 3 * x\n"
+    module = (
+        "from fairque.worker import task\n\n@task(name='triple')\ndef triple(x): return 3 * x\n"
+    )
     (tmp_path / "metric_tasks.py").write_text(module)
     command = [
         sys.executable, "-c", "from fairque.cli import main; main()", "worker",
         "--tasks", "metric_tasks", "--url", server.url, "--namespace", namespace,
-        "--metrics-port", "0",
+        "--metrics-port", "0", "--shards", str(shards),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout is not None
         address = worker.stdout.readline().split()[-1]
-        with FairQueue(server.url, namespace) as queue:
-            tasks = [Task(user_id="u", name="triple", payload={"args": [n]}) for n in range(3)]
+        with open_queue(server.url, namespace, shards) as queue:
+            tasks = [Task(user_id=f"u{n}", name="triple", payload={"args": [n]}) for n in range(3)]
             queue.push_many(tasks)
             wait_for(lambda: queue.stats().counters.get("finished") == 3)
         with urllib.request.urlopen(address, timeout=10) as response:
@@ -163,6 +166,7 @@ def test_fair_worker_process_serves_metrics(
             worker.kill()
             worker.wait()
     assert 'fairque_task_duration_seconds_count{name="triple",outcome="finished"} 3.0' in text
+    # A sharded queue's gauge counts the tasks of all of its shards.
     assert f'fairque_tasks{{namespace="{namespace}",state="finished"}} 3.0' in text
 
 

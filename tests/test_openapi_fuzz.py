@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.openapi import from_asgi
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 
 OPERATIONS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairque import FairQueue, InvalidInput
-from fairque.tasks import Pipeline, Registry, task
+from fairque.worker import Pipeline, Registry, task
 
 pytestmark = pytest.mark.cluster
 

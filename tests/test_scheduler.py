@@ -13,9 +13,8 @@ import msgspec
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.errors import DuplicateSchedule, ScheduleChanged, ScheduleNotFound
-from fairque.keys import lock_key
 from fairque.scheduler import (
     AsyncTaskScheduler,
     HealthStatus,
@@ -68,8 +67,29 @@ async def add_due(
     sid = await instance.add_schedule(
         **{"interval": 3600, "start_at": start, "task": TEMPLATE, **fields}
     )
-    await wait_server_time_past(instance.queue, start.timestamp() + late)
+    await wait_server_time_past(queue_of(instance), start.timestamp() + late)
     return sid, start
+
+
+def queue_of(scheduler: AsyncTaskScheduler) -> AsyncFairQueue:
+    """The fair queue the scheduler submits to, on the scheduler's connection pool."""
+    namespace = scheduler.ops.namespace
+    return AsyncFairQueue(
+        namespace=namespace.name, settings=namespace.settings, executor=scheduler.executor
+    )
+
+
+def sync_queue_of(scheduler: TaskScheduler) -> FairQueue:
+    """:func:`queue_of` for the blocking scheduler."""
+    namespace = scheduler.ops.namespace
+    return FairQueue(
+        namespace=namespace.name, settings=namespace.settings, executor=scheduler.executor
+    )
+
+
+def lock_of(queue: AsyncFairQueue, schedule_id: str) -> str:
+    """The key of the scheduler's lock on one schedule."""
+    return queue.namespace.key(f"scheduler:lock:{schedule_id}")
 
 
 def server_now(queue: FairQueue) -> float:
@@ -92,7 +112,7 @@ def test_a_schedule_is_stored_with_its_next_run(scheduler: TaskScheduler) -> Non
         __import__("zoneinfo").ZoneInfo("Asia/Tokyo")
     )
     assert (local.hour, local.minute, local.second) == (6, 30, 0)
-    assert 0 < info.next_run - server_now(scheduler.queue) <= 24 * 3600
+    assert 0 < info.next_run - server_now(sync_queue_of(scheduler)) <= 24 * 3600
 
 
 def test_other_instances_see_the_changes(server: Server, namespace: str) -> None:
@@ -136,7 +156,7 @@ def test_an_update_on_a_stale_read_is_refused(scheduler: TaskScheduler) -> None:
     scheduler.update_schedule(sid, interval=6)
     save = scheduler.ops.save(stale.schedule, 0, "update", stale.version)
     with pytest.raises(ScheduleChanged):
-        scheduler.queue._run(save)
+        scheduler.executor.execute(save)
     assert scheduler.get_schedule(sid).schedule.interval == 6
 
 
@@ -225,7 +245,7 @@ async def runs_of(queue: AsyncFairQueue, schedule_id: str) -> list[int]:
 async def test_a_due_run_is_queued_with_its_template(instance: AsyncTaskScheduler) -> None:
     sid, start = await add_due(instance)
     assert await instance.runner.cycle() == 0.0
-    [task] = await instance.queue.pop(lease_seconds=60)
+    [task] = await queue_of(instance).pop(lease_seconds=60)
     assert task.task_id == f"{sid}@{round(start.timestamp() * 1e6)}"
     assert task.name == "report"
     assert task.user_id == "alice"
@@ -239,7 +259,7 @@ async def test_a_due_run_is_queued_with_its_template(instance: AsyncTaskSchedule
     assert instance.metrics.latency[0] >= 0
     pause = await instance.runner.cycle()  # nothing due: wait, at most a poll interval
     assert 0 < pause <= FAST.poll_interval
-    assert await instance.queue.pop() == []
+    assert await queue_of(instance).pop() == []
 
 
 async def test_two_instances_submit_each_run_once(
@@ -258,14 +278,14 @@ async def test_two_instances_submit_each_run_once(
         s.stop()
     await asyncio.gather(*runs)
     await other.close()
-    queued = await instance.queue.pop(count=1000, lease_seconds=60)
+    queued = await queue_of(instance).pop(count=1000, lease_seconds=60)
     for sid in ids:
         info = await instance.get_schedule(sid)
         times = sorted(int(t.task_id.split("@")[1]) for t in queued if t.task_id.startswith(sid))
         assert len(times) == info.runs == len(set(times))
         steps = {b - a for a, b in itertools.pairwise(times)}
         assert steps == {200_000}  # every grid point, none twice, none missed
-    pushed = (await instance.queue.stats()).counters["pushed"]
+    pushed = (await queue_of(instance).stats()).counters["pushed"]
     submitted = instance.metrics.submitted + other.metrics.submitted
     assert pushed == submitted
     assert instance.metrics.failed == other.metrics.failed == 0
@@ -273,29 +293,29 @@ async def test_two_instances_submit_each_run_once(
 
 async def test_a_stale_plan_is_refused(instance: AsyncTaskScheduler) -> None:
     sid, _start = await add_due(instance)
-    ops, queue = instance.ops, instance.queue
-    grant = await queue._run(ops.lock(sid, "me", 5))
+    ops, queue = instance.ops, queue_of(instance)
+    grant = await queue.execute(ops.lock(sid, "me", 5))
     assert not isinstance(grant, bool)
-    assert await queue._run(ops.lock(sid, "other", 5)) is True  # the lock is held
+    assert await queue.execute(ops.lock(sid, "other", 5)) is True  # the lock is held
     await instance.update_schedule(sid, task={**TEMPLATE, "user_id": "bob"})
-    assert await queue._run(ops.fire(grant, plan_run(grant))) is None
+    assert await queue.execute(ops.fire(grant, plan_run(grant))) is None
     assert await queue.pop() == []
-    assert await queue.redis.exists(lock_key(queue.ops.prefix, sid)) == 0  # released
+    assert await queue.redis.exists(lock_of(queue, sid)) == 0  # released
 
 
 async def test_a_lock_taken_over_by_another_instance_is_not_released(
     instance: AsyncTaskScheduler,
 ) -> None:
     sid, _start = await add_due(instance)
-    ops, queue = instance.ops, instance.queue
-    grant = await queue._run(ops.lock(sid, "me", 5))
+    ops, queue = instance.ops, queue_of(instance)
+    grant = await queue.execute(ops.lock(sid, "me", 5))
     assert not isinstance(grant, bool)
-    lock = lock_key(queue.ops.prefix, sid)
+    lock = lock_of(queue, sid)
     await queue.redis.set(lock, "other")  # our lock expired and another instance took it
-    assert await queue._run(ops.fire(grant, plan_run(grant))) is None
-    assert await queue._run(ops.unlock(sid, "me")) is False
+    assert await queue.execute(ops.fire(grant, plan_run(grant))) is None
+    assert await queue.execute(ops.unlock(sid, "me")) is False
     assert await queue.redis.get(lock) == b"other"
-    assert await queue._run(ops.unlock(sid, "other")) is True
+    assert await queue.execute(ops.unlock(sid, "other")) is True
     assert await queue.redis.exists(lock) == 0
     assert await queue.pop() == []
 
@@ -304,8 +324,8 @@ async def test_a_dead_instances_lock_expires_and_another_takes_over(
     instance: AsyncTaskScheduler,
 ) -> None:
     sid, _start = await add_due(instance)
-    queue = instance.queue
-    await queue.redis.set(lock_key(queue.ops.prefix, sid), "dead-instance:1", px=600)
+    queue = queue_of(instance)
+    await queue.redis.set(lock_of(queue, sid), "dead-instance:1", px=600)
     run = asyncio.create_task(instance.run())
 
     async def submitted() -> bool:
@@ -325,11 +345,11 @@ async def test_missed_runs_never_come_as_a_burst(
     sid = await instance.add_schedule(interval=0.1, missed=policy, misfire_grace=0.2, task=TEMPLATE)
     first = (await instance.get_schedule(sid)).next_run
     assert first is not None
-    await wait_server_time_past(instance.queue, first + 0.55)  # all instances were down
+    await wait_server_time_past(queue_of(instance), first + 0.55)  # all instances were down
     await instance.runner.cycle()
     await instance.runner.cycle()
     info = await instance.get_schedule(sid)
-    times = await runs_of(instance.queue, sid)
+    times = await runs_of(queue_of(instance), sid)
     if policy is MissedRuns.RUN_ONCE:
         assert len(times) == info.runs == 1  # the missed runs became one
         assert times[0] == round(first * 1e6)
@@ -346,10 +366,10 @@ async def test_runs_late_within_the_grace_time_are_caught_up_one_by_one(
     sid = await instance.add_schedule(interval=0.1, task=TEMPLATE)
     first = (await instance.get_schedule(sid)).next_run
     assert first is not None
-    await wait_server_time_past(instance.queue, first + 0.55)  # a short outage
+    await wait_server_time_past(queue_of(instance), first + 0.55)  # a short outage
     pauses = [await instance.runner.cycle() for _ in range(12)]
     assert pauses[0] == 0.0  # a cycle that submitted looks again at once
-    times = await runs_of(instance.queue, sid)
+    times = await runs_of(queue_of(instance), sid)
     assert len(times) >= 6
     assert times[0] == round(first * 1e6)
     assert {b - a for a, b in itertools.pairwise(times)} == {100_000}
@@ -361,7 +381,7 @@ async def test_a_run_later_than_the_grace_time_is_missed(
 ) -> None:
     sid, _start = await add_due(instance, late=0.3, missed="skip", misfire_grace=grace)
     await instance.runner.cycle()
-    assert len(await runs_of(instance.queue, sid)) == runs
+    assert len(await runs_of(queue_of(instance), sid)) == runs
     assert (await instance.get_schedule(sid)).skipped == 1 - runs
 
 
@@ -369,7 +389,7 @@ async def test_pause_and_resume(instance: AsyncTaskScheduler) -> None:
     sid, _start = await add_due(instance)
     assert await instance.pause_schedule(sid) is ScheduleState.PAUSED
     await instance.runner.cycle()
-    assert await runs_of(instance.queue, sid) == []
+    assert await runs_of(queue_of(instance), sid) == []
     assert (await instance.get_schedule(sid)).next_run is None
     updated = await instance.update_schedule(sid, interval=1800)
     assert updated.state is ScheduleState.PAUSED  # an update keeps it paused
@@ -387,12 +407,12 @@ async def test_update_and_remove_take_effect_on_the_next_cycle(
     await instance.update_schedule(moved, start_at=start + timedelta(hours=1))
     await instance.remove_schedule(removed)
     await instance.runner.cycle()
-    assert await instance.queue.pop() == []
+    assert await queue_of(instance).pop() == []
     soon = datetime.now(timezone.utc) + timedelta(milliseconds=200)
     await instance.update_schedule(moved, start_at=soon, task={**TEMPLATE, "user_id": "carol"})
-    await wait_server_time_past(instance.queue, soon.timestamp())
+    await wait_server_time_past(queue_of(instance), soon.timestamp())
     await instance.runner.cycle()
-    [task] = await instance.queue.pop()
+    [task] = await queue_of(instance).pop()
     assert task.user_id == "carol"
 
 
@@ -423,10 +443,10 @@ async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
     assert "payload" in info.last_error
     assert info.next_run is not None
     assert info.next_run >= start.timestamp() + FAST.retry_backoff_base
-    assert await instance.queue.pop() == []
-    await wait_server_time_past(instance.queue, info.next_run)
+    assert await queue_of(instance).pop() == []
+    await wait_server_time_past(queue_of(instance), info.next_run)
     await instance.runner.cycle()
-    [task] = await instance.queue.pop()
+    [task] = await queue_of(instance).pop()
     assert task.task_id == f"{sid}@{round(start.timestamp() * 1e6)}"  # the run that failed
     info = await instance.get_schedule(sid)
     assert (info.failures, info.last_error, info.runs) == (0, None, 1)
@@ -465,15 +485,15 @@ async def test_an_unreadable_definition_fails_its_schedule_not_the_instance(
 ) -> None:
     broken, _start = await add_due(instance)
     healthy, _start = await add_due(instance)
-    schedules, _next, statuses = instance.ops._keys[:3]
-    await instance.queue.redis.hset(schedules, broken, b"\xc1")  # not MessagePack
+    schedules, statuses = (instance.ops.namespace.key(n) for n in ("schedules", "schedules:status"))
+    await queue_of(instance).redis.hset(schedules, broken, b"\xc1")  # not MessagePack
     config = FAST.model_copy(update={"max_submit_retries": 0})
     other = AsyncTaskScheduler(server.url, namespace, config=config)
     await other.runner.cycle()
     await other.close()
-    [task] = await instance.queue.pop()
+    [task] = await queue_of(instance).pop()
     assert task.task_id.startswith(healthy)
-    packed = await instance.queue.redis.hget(statuses, broken)
+    packed = await queue_of(instance).redis.hget(statuses, broken)
     assert isinstance(packed, bytes)
     status = msgspec.msgpack.decode(packed)
     assert status["state"] == "failed"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from fairque import FairQueue
-from fairque.embedded import LocalServer, free_port
+from fairque.engine.embedded import LocalServer, free_port
 from fairque.scheduler import TaskScheduler
 from tests.conftest import StartCli, wait_for
 

@@ -12,18 +12,20 @@ import pytest
 
 from fairque import (
     AsyncShardedQueue,
+    FairQueue,
     InvalidInput,
     Priority,
+    Queue,
     QueueSettings,
+    RecordKind,
     ShardedQueue,
     Task,
     TaskNotFound,
     TaskState,
 )
-from fairque.models import QueueStats, TenantStats
-from fairque.sharding import Rotation, merge_stats, shard_index, shard_namespaces, soonest
-from fairque.tasks import Registry, task
-from fairque.worker import Worker, WorkerConfig
+from fairque.queue.models import QueueStats, TenantStats
+from fairque.queue.sharded import Rotation, merge_stats, shard_index, shard_namespaces, soonest
+from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import Server, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -176,6 +178,45 @@ def test_maintenance_covers_every_shard(sharded: ShardedQueue) -> None:
     assert sharded.stats().states[TaskState.QUEUED] == SHARDS
 
 
+def test_lists_page_through_every_shard(sharded: ShardedQueue) -> None:
+    names = tenants_by_shard(2)
+    tenants = [name for shard in names.values() for name in shard]
+    pushed = set(sharded.push_many([Task(user_id=tenants[n % 6]) for n in range(20)]))
+    seen: list[str] = []
+    cursor, pages = 0, 0
+    while True:
+        page = sharded.tasks(TaskState.QUEUED, cursor=cursor, limit=3)
+        seen += [summary.task_id for summary in page.tasks]
+        pages += 1
+        cursor = page.cursor
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(pushed)  # each task once, from all three shards
+    assert pages >= 7
+    one = sharded.tasks("queued", user_id=names[1][0])  # a tenant's: its shard only
+    assert {summary.user_id for summary in one.tasks} == {names[1][0]}
+
+
+def test_retry_failed_and_records_cover_every_shard(sharded: ShardedQueue) -> None:
+    names = tenants_by_shard(1)
+    failing = [sharded.push(Task(user_id=names[shard][0], max_retries=0)) for shard in range(3)]
+    for leased in sharded.pop(count=3):
+        sharded.fail(leased, "boom")
+    assert [sharded.retry_failed(names[shard][0]) for shard in range(3)] == [1, 1, 1]
+    record = sharded.get_record(failing[2])
+    assert record is not None
+    assert (record.kind, record.state) == (RecordKind.TASK, TaskState.QUEUED)
+    assert sharded.get_record("nothing") is None
+    assert not hasattr(sharded, "execute")  # a call for one namespace has no place here
+
+
+def test_both_queues_satisfy_the_queue_protocol(sharded: ShardedQueue, queue: FairQueue) -> None:
+    def served(queue: Queue) -> int:
+        return queue.stats().states[TaskState.QUEUED]
+
+    assert served(sharded) == served(queue) == 0
+
+
 async def test_the_async_sharded_queue(asharded: AsyncShardedQueue) -> None:
     names = tenants_by_shard(1)
     ids = await asharded.push_many([Task(user_id=names[n][0]) for n in range(SHARDS)])
@@ -184,6 +225,10 @@ async def test_the_async_sharded_queue(asharded: AsyncShardedQueue) -> None:
         names[n][0] for n in range(SHARDS)
     ]
     assert await asharded.get("nothing") is None
+    assert await asharded.get_record("nothing") is None
+    page = await asharded.tasks(TaskState.QUEUED, limit=1)
+    assert len(page.tasks) == 1
+    assert page.cursor
     leased = await asharded.pop(count=4)
     assert len(leased) == 4
     by_tenant = {task.user_id: task for task in leased if task.task_id in ids}
@@ -204,6 +249,7 @@ async def test_the_async_sharded_queue(asharded: AsyncShardedQueue) -> None:
     assert 3500 < (await asharded.next_due() or 0) <= 3600
     stats = await asharded.stats()
     assert (stats.counters["finished"], stats.states[TaskState.CANCELED]) == (2, 1)
+    assert await asharded.retry_failed(names[0][0]) == 0
 
 
 sharded_functions = Registry()

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.errors import InvalidInput
 from fairque.storage import (
     ManualClock,

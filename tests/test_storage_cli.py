@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from fairque.cli import app
 from fairque.config import URL_ENV
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.storage import RedisStorage
 from fairque.storage.contract import Contract
 from tests.conftest import wait_for

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from fairque import InvalidInput, Task, TaskState
-from fairque.embedded import LocalServer
-from fairque.ops import Call
+from fairque import FairQueue, InvalidInput, Job, JobQueue, RecordKind, Task, TaskState
+from fairque.engine.calls import Call
+from fairque.engine.embedded import LocalServer
 from fairque.storage import (
     AsyncMemoryStorage,
     AsyncRedisStorage,
@@ -29,6 +29,14 @@ from tests.conftest import wait_for
 pytestmark = pytest.mark.cluster
 
 
+def fair(storage: RedisStorage) -> FairQueue:
+    """The fair queue of the storage's namespace, on the same connection pool."""
+    namespace = storage.ops.namespace
+    return FairQueue(
+        namespace=namespace.name, settings=namespace.settings, executor=storage.executor
+    )
+
+
 @pytest.fixture
 def storage(server: LocalServer, namespace: str) -> Iterator[RedisStorage]:
     with RedisStorage(server.url, namespace) as storage:
@@ -40,7 +48,7 @@ def test_storage_tasks_show_in_the_fair_queue_stats(storage: RedisStorage) -> No
     storage.put_task(PutTaskRequest(2, b"c", delay=3600))
     [task] = storage.get_task(1, 1)
     storage.done_task([task.id])
-    stats = storage.queue.stats()
+    stats = fair(storage).stats()
     assert stats.states[TaskState.QUEUED] == 1
     assert stats.states[TaskState.SCHEDULED] == 1
     assert stats.states[TaskState.STARTED] == 0
@@ -51,20 +59,20 @@ def test_storage_tasks_show_in_the_fair_queue_stats(storage: RedisStorage) -> No
 def test_fair_queue_maintenance_returns_expired_storage_tasks(storage: RedisStorage) -> None:
     task_id = storage.put_task(PutTaskRequest(4, b"a"))
     storage.get_task(4, 1, visibility_timeout=0.05)
-    assert storage.queue.stats().states[TaskState.STARTED] == 1
-    wait_for(lambda: storage.queue.reap().expired == 1)
+    assert fair(storage).stats().states[TaskState.STARTED] == 1
+    wait_for(lambda: fair(storage).reap().expired == 1)
     # Back in its numbered queue, not in a tenant queue: a fair pop does not see it.
-    assert storage.queue.pop() == []
+    assert fair(storage).pop() == []
     [task] = storage.get_task(4, 1)
     assert (task.id, task.attempts) == (task_id, 1)
 
 
 def test_fair_and_storage_tasks_share_ids_without_clashing(storage: RedisStorage) -> None:
-    storage.queue.push(Task(user_id="alice", task_id="1"))
-    storage.queue.push(Task(user_id="alice", task_id="2"))
+    fair(storage).push(Task(user_id="alice", task_id="1"))
+    fair(storage).push(Task(user_id="alice", task_id="2"))
     assert storage.put_task(PutTaskRequest(1, b"a")) == 3
     assert storage.done_task([1, 2]) == 0  # fair tasks are not storage tasks
-    info = storage.queue.get("1")
+    info = fair(storage).get("1")
     assert info is not None
     assert info.state is TaskState.QUEUED
     assert storage.retry_task([RetryInfo.after(2, 1.0)]) == 0
@@ -72,27 +80,58 @@ def test_fair_and_storage_tasks_share_ids_without_clashing(storage: RedisStorage
 
 def test_the_fair_queue_leaves_storage_tasks_alone(storage: RedisStorage) -> None:
     task_id = storage.put_task(PutTaskRequest(1, b"a"))
-    assert storage.queue.cancel(str(task_id)) is False
+    assert fair(storage).cancel(str(task_id)) is False
     with pytest.raises(InvalidInput, match="storage queue 1"):
-        storage.queue.get(str(task_id))
+        fair(storage).get(str(task_id))
     [task] = storage.get_task(1, 1)
     assert task.id == task_id
 
 
+def test_each_record_says_what_it_is(storage: RedisStorage) -> None:
+    queue = fair(storage)
+    jobs = JobQueue(queue)
+    made = {
+        queue.push(Task(user_id="alice")): RecordKind.TASK,
+        jobs.push(Job(name="resize")): RecordKind.JOB,
+        str(storage.put_task(PutTaskRequest(1, b"a"))): RecordKind.STORAGE,
+    }
+    for record_id, kind in made.items():
+        record = queue.get_record(record_id)
+        assert record is not None
+        assert (record.kind, record.fields["kind"]) == (kind, kind.value.encode())
+    task_id, job_id, storage_id = made
+    with pytest.raises(InvalidInput, match=r"is a JQ master job: read it with JobQueue\.get"):
+        queue.get(job_id)
+    with pytest.raises(InvalidInput, match=r"is a fair-queue task: read it with FairQueue\.get"):
+        jobs.get(task_id)
+    with pytest.raises(InvalidInput, match="storage queue 1"):
+        jobs.get(storage_id)
+
+
 def test_scripts_refuse_a_queue_key_that_does_not_match(storage: RedisStorage) -> None:
     call = storage.ops.get_task(1, 1)
-    wrong = Call(call.script, (*call.keys[:-1], storage.ops.queue_key(2)), call.args, call.parse)
+    wrong = Call(
+        call.script,
+        (*call.keys[:-1], storage.ops.namespace.key("storage:queue:2")),
+        call.args,
+        call.parse,
+    )
     with pytest.raises(InvalidInput) as caught:
-        storage.queue.execute(wrong)
+        storage.executor.execute(wrong)
     assert caught.value.field == "queue_num"
     put = storage.ops.put_task(PutTaskRequest(1, b"a"))
-    wrong_put = Call(put.script, (*put.keys[:-1], storage.ops.queue_key(2)), put.args, put.parse)
+    wrong_put = Call(
+        put.script,
+        (*put.keys[:-1], storage.ops.namespace.key("storage:queue:2")),
+        put.args,
+        put.parse,
+    )
     with pytest.raises(InvalidInput):
-        storage.queue.execute(wrong_put)
+        storage.executor.execute(wrong_put)
     retry = storage.ops.retry_task([RetryInfo.after(1, 1.0)])
     bad_rows = Call(retry.script, retry.keys, (*retry.args[:-3], 2, *retry.args[-2:]), int)
     with pytest.raises(InvalidInput):
-        storage.queue.execute(bad_rows)
+        storage.executor.execute(bad_rows)
     assert storage.get_stat().queues == {}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, RetryInfo, Storage
 
 HOUR = timedelta(hours=1)

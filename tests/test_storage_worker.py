@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.errors import InvalidInput
 from fairque.storage import (
     AsyncMemoryStorage,

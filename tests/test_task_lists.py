@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from fairque import FairQueue, InvalidInput, Priority, QueueSettings, Task, TaskState
-from fairque.client.jobs import JobQueue
 from fairque.jobs import Job
+from fairque.jobs.client import JobQueue
 from tests.conftest import namespace_keys
 
 
@@ -123,11 +123,11 @@ def test_retry_failed_requeues_only_that_tenant_in_slices(
 def test_retry_failed_refuses_a_bad_tenant_and_changes_nothing(queue: FairQueue) -> None:
     queue.push(Task(user_id="alice"))
     _fail_all(queue)
-    before = namespace_keys(queue.redis, queue.ops.namespace)
+    before = namespace_keys(queue.redis, queue.namespace.name)
     with pytest.raises(InvalidInput) as caught:
         queue.retry_failed("")
     assert caught.value.field == "user_id"
-    assert namespace_keys(queue.redis, queue.ops.namespace) == before
+    assert namespace_keys(queue.redis, queue.namespace.name) == before
 
 
 def test_retry_of_one_task_still_works(queue: FairQueue) -> None:

@@ -10,13 +10,13 @@ import pytest
 from litestar.testing import TestClient
 from typer.testing import CliRunner
 
-from fairque import FairQueue, Priority, QueueSettings, Task
+from fairque import FairQueue, Priority, QueueSettings, ShardedQueue, Task
 from fairque.cli import app as cli
-from fairque.client.jobs import JobQueue
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
 from fairque.jobs import Constraint, Job, Matcher
+from fairque.jobs.client import JobQueue
 from fairque.scheduler import TaskScheduler
 from tests.conftest import namespace_keys, wait_for
 
@@ -63,6 +63,25 @@ def test_overview_counts_states_tenants_and_throughput(
         # MessagePack for a client that does not ask for JSON, like the rest of the API.
         raw = client.get("/ui/api/tenants")
         assert msgspec.msgpack.decode(raw.content) == overview["tenants"]
+
+
+def test_a_sharded_namespace_shows_every_shard(server: LocalServer, namespace: str) -> None:
+    config = DashboardConfig(UiConfig(server.url, namespace, shards=3))
+    with (
+        ShardedQueue(server.url, namespace, shards=3) as sharded,
+        TestClient(create_dashboard(config)) as client,
+    ):
+        ids = sharded.push_many([Task(user_id=f"tenant-{n}") for n in range(12)])
+        overview = get(client, "/overview")
+        assert overview["states"]["queued"] == 12
+        assert len(overview["tenants"]) == 12
+        listed = get(client, "/tasks?state=queued&limit=100")
+        while listed["cursor"]:  # a page per shard at most
+            more = get(client, f"/tasks?state=queued&limit=100&cursor={listed['cursor']}")
+            listed = {"tasks": listed["tasks"] + more["tasks"], "cursor": more["cursor"]}
+        assert sorted(task["task_id"] for task in listed["tasks"]) == sorted(ids)
+        detail = get(client, f"/tasks/{ids[-1]}")
+        assert detail["task"]["user_id"] == "tenant-11"
 
 
 def test_throughput_rates_are_per_second_and_skip_equal_times() -> None:

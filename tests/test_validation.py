@@ -164,7 +164,7 @@ def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace
     for message, tampered in refused.items():
         args = (*head, count, msgspec.msgpack.encode(tampered), *payloads)
         with pytest.raises(redis.ResponseError, match=message):
-            queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *args)
+            queue.redis.eval(call.script.source, len(call.keys), *call.keys, *args)
     assert namespace_keys(queue.redis, namespace) == before
 
 
@@ -190,5 +190,5 @@ def test_finish_refuses_rows_that_do_not_match_their_count(queue: FairQueue) -> 
     call = queue.ops.finish([leased], [None])
     head, (_, rows) = call.args[:5], call.args[5:]
     with pytest.raises(redis.ResponseError, match="INVALID tasks do not match"):
-        queue.redis.evalsha(call.script.sha, len(call.keys), *call.keys, *head, 2, rows)
+        queue.redis.eval(call.script.source, len(call.keys), *call.keys, *head, 2, rows)
     queue.finish(leased)

@@ -11,9 +11,8 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, QueueSettings, Task, TaskState
-from fairque.embedded import LocalServer
-from fairque.tasks import Registry, task
-from fairque.worker import Worker, WorkerConfig
+from fairque.engine.embedded import LocalServer
+from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import until
 
 pytestmark = pytest.mark.cluster
@@ -205,7 +204,7 @@ async def test_an_idle_worker_wakes_on_push(
     run = asyncio.create_task(worker.run_async())
 
     async def listening() -> bool:
-        channel = pusher.ops.wake_channel
+        channel = pusher.namespace.wake_channel
         if isinstance(pusher.redis, RedisCluster):  # ask the node that owns the channel
             await pusher.redis.initialize()
             node = pusher.redis.get_node_from_key(channel)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fairque import FairQueue, Task, TaskState
-from fairque.embedded import LocalServer
+from fairque.engine.embedded import LocalServer
 from tests.conftest import StartCli, wait_for, wake_listeners
 
 TASKS = '''
@@ -18,7 +18,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from fairque.tasks import task
+from fairque import task
 
 
 @task(name="record")

@@ -8,9 +8,16 @@ from collections.abc import Callable
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings, TaskState
-from fairque.embedded import LocalServer
-from fairque.tasks import Pipeline, Registry, task
-from fairque.worker import SyncTaskContext, TaskContext, Worker, WorkerConfig
+from fairque.engine.embedded import LocalServer
+from fairque.worker import (
+    Pipeline,
+    Registry,
+    SyncTaskContext,
+    TaskContext,
+    Worker,
+    WorkerConfig,
+    task,
+)
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -36,7 +43,7 @@ def test_push_pull_default_and_ttl(queue: FairQueue) -> None:
     assert queue.xcom_pull("t1", "rows") == {"count": 3}
     assert queue.xcom_pull("t1", "other", default=0) == 0
     assert queue.xcom_pull("t2", "rows") is None
-    ttl = queue.redis.pttl(f"{queue.ops.prefix}xcom:t1")
+    ttl = queue.redis.pttl(f"{queue.namespace.prefix}xcom:t1")
     assert 24 * 3600 * 1000 - 5000 < ttl <= 24 * 3600 * 1000
 
 

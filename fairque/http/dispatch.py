@@ -16,16 +16,16 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
-from fairque.client.jobs import AsyncJobQueue
+from fairque.engine.waiting import wait_event, within
 from fairque.errors import LeaseLost
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
-from fairque.jobs import LeasedJob, Outcome, failure
-from fairque.waiting import wait_event
+from fairque.jobs import JobOutcome, LeasedJob, failure
+from fairque.jobs.client import AsyncJobQueue
 
 log = logging.getLogger("fairque.master")
 
-_outcome = msgspec.msgpack.Decoder(Outcome)
+_outcome = msgspec.msgpack.Decoder(JobOutcome)
 
 
 @dataclass
@@ -150,14 +150,14 @@ class Dispatcher:
             worker.running -= 1
             self.wake.set()
 
-    async def _call(self, worker: WorkerSlot, job: LeasedJob) -> Outcome | None:
+    async def _call(self, worker: WorkerSlot, job: LeasedJob) -> JobOutcome | None:
         """The worker's result object; None if the job never reached the worker."""
         request = JobRequest(
             job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout
         )
         body = msgspec.msgpack.encode(request)
         try:
-            response = await asyncio.wait_for(
+            response = await within(
                 self._http.post(f"{worker.url}/run", content=body, headers=self._headers),
                 job.timeout,
             )
@@ -173,7 +173,7 @@ class Dispatcher:
         if response.status_code != 200:
             return failure("other", f"worker {worker.id} answered HTTP {response.status_code}")
         try:
-            outcome: Outcome = _outcome.decode(response.content)
+            outcome: JobOutcome = _outcome.decode(response.content)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
         return outcome

@@ -19,9 +19,8 @@ from litestar import Litestar, Router
 from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
-from fairque.client.aio import AsyncFairQueue
-from fairque.client.jobs import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.config import QueueSettings
+from fairque.engine.executor import AsyncExecutor
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
 from fairque.http.protocol import (
@@ -41,12 +40,12 @@ from fairque.jobs import (
     ConstraintStatus,
     Job,
     JobInfo,
+    JobOutcome,
     JobPage,
-    JobState,
-    Name,
-    Outcome,
-    validate,
 )
+from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
+from fairque.jobs.models import JobState, Name, validate
+from fairque.queue import AsyncFairQueue
 
 # Every route speaks MessagePack, and its OpenAPI operation offers JSON too.
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation)
@@ -78,8 +77,21 @@ class Master:
 
     def __init__(self, config: MasterConfig) -> None:
         self.config = config
+        self._executor: AsyncExecutor | None = None
+        self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._dispatcher: Dispatcher | None = None
+
+    @property
+    def executor(self) -> AsyncExecutor:
+        """The one connection pool of the master, its jobs and its Web UI."""
+        assert self._executor is not None, "the master has not started"
+        return self._executor
+
+    @property
+    def queue(self) -> AsyncFairQueue:
+        assert self._queue is not None, "the master has not started"
+        return self._queue
 
     @property
     def jobs(self) -> AsyncJobQueue:
@@ -95,9 +107,12 @@ class Master:
     async def running(self, _app: Litestar) -> AsyncIterator[None]:
         """Connects and dispatches for the lifetime of the app."""
         config = self.config
-        queue = AsyncFairQueue(config.url, config.namespace, settings=config.settings)
+        self._executor = executor = AsyncExecutor.connect(config.url)
+        self._queue = AsyncFairQueue(
+            namespace=config.namespace, settings=config.settings, executor=executor
+        )
         self._jobs = AsyncJobQueue(
-            queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
+            self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
         self._dispatcher = Dispatcher(self._jobs, config.heartbeat, config.poll, config.token)
         dispatching = asyncio.create_task(self._dispatcher.run())
@@ -107,7 +122,7 @@ class Master:
             self._dispatcher.stop()
             await dispatching
             await self._dispatcher.close()
-            await queue.close()
+            await executor.close()
 
 
 JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]
@@ -155,19 +170,19 @@ async def job_detail(master: NamedDependency[Master], job_id: JobId) -> JobInfo:
 
 
 @get("/jobs/{job_id:str}/result", summary="The result object, once; null afterwards")
-async def job_result(master: NamedDependency[Master], job_id: JobId) -> Outcome | None:
+async def job_result(master: NamedDependency[Master], job_id: JobId) -> JobOutcome | None:
     result = await master.jobs.result(job_id)
-    return None if result is None else validate(result, Outcome)  # type: ignore[arg-type]
+    return None if result is None else validate(result, JobOutcome)  # type: ignore[arg-type]
 
 
 @post("/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel a job that has not started")
 async def cancel_job(master: NamedDependency[Master], job_id: JobId) -> Done:
-    return Done(await master.jobs.queue.cancel(job_id))
+    return Done(await master.jobs.cancel(job_id))
 
 
 @post("/jobs/{job_id:str}/retry", status_code=200, summary="Queue a failed job again")
 async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
-    retried = await master.jobs.queue.retry(job_id)
+    retried = await master.jobs.retry(job_id)
     master.dispatcher.wake.set()
     return Done(retried)
 
@@ -218,7 +233,7 @@ async def list_constraints(master: NamedDependency[Master]) -> list[ConstraintSt
 
 @get("/overview", summary="Jobs per state, counters, workers")
 async def overview(master: NamedDependency[Master]) -> Overview:
-    stats = await master.jobs.queue.stats()
+    stats = await master.queue.stats()
     states = {state.value: count for state, count in stats.states.items()}
     return Overview(states, stats.counters, master.dispatcher.statuses())
 
@@ -249,6 +264,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
     ui = Dashboard(
         UiConfig(config.url, config.namespace, config.settings),
         lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
+        lambda: master.executor,
     )
     api = Router(
         "/",

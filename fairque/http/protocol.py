@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from fairque.jobs import Int32, Name
+from fairque.jobs.models import Int32, Name
 
 Url = Annotated[str, Meta(pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2048)]
 

@@ -27,9 +27,12 @@ from litestar.params import PathParameter, QueryParameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
-from fairque.client.aio import AsyncFairQueue
-from fairque.client.jobs import AsyncJobQueue
 from fairque.config import QueueSettings
+from fairque.engine.calls import MAX_PAGE
+from fairque.engine.executor import AsyncExecutor
+from fairque.engine.outage import OUTAGE
+from fairque.engine.records import Record, RecordKind, TaskState
+from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound, TaskNotFound
 from fairque.http.protocol import Done, WorkerStatus
 from fairque.http.wire import (
@@ -40,14 +43,12 @@ from fairque.http.wire import (
     WireResponse,
     bearer_guard,
 )
-from fairque.jobs import ConstraintStatus, JobInfo
-from fairque.jobs import _parse_info as parse_job
-from fairque.models import TaskInfo, TaskPage, TaskState, TenantStats
-from fairque.ops import MAX_PAGE, Call
-from fairque.ops import _parse_info as parse_task
-from fairque.outage import OUTAGE
+from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
+from fairque.jobs.ops import job_info
+from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats
+from fairque.queue.ops import task_info
+from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
-from fairque.waiting import wait_event
 
 STATIC = Path(__file__).parent / "static"
 # The page runs only its own script and style, talks only to its own origin, and cannot
@@ -79,6 +80,7 @@ class UiConfig:
     url: str | None = None
     namespace: str = "default"
     settings: QueueSettings = QueueSettings()  # noqa: RUF009 - frozen, shared safely
+    shards: int = 1  # a sharded queue's tasks are shown from all of its shards
     sample_every: float = 2.0  # seconds between throughput samples
     history: float = 600.0  # seconds of samples kept
 
@@ -199,14 +201,11 @@ def _schedule_row(info: ScheduleInfo) -> ScheduleRow:
     )
 
 
-def _detail(task_id: str, reply: list[Any]) -> TaskDetail | None:
-    """Reads the reply of the ``get`` script as a task or, without a tenant, as a job."""
-    flat = reply[0]
-    if not flat:
-        return None
-    if b"tenant" in flat[0::2]:
-        return TaskDetail("task", task=parse_task(task_id, reply))
-    return TaskDetail("job", job=parse_job(task_id, reply))
+def _detail(record: Record) -> TaskDetail:
+    """A task or a job, as its record says (a storage task is refused, naming its reader)."""
+    if record.kind is RecordKind.JOB:
+        return TaskDetail("job", job=job_info(record))
+    return TaskDetail("task", task=task_info(record))
 
 
 @dataclass
@@ -243,18 +242,28 @@ class Dashboard:
     """The state behind the UI routes: clients of one namespace and the samples."""
 
     def __init__(
-        self, config: UiConfig, http_workers: Callable[[], list[WorkerStatus]] | None = None
+        self,
+        config: UiConfig,
+        http_workers: Callable[[], list[WorkerStatus]] | None = None,
+        executor: Callable[[], AsyncExecutor] | None = None,
     ) -> None:
         self.config = config
         self.http_workers = http_workers or list
         self.throughput = Throughput()
-        self._queue: AsyncFairQueue | None = None
+        self._shared_executor = executor  # the master's, when it mounts the UI
+        self._queue: AsyncQueue | None = None
+        self._jobs: AsyncJobQueue | None = None
         self._scheduler: AsyncTaskScheduler | None = None
 
     @property
-    def queue(self) -> AsyncFairQueue:
+    def queue(self) -> AsyncQueue:
         assert self._queue is not None, "the dashboard has not started"
         return self._queue
+
+    @property
+    def jobs(self) -> AsyncJobQueue:
+        assert self._jobs is not None, "the dashboard has not started"
+        return self._jobs
 
     @property
     def scheduler(self) -> AsyncTaskScheduler:
@@ -279,8 +288,14 @@ class Dashboard:
     async def running(self, _app: Litestar) -> AsyncIterator[None]:
         """Connects and samples throughput for the lifetime of the app."""
         config = self.config
-        self._queue = AsyncFairQueue(config.url, config.namespace, settings=config.settings)
-        self._scheduler = AsyncTaskScheduler(config.url, config.namespace, settings=config.settings)
+        shared = self._shared_executor
+        executor = shared() if shared is not None else AsyncExecutor.connect(config.url)
+        name, settings = config.namespace, config.settings
+        self._queue = open_async_queue(
+            None, name, config.shards, settings=settings, executor=executor
+        )
+        self._jobs = AsyncJobQueue(namespace=name, settings=settings, executor=executor)
+        self._scheduler = AsyncTaskScheduler(namespace=name, settings=settings, executor=executor)
         stopping = asyncio.Event()
         sampling = asyncio.create_task(self._sample_until(stopping))
         try:
@@ -288,8 +303,8 @@ class Dashboard:
         finally:
             stopping.set()
             await sampling
-            await self._scheduler.close()
-            await self._queue.close()
+            if shared is None:
+                await executor.close()
 
     def router(self) -> Router:
         """The page, its files, and the data routes."""
@@ -360,13 +375,10 @@ async def task_list(
 
 @get("/tasks/{task_id:str}", summary="A task or job: payload, attempts, lease, dependencies")
 async def task_detail(ui: NamedDependency[Dashboard], task_id: TaskId) -> TaskDetail:
-    call = ui.queue.ops.get(task_id)
-    detail = await ui.queue.execute(
-        Call(call.script, call.keys, call.args, partial(_detail, task_id))
-    )
-    if detail is None:
+    record = await ui.queue.get_record(task_id)
+    if record is None:
         raise TaskNotFound(task_id)
-    return detail
+    return _detail(record)
 
 
 @post("/tasks/{task_id:str}/retry", status_code=200, summary="Queue a failed task again")
@@ -427,7 +439,7 @@ async def resume_schedule(
 
 @get("/constraints", summary="Constraints and how much of each is in use")
 async def constraints(ui: NamedDependency[Dashboard]) -> list[ConstraintStatus]:
-    return await AsyncJobQueue(ui.queue).constraints()
+    return await ui.jobs.constraints()
 
 
 ROUTES = [

@@ -23,11 +23,12 @@ import msgspec
 from litestar import Litestar, post
 from litestar.params import Body
 
+from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
 from fairque.http.wire import MSGPACK, WireOperation, create_app
-from fairque.jobs import Outcome, Success, failure
-from fairque.tasks import Registry, call_arguments
+from fairque.jobs import JobOutcome, Success, failure
+from fairque.worker.functions import Registry, call_arguments
 
 log = logging.getLogger("fairque.http_worker")
 
@@ -43,7 +44,7 @@ class HttpWorkerConfig:
     token: str | None = None  # the master's bearer token, used both ways
 
 
-async def run_job(registry: Registry, job: JobRequest) -> Outcome:
+async def run_job(registry: Registry, job: JobRequest) -> JobOutcome:
     """Runs the function the job names; every way it can end is a result object."""
     function = registry.get(job.name)
     if function is None:
@@ -54,11 +55,11 @@ async def run_job(registry: Registry, job: JobRequest) -> Outcome:
         return failure("other", str(exc), retry=False)
     try:
         if function.is_async:
-            result = await asyncio.wait_for(function.func(*args, **kwargs), job.timeout)
+            result = await within(function.func(*args, **kwargs), job.timeout)
         else:
             call = functools.partial(function.func, *args, **kwargs)
             # A sync function cannot be interrupted: at the deadline it is abandoned.
-            result = await asyncio.wait_for(asyncio.to_thread(call), job.timeout)
+            result = await within(asyncio.to_thread(call), job.timeout)
     except asyncio.TimeoutError:
         return failure("timeout", f"timed out after {job.timeout:g} s")
     except Exception as exc:
@@ -118,7 +119,7 @@ def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar
     slots = asyncio.Semaphore(config.capacity)
 
     @post("/run", status_code=200, media_type=MSGPACK, operation_class=WireOperation)
-    async def run(data: Annotated[JobRequest, Body(media_type=MSGPACK)]) -> Outcome:
+    async def run(data: Annotated[JobRequest, Body(media_type=MSGPACK)]) -> JobOutcome:
         """Run one job; answers with the seed 003 result object."""
         async with slots:
             return await run_job(registry, data)

@@ -7,7 +7,8 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.models import check_identifier, validate
+from fairque.engine.records import check_identifier
+from fairque.errors import validated
 
 
 class SchedulerConfig(BaseModel):
@@ -37,7 +38,7 @@ class SchedulerConfig(BaseModel):
     def _raise_fairque_error(
         cls, data: Any, handler: ModelWrapValidatorHandler[SchedulerConfig]
     ) -> SchedulerConfig:
-        return validate(handler, data)
+        return validated(handler, data)
 
     @pydantic.field_validator("instance_id")
     @classmethod

@@ -9,8 +9,9 @@ from typing import Any
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.errors import InvalidInput
-from fairque.models import MAX_TIMEOUT_SECONDS, Priority, Task, check_identifier, validate
+from fairque.engine.records import MAX_TIMEOUT_SECONDS, check_identifier
+from fairque.errors import InvalidInput, validated
+from fairque.queue.models import Priority, Task
 from fairque.scheduler import cron
 
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600.0
@@ -100,7 +101,7 @@ class Schedule(BaseModel):
     def _raise_fairque_error(
         cls, data: Any, handler: ModelWrapValidatorHandler[Schedule]
     ) -> Schedule:
-        schedule = validate(handler, data)
+        schedule = validated(handler, data)
         if (schedule.cron is None) == (schedule.interval is None):
             raise InvalidInput("schedule", "give either cron or interval (exactly one)")
         if schedule.cron is not None:

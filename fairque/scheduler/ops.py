@@ -1,6 +1,6 @@
 """The scheduler's sans-IO core: schedule records to script calls, and run planning.
 
-Like :mod:`fairque.ops`, nothing here does I/O: the sync and async schedulers send these
+Like every entry point's ops, nothing here does I/O: the sync and async schedulers send these
 calls. Times are integer microseconds of the server clock, as in the scripts.
 """
 
@@ -16,16 +16,16 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from fairque.engine.calls import MICROS, Arg, Call, decode, encode
+from fairque.engine.keys import Namespace
 from fairque.errors import InvalidInput
-from fairque.keys import SCHEDULER_KEYS, lock_key
-from fairque.ops import MICROS, Arg, Call, Ops, decode, encode
+from fairque.queue import QueueOps
 from fairque.scheduler import cron
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.models import MissedRuns, Schedule, ScheduleInfo, ScheduleState
 
 T = TypeVar("T")
 _MAX_DEFINITION_BYTES = 1024 * 1024
-_LOCKED = (*SCHEDULER_KEYS, "lock")
 
 
 def new_schedule_id() -> str:
@@ -168,17 +168,16 @@ def _parse_due(reply: list[Any]) -> Due:
 class SchedulerOps:
     """Builds the scheduler's calls in one queue namespace."""
 
-    def __init__(self, ops: Ops) -> None:
-        self.ops = ops
-        self._keys = tuple(ops.prefix + name for name in SCHEDULER_KEYS)
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self._tasks = QueueOps(namespace)  # a run is submitted as a fair-queue task
 
     def _call(
         self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None
     ) -> Call[T]:
-        if locking is None:
-            return self.ops._call(name, args, parse, SCHEDULER_KEYS, self._keys)
-        keys = (*self._keys, lock_key(self.ops.prefix, locking))
-        return self.ops._call(name, args, parse, _LOCKED, keys)
+        """A scheduler script's call; ``locking`` names the schedule whose lock it uses."""
+        params = None if locking is None else {"id": locking}
+        return self.namespace.call(f"scheduler/{name}", args, parse, params)
 
     def save(
         self,
@@ -193,35 +192,35 @@ class SchedulerOps:
         definition = encode(schedule.model_dump(mode="json"), "schedule", _MAX_DEFINITION_BYTES)
         expected = "" if expected_version is None else expected_version
         args = (schedule_id, mode, definition, next_run(schedule, now), expected)
-        return self._call("schedule_save", args, lambda _version: schedule_id)
+        return self._call("save", args, lambda _version: schedule_id)
 
     def remove(self, schedule_id: str) -> Call[bool]:
         """Deletes a schedule; parses to whether it existed."""
-        return self._call("schedule_remove", (schedule_id,), bool)
+        return self._call("remove", (schedule_id,), bool)
 
     def pause(self, schedule_id: str) -> Call[ScheduleState]:
         """Stops a schedule's runs until it is resumed."""
-        return self._call("schedule_pause", (schedule_id, "pause", ""), _state)
+        return self._call("pause", (schedule_id, "pause", ""), _state)
 
     def resume(self, info: ScheduleInfo, now: int) -> Call[ScheduleState]:
         """Makes a paused or failed schedule active; its next run is the first after now."""
         after = next_run(info.schedule, now)
-        return self._call("schedule_pause", (info.schedule_id, "resume", after), _state)
+        return self._call("pause", (info.schedule_id, "resume", after), _state)
 
     def read(self, schedule_ids: Sequence[str] | None = None) -> Call[Snapshot]:
         """The schedules ``schedule_ids`` (None: all) and the instances."""
         args = ("all",) if schedule_ids is None else ("some", *schedule_ids)
-        return self._call("schedule_read", args, _parse_snapshot)
+        return self._call("read", args, _parse_snapshot)
 
     def due(self, instance: str, record: dict[str, Any], limit: int) -> Call[Due]:
         """Due schedules (at most ``limit``), recording the instance's heartbeat."""
         packed = encode(record, "record", _MAX_DEFINITION_BYTES)
-        return self._call("scheduler_due", (instance, packed, limit), _parse_due)
+        return self._call("due", (instance, packed, limit), _parse_due)
 
     def record(self, instance: str, record: dict[str, Any]) -> Call[None]:
         """Records an instance's state (e.g. stopped)."""
         packed = encode(record, "record", _MAX_DEFINITION_BYTES)
-        return self._call("scheduler_instance", (instance, packed), lambda _reply: None)
+        return self._call("instance", (instance, packed), lambda _reply: None)
 
     def lock(self, schedule_id: str, token: str, seconds: float) -> Call[Grant | bool]:
         """Takes the schedule's lock if it is due; parses to a :class:`Grant`, or to False
@@ -238,7 +237,7 @@ class SchedulerOps:
             )  # fmt: skip
 
         args = (schedule_id, token, max(1, math.ceil(seconds * 1000)))
-        return self._call("scheduler_lock", args, parse, locking=schedule_id)
+        return self._call("lock", args, parse, locking=schedule_id)
 
     def _planned(self, grant: Grant, run_at: int) -> tuple[Arg, ...]:
         return (grant.schedule_id, grant.token, grant.version, grant.next_run, run_at)
@@ -248,13 +247,12 @@ class SchedulerOps:
         lock; parses to the server time of submission, or None if the plan was stale."""
         if plan.submit:
             template = grant.schedule.task
-            push = self.ops.push([template.build(plan.task_id)])
+            push = self._tasks.push([template.build(plan.task_id)])
             task_args = tuple(push.args[len(push.args) - 3 :])  # count, row, payload
         else:
             task_args = (0, b"", b"")
         args = (*self._planned(grant, plan.run_at), plan.following, *task_args)
-        return self._call(
-            "scheduler_fire", args, lambda reply: int(reply[1]) if reply[0] else None,
+        return self._call("fire", args, lambda reply: int(reply[1]) if reply[0] else None,
             locking=grant.schedule_id,
         )  # fmt: skip
 
@@ -267,14 +265,13 @@ class SchedulerOps:
             *self._planned(grant, run_at), error[:4096], config.max_submit_retries,
             repr(config.retry_backoff_base), repr(config.retry_backoff_max),
         )  # fmt: skip
-        return self._call(
-            "scheduler_failed", args, lambda reply: _state(reply[0]) if reply else None,
+        return self._call("failed", args, lambda reply: _state(reply[0]) if reply else None,
             locking=grant.schedule_id,
         )  # fmt: skip
 
     def unlock(self, schedule_id: str, token: str) -> Call[bool]:
         """Releases the lock if ``token`` still owns it (compare-and-delete)."""
-        return self._call("scheduler_unlock", (schedule_id, token), bool, locking=schedule_id)
+        return self._call("unlock", (schedule_id, token), bool, locking=schedule_id)
 
 
 def _state(reply: bytes) -> ScheduleState:

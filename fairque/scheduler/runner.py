@@ -20,14 +20,14 @@ import socket
 import time
 from typing import Any
 
-from fairque.client import AsyncFairQueue
+from fairque.engine.calls import MICROS
+from fairque.engine.executor import AsyncExecutor
+from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError
-from fairque.ops import MICROS
-from fairque.outage import OUTAGE, Backoff
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.scheduler.ops import Grant, SchedulerOps, plan_run
-from fairque.waiting import wait_event
 
 log = logging.getLogger("fairque.scheduler")
 
@@ -45,12 +45,13 @@ class SchedulerRunner:
 
     def __init__(
         self,
-        queue: AsyncFairQueue,
+        executor: AsyncExecutor,
+        ops: SchedulerOps,
         config: SchedulerConfig,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
-        self.queue = queue
-        self.ops = SchedulerOps(queue.ops)
+        self.executor = executor
+        self.ops = ops
         self.config = config
         self.metrics = metrics or SchedulerMetrics()
         self.instance = config.instance_id or default_instance_id()
@@ -98,21 +99,21 @@ class SchedulerRunner:
     async def _shut_down(self) -> None:
         try:
             await self._release_held()
-            await self.queue._run(self.ops.record(self.instance, self._record("stopped")))
+            await self.executor.execute(self.ops.record(self.instance, self._record("stopped")))
         except OUTAGE as exc:
             log.warning("could not record the stop (%s); held locks expire by themselves", exc)
         log.info("scheduler %s stopped", self.instance)
 
     async def _release_held(self) -> None:
         for schedule_id, token in list(self._held.items()):
-            await self.queue._run(self.ops.unlock(schedule_id, token))
+            await self.executor.execute(self.ops.unlock(schedule_id, token))
             del self._held[schedule_id]
 
     async def cycle(self) -> float:
         """Handles the due schedules once; returns how long to wait before the next cycle."""
         await self._release_held()  # left over from a cycle the server went away in
         record = self._record("running")
-        due = await self.queue._run(self.ops.due(self.instance, record, self.config.batch))
+        due = await self.executor.execute(self.ops.due(self.instance, record, self.config.batch))
         contended = False
         # In its own random order, so that instances seldom reach for the same lock.
         random.shuffle(due.schedules)
@@ -132,7 +133,9 @@ class SchedulerRunner:
         """Submits one due run if this instance gets its lock; True if another had it."""
         token = f"{self.instance}:{next(self._tokens)}"
         started = time.perf_counter()
-        grant = await self.queue._run(self.ops.lock(schedule_id, token, self.config.lock_timeout))
+        grant = await self.executor.execute(
+            self.ops.lock(schedule_id, token, self.config.lock_timeout)
+        )
         self.metrics.lock_time.append(time.perf_counter() - started)
         if grant is True:  # another instance holds the lock
             self.metrics.lock_busy += 1
@@ -147,12 +150,12 @@ class SchedulerRunner:
     async def _fire(self, grant: Grant) -> None:
         try:
             plan = plan_run(grant)
-            submitted_at = await self.queue._run(self.ops.fire(grant, plan))
+            submitted_at = await self.executor.execute(self.ops.fire(grant, plan))
         except FairQueueError as exc:  # refused: the server, our validation, or a bad record
             self.metrics.failure()
             log.warning("schedule %s: submission failed: %s", grant.schedule_id, exc)
             failed = self.ops.failed(grant, grant.run_at, str(exc), self.config)
-            state = await self.queue._run(failed)
+            state = await self.executor.execute(failed)
             log.warning("schedule %s is %s", grant.schedule_id, state and state.value)
             return
         if submitted_at is None:

@@ -4,10 +4,10 @@ Two storages: :class:`RedisStorage` / :class:`AsyncRedisStorage` on the fairque 
 and :class:`MemoryStorage` / :class:`AsyncMemoryStorage` in this process.
 """
 
+from fairque.storage.client import AsyncRedisStorage, RedisStorage
 from fairque.storage.memory import AsyncMemoryStorage, ManualClock, MemoryStorage
 from fairque.storage.models import PutTaskRequest, QueueStat, RetryInfo, Stats, StorageTask
 from fairque.storage.protocol import AsyncStorage, Storage
-from fairque.storage.redis import AsyncRedisStorage, RedisStorage
 
 __all__ = [
     "AsyncMemoryStorage",

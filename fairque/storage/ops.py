@@ -6,10 +6,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-import msgspec
-
-from fairque.keys import STORAGE_KEYS
-from fairque.ops import MICROS, Arg, Call, Ops
+from fairque.engine.calls import MICROS, Arg, Call, pack
+from fairque.engine.keys import Namespace
 from fairque.storage.models import (
     PutTaskRequest,
     QueueStat,
@@ -25,7 +23,6 @@ from fairque.storage.models import (
 )
 
 T = TypeVar("T")
-_encoder = msgspec.msgpack.Encoder()
 _ROW = 6  # fields per task in a storage_get reply
 
 
@@ -40,19 +37,17 @@ def _time(micros: bytes | int) -> datetime:
 class StorageOps:
     """Builds the storage calls of one namespace; ``ops`` gives its keys and settings."""
 
-    def __init__(self, ops: Ops, visibility_timeout: float | None = None) -> None:
-        self.ops = ops
+    def __init__(self, namespace: Namespace, visibility_timeout: float | None = None) -> None:
+        self.namespace = namespace
+        self.settings = namespace.settings
         self.visibility_timeout = check_visibility(visibility_timeout)
-        self._keys = tuple(ops.prefix + name for name in STORAGE_KEYS)
 
     def _call(
-        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], queues: Sequence[str] = ()
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], queues: Sequence[int] = ()
     ) -> Call[T]:
-        """A storage script's call: the storage keys, then the ``queues`` keys it writes."""
-        return self.ops._call(name, args, parse, STORAGE_KEYS, (*self._keys, *queues))
-
-    def queue_key(self, queue_num: int) -> str:
-        return f"{self.ops.prefix}storage:queue:{queue_num}"
+        """A storage script's call; ``queues`` are the numbered queues whose keys it takes."""
+        keys = [str(queue_num) for queue_num in queues]
+        return self.namespace.call(f"storage/{name}", args, parse, more_keys=keys)
 
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
@@ -60,7 +55,7 @@ class StorageOps:
         check_queue_num(queue_num)
         check_count(count)
         seconds = check_visibility(visibility_timeout, self.visibility_timeout)
-        args = (queue_num, count, repr(seconds), self.ops.settings.maintenance_batch)
+        args = (queue_num, count, repr(seconds), self.settings.maintenance_batch)
 
         def parse(reply: list[Any]) -> list[StorageTask]:
             return [
@@ -76,15 +71,15 @@ class StorageOps:
                 for i in range(0, len(reply), _ROW)
             ]
 
-        return self._call("storage_get", args, parse, (self.queue_key(queue_num),))
+        return self._call("get", args, parse, (queue_num,))
 
     def done_task(self, task_ids: Sequence[int]) -> Call[int]:
-        return self._call("storage_done", check_ids(task_ids), int)
+        return self._call("done", check_ids(task_ids), int)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
         rows = [(str(task_id), _micros(moment)) for task_id, moment in check_retries(retries)]
-        args = (len(rows), _encoder.encode(rows), self.ops.settings.maintenance_batch)
-        return self._call("storage_retry", args, int)
+        args = (len(rows), pack(rows), self.settings.maintenance_batch)
+        return self._call("retry", args, int)
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
         starts = check_requests(requests)
@@ -99,18 +94,16 @@ class StorageOps:
             else:
                 start = ""
             rows.append((slot, request.queue_num, start))
-        args: list[Arg] = [len(rows), _encoder.encode(rows)]
+        args: list[Arg] = [len(rows), pack(rows)]
         args += [request.data for request in requests]
-        keys = [self.queue_key(queue_num) for queue_num in slots]
-        return self._call("storage_put", args, lambda reply: [int(i) for i in reply], keys)
+        return self._call("put", args, lambda reply: [int(i) for i in reply], list(slots))
 
     def put_task(self, request: PutTaskRequest) -> Call[int]:
-        call = self.put_tasks([request])
-        return Call(call.script, call.keys, call.args, lambda reply: call.parse(reply)[0])
+        return self.put_tasks([request]).then(lambda ids: ids[0])
 
     def get_stat(self) -> Call[Stats]:
         def parse(reply: list[int]) -> Stats:
             rows = (reply[i : i + 5] for i in range(0, len(reply), 5))
             return Stats({int(row[0]): QueueStat(*map(int, row)) for row in sorted(rows)})
 
-        return self._call("storage_stat", (self.ops.settings.maintenance_batch,), parse)
+        return self._call("stat", (self.settings.maintenance_batch,), parse)

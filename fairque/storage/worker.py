@@ -25,9 +25,10 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput
 from fairque.metrics import SLOW_CYCLE_SECONDS, Metrics
-from fairque.outage import OUTAGE, Backoff
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -38,7 +39,6 @@ from fairque.storage.models import (
     StorageTask,
 )
 from fairque.storage.protocol import AsyncStorage
-from fairque.waiting import wait_event
 
 log = logging.getLogger("fairque.storage")
 

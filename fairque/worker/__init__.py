@@ -1,7 +1,23 @@
-"""Workers: run registered task functions from the queue (see :class:`Worker`)."""
+"""Workers: run registered task functions from the fair queue (see :class:`Worker`).
+
+``@task`` (:mod:`fairque.worker.functions`) registers a function by name; a worker
+leases tasks, runs the function a task names, and acknowledges the outcome.
+"""
 
 from fairque.worker.config import WorkerConfig, load_config
 from fairque.worker.context import SyncTaskContext, TaskContext
+from fairque.worker.functions import Pipeline, Registry, TaskFunction, registry, task
 from fairque.worker.runner import Worker
 
-__all__ = ["SyncTaskContext", "TaskContext", "Worker", "WorkerConfig", "load_config"]
+__all__ = [
+    "Pipeline",
+    "Registry",
+    "SyncTaskContext",
+    "TaskContext",
+    "TaskFunction",
+    "Worker",
+    "WorkerConfig",
+    "load_config",
+    "registry",
+    "task",
+]

@@ -26,8 +26,8 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairque.engine.calls import default_worker_id
 from fairque.errors import InvalidInput
-from fairque.ops import default_worker_id
 
 ENV_PREFIX = "FAIRQUE_"
 _LIST_FIELDS = ("assigned_users", "steal_targets")

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fairque.client import AsyncFairQueue, FairQueue
-from fairque.models import LeasedTask
+from fairque.queue.models import LeasedTask
+from fairque.queue.protocol import AsyncQueue, Queue
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class _Context:
 class TaskContext(_Context):
     """The context of an async task function."""
 
-    queue: AsyncFairQueue
+    queue: AsyncQueue
 
     async def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` under ``key`` for this task's dependents."""
@@ -55,7 +55,7 @@ class TaskContext(_Context):
 class SyncTaskContext(_Context):
     """The context of a sync task function."""
 
-    queue: FairQueue
+    queue: Queue
 
     def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` under ``key`` for this task's dependents."""

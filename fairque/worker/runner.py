@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
-from fairque.client import AsyncFairQueue, FairQueue
-from fairque.client.sharded import open_async_queue, open_queue
+from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.models import LeasedTask
-from fairque.outage import OUTAGE, Backoff
-from fairque.tasks import Registry, call_arguments, registry
-from fairque.waiting import wait_event, within
+from fairque.queue.models import LeasedTask
+from fairque.queue.protocol import AsyncQueue, Queue
+from fairque.queue.sharded import open_async_queue, open_queue
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
+from fairque.worker.functions import Registry, call_arguments, registry
 
 if TYPE_CHECKING:
     from fairque.metrics import Metrics
@@ -42,12 +42,13 @@ log = logging.getLogger("fairque.worker")
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
 
 
-async def _subscribe_wake(queue: AsyncFairQueue) -> PubSub:
+async def _subscribe_wake(queue: AsyncQueue) -> PubSub:
     """Subscribes to the namespace's wake channel: sharded pub/sub, so on a cluster the
     subscription is on the node of the namespace's slot and follows it on failover."""
-    if isinstance(queue.redis, RedisCluster):
-        await queue.redis.initialize()  # learn the slots: the channel's node is needed now
-    wake = queue.redis.pubsub(ignore_subscribe_messages=True)
+    client = queue.executor.client
+    if isinstance(client, RedisCluster):
+        await client.initialize()  # learn the slots: the channel's node is needed now
+    wake = client.pubsub(ignore_subscribe_messages=True)
     for channel in queue.wake_channels:  # one per shard of a sharded queue
         await wake.ssubscribe(channel)
     return wake
@@ -79,7 +80,7 @@ class Worker:
         self,
         config: WorkerConfig,
         functions: Registry | None = None,
-        queue: AsyncFairQueue | None = None,
+        queue: AsyncQueue | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.config = config
@@ -96,7 +97,7 @@ class Worker:
         self.finished = 0
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
-        self._sync_queue: FairQueue | None = None
+        self._sync_queue: Queue | None = None
 
     def stop(self) -> None:
         """Asks the worker to stop (from the worker's event loop)."""
@@ -139,14 +140,12 @@ class Worker:
             self._threads.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.config.id)
 
-    async def _fetch(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+    async def _fetch(self, queue: AsyncQueue, wake: PubSub) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
             await self._fetch_or_back_off(queue, wake, backoff)
 
-    async def _fetch_or_back_off(
-        self, queue: AsyncFairQueue, wake: PubSub, backoff: Backoff
-    ) -> None:
+    async def _fetch_or_back_off(self, queue: AsyncQueue, wake: PubSub, backoff: Backoff) -> None:
         try:
             await self._fetch_once(queue, wake)
             backoff.reset()
@@ -156,7 +155,7 @@ class Worker:
             log.warning("server unreachable (%s); trying again in %.1f s", exc, delay)
             await self._pause(delay)
 
-    async def _fetch_once(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+    async def _fetch_once(self, queue: AsyncQueue, wake: PubSub) -> None:
         free = self.config.concurrency - len(self._running)
         if free <= 0:
             self._slot_freed.clear()
@@ -178,7 +177,7 @@ class Worker:
         """Waits ``seconds``, or less if the worker is asked to stop."""
         await wait_event(self._stopping, seconds)
 
-    async def _idle(self, queue: AsyncFairQueue, wake: PubSub) -> None:
+    async def _idle(self, queue: AsyncQueue, wake: PubSub) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
         or a retry backoff) or lease expiry, or a stop, whichever comes first."""
         loop = asyncio.get_running_loop()
@@ -193,7 +192,7 @@ class Worker:
                     pass  # one pop serves every wake-up that arrived meanwhile
                 return
 
-    def _start(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
+    def _start(self, queue: AsyncQueue, leased: LeasedTask) -> None:
         job = asyncio.create_task(self._execute(queue, leased))
         self._running[leased.task_id] = (leased, job)
 
@@ -203,7 +202,7 @@ class Worker:
 
         job.add_done_callback(done)
 
-    async def _execute(self, queue: AsyncFairQueue, leased: LeasedTask) -> None:
+    async def _execute(self, queue: AsyncQueue, leased: LeasedTask) -> None:
         started = time.perf_counter()
         outcome = await self._call(queue, leased)
         if self.metrics:
@@ -223,7 +222,7 @@ class Worker:
             log.warning("task %s: server unreachable; it returns when its lease ends",
                         leased.task_id)  # fmt: skip
 
-    async def _acknowledge(self, queue: AsyncFairQueue) -> None:
+    async def _acknowledge(self, queue: AsyncQueue) -> None:
         backoff = Backoff()
         while not self._closing:
             await self._acks_waiting.wait()
@@ -234,7 +233,7 @@ class Worker:
                 log.warning("cannot acknowledge (%s); trying again", exc)
                 await asyncio.sleep(backoff.next())
 
-    async def _flush_acks(self, queue: AsyncFairQueue) -> None:
+    async def _flush_acks(self, queue: AsyncQueue) -> None:
         """Sends every pending acknowledgement in one call (kept for later if it fails)."""
         self._acks_waiting.clear()
         batch, self._acks = self._acks, []
@@ -250,7 +249,7 @@ class Worker:
         for task_id in lost:
             log.warning("task %s: lease lost before its result was recorded", task_id)
 
-    async def _call(self, queue: AsyncFairQueue, leased: LeasedTask) -> Outcome:
+    async def _call(self, queue: AsyncQueue, leased: LeasedTask) -> Outcome:
         function = self.functions.get(leased.name)
         if function is None:
             return Outcome(error=f"unknown task function {leased.name!r}", retry=False)
@@ -271,21 +270,21 @@ class Worker:
                 call = functools.partial(function.func, *args, **kwargs)
                 running = asyncio.get_running_loop().run_in_executor(self._threads, call)
                 # A sync function cannot be interrupted: at the deadline it is abandoned.
-                result = await asyncio.wait_for(running, timeout)
+                result = await within(running, timeout)
         except asyncio.TimeoutError:
             return Outcome(error=f"timed out after {timeout:g} s")
         except Exception as exc:
             return Outcome(error=f"{type(exc).__name__}: {exc}")
         return Outcome(result=result)
 
-    def _blocking_queue(self) -> FairQueue:
+    def _blocking_queue(self) -> Queue:
         """A blocking client for the contexts of sync functions (they run on threads)."""
         if self._sync_queue is None:
             config = self.config
             self._sync_queue = open_queue(config.redis_url, config.namespace, config.shards)
         return self._sync_queue
 
-    async def _heartbeat(self, queue: AsyncFairQueue) -> None:
+    async def _heartbeat(self, queue: AsyncQueue) -> None:
         """Keeps the leases of running tasks ahead of their deadline."""
         while True:
             await asyncio.sleep(self.config.lease_seconds / 3)
@@ -295,16 +294,14 @@ class Worker:
             except OUTAGE as exc:
                 log.warning("cannot extend leases (%s); trying at the next beat", exc)
 
-    async def _extend(
-        self, queue: AsyncFairQueue, leased: LeasedTask, job: asyncio.Task[None]
-    ) -> None:
+    async def _extend(self, queue: AsyncQueue, leased: LeasedTask, job: asyncio.Task[None]) -> None:
         try:
             await queue.extend(leased, self.config.lease_seconds)
         except LeaseLost:
             log.warning("task %s: lease lost, abandoning it", leased.task_id)
             job.cancel()
 
-    async def _hand_back(self, queue: AsyncFairQueue) -> None:
+    async def _hand_back(self, queue: AsyncQueue) -> None:
         """After a stop: wait up to the grace period, then release what still runs."""
         jobs = [job for _, job in self._running.values()]
         if jobs and self.config.grace_seconds > 0:

@@ -1,0 +1,211 @@
+"""``fairque scheduler``: manage schedules and run scheduler instances."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fairque.cli.common import (
+    METRICS_PORT_OPTION,
+    NAMESPACE_OPTION,
+    URL_OPTION,
+    console,
+    fail,
+    parse_json,
+    serve_metrics,
+)
+from fairque.errors import FairQueueError
+from fairque.metrics import Metrics
+from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
+
+app = typer.Typer(help="Cron and interval schedules, run by any number of instances.")
+
+URL = URL_OPTION
+NAMESPACE = NAMESPACE_OPTION
+HEALTH_EXIT = {HealthStatus.OK: 0, HealthStatus.WARNING: 1, HealthStatus.ERROR: 2}
+
+
+@contextmanager
+def _scheduler(url: str | None, namespace: str, **config: Any) -> Iterator[TaskScheduler]:
+    """A scheduler whose errors end the command with a message (exit 2)."""
+    try:
+        scheduler = TaskScheduler(url, namespace, config=SchedulerConfig(**config))
+        try:
+            yield scheduler
+        finally:
+            scheduler.close()
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def _table(schedules: list[ScheduleInfo]) -> Table:
+    table = Table(title="schedules")
+    for column in ("id", "timing", "task", "state", "next run (UTC)", "runs", "failures"):
+        table.add_column(column)
+    for info in schedules:
+        spec = info.schedule
+        timing = f"{spec.cron} {spec.timezone}" if spec.cron else f"every {spec.interval:g} s"
+        task = f"{spec.task.name} for {spec.task.user_id}"
+        row = (info.schedule_id, timing, task, info.state.value, _when(info.next_run),
+               str(info.runs), str(info.failures))  # fmt: skip
+        table.add_row(*row)
+    return table
+
+
+def _template(
+    name: str | None, user: str | None, priority: int | None, args: str | None, kwargs: str | None
+) -> dict[str, Any]:
+    given = {
+        "name": name,
+        "user_id": user,
+        "priority": priority,
+        "args": parse_json(args, "--args"),
+        "kwargs": parse_json(kwargs, "--kwargs"),
+    }
+    return {key: value for key, value in given.items() if value is not None}
+
+
+@app.command()
+def add(
+    task: str = typer.Option(..., "--task", help="Registered task function name."),
+    user: str = typer.Option(..., "--user", "-u", help="Tenant (user id) of each run."),
+    cron: str | None = typer.Option(None, help="Cron expression, e.g. '*/5 * * * *'."),
+    interval: float | None = typer.Option(None, help="Or: seconds between runs."),
+    tz: str = typer.Option("UTC", "--timezone", help="Time zone of the cron expression."),
+    priority: int | None = typer.Option(None, "--priority", "-p", help="1..5, 6 critical."),
+    args: str | None = typer.Option(None, help="JSON list of positional arguments."),
+    kwargs: str | None = typer.Option(None, help="JSON object of keyword arguments."),
+    missed: str = typer.Option("run_once", help="Missed runs: run_once or skip."),
+    schedule_id: str | None = typer.Option(None, "--id", help="Schedule id (default: random)."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """Add a schedule and print its id."""
+    fields: dict[str, Any] = {"cron": cron, "interval": interval, "timezone": tz, "missed": missed,
+              "schedule_id": schedule_id,
+              "task": _template(task, user, priority, args, kwargs)}  # fmt: skip
+    with _scheduler(url, namespace) as scheduler:
+        console.print(scheduler.add_schedule(**fields))
+
+
+@app.command()
+def update(
+    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    cron: str | None = typer.Option(None, help="New cron expression."),
+    interval: float | None = typer.Option(None, help="New interval (s)."),
+    tz: str | None = typer.Option(None, "--timezone", help="New time zone."),
+    task: str | None = typer.Option(None, "--task", help="New task function name."),
+    user: str | None = typer.Option(None, "--user", "-u", help="New tenant."),
+    priority: int | None = typer.Option(None, "--priority", "-p", help="New priority."),
+    args: str | None = typer.Option(None, help="New JSON list of positional arguments."),
+    kwargs: str | None = typer.Option(None, help="New JSON object of keyword arguments."),
+    missed: str | None = typer.Option(None, help="run_once or skip."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """Change a schedule; instances use the change from their next cycle."""
+    changes: dict[str, Any] = {"cron": cron, "interval": interval, "timezone": tz, "missed": missed}
+    changes = {key: value for key, value in changes.items() if value is not None}
+    with _scheduler(url, namespace) as scheduler:
+        template = _template(task, user, priority, args, kwargs)
+        if template:
+            current = scheduler.get_schedule(schedule_id).schedule.task.model_dump()
+            changes["task"] = {**current, **template}
+        console.print(_table([scheduler.update_schedule(schedule_id, **changes)]))
+
+
+@app.command()
+def remove(
+    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """Delete a schedule."""
+    with _scheduler(url, namespace) as scheduler:
+        scheduler.remove_schedule(schedule_id)
+        console.print(f"removed {schedule_id}")
+
+
+@app.command()
+def pause(
+    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """Pause a schedule (no runs until resumed)."""
+    with _scheduler(url, namespace) as scheduler:
+        console.print(scheduler.pause_schedule(schedule_id).value)
+
+
+@app.command()
+def resume(
+    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """Resume a paused or failed schedule from its next run after now."""
+    with _scheduler(url, namespace) as scheduler:
+        console.print(scheduler.resume_schedule(schedule_id).value)
+
+
+@app.command("list")
+def list_(url: str | None = URL, namespace: str = NAMESPACE) -> None:
+    """Every schedule with its state and next run."""
+    with _scheduler(url, namespace) as scheduler:
+        console.print(_table(scheduler.list_schedules()))
+
+
+@app.command()
+def show(
+    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+) -> None:
+    """One schedule in full, as JSON."""
+    with _scheduler(url, namespace) as scheduler:
+        info = scheduler.get_schedule(schedule_id)
+    shown = {**info.__dict__, "schedule": info.schedule.model_dump(mode="json")}
+    console.print_json(json.dumps(shown, default=str))
+
+
+@app.command()
+def health(url: str | None = URL, namespace: str = NAMESPACE) -> None:
+    """The schedules' health as seen from here: exit 0 OK, 1 warning, 2 error."""
+    with _scheduler(url, namespace) as scheduler:
+        report = scheduler.health_check()
+    console.print(f"{report.status.value}")
+    for problem in report.problems:
+        console.print(f"- {problem}")
+    raise typer.Exit(HEALTH_EXIT[report.status])
+
+
+@app.command()
+def run(
+    url: str | None = URL,
+    namespace: str = NAMESPACE,
+    poll_interval: float = typer.Option(1.0, help="Longest wait between cycles (s)."),
+    lock_timeout: float = typer.Option(30.0, help="Lifetime of a schedule lock (s)."),
+    instance_id: str | None = typer.Option(None, help="Instance id (default host:pid:random)."),
+    metrics_port: int | None = METRICS_PORT_OPTION,
+) -> None:
+    """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
+    config = {"poll_interval": poll_interval, "lock_timeout": lock_timeout,
+              "instance_id": instance_id}  # fmt: skip
+    with _scheduler(url, namespace, **config) as scheduler:
+        if metrics_port is not None:
+            metrics = Metrics()
+            metrics.watch_scheduler(scheduler.metrics)
+            serve_metrics(metrics, metrics_port)
+        scheduler.run()

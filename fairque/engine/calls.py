@@ -1,0 +1,89 @@
+"""The call model: what one script call sends and how its reply is read, and the codecs
+and limits every entry point's ops share.
+
+Nothing here does I/O: an entry point's ops build :class:`Call` objects, and an
+executor (:mod:`fairque.engine.executor`) sends them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from fairque.engine.scripts import Script
+from fairque.errors import InvalidInput
+
+T = TypeVar("T")
+U = TypeVar("U")
+Arg = str | bytes | int | float
+
+MICROS = 1_000_000  # scripts count time in integer microseconds of the server clock
+MAX_BATCH = 10_000  # records per push
+MAX_POP = 1_000  # records per pop
+MAX_ERROR_LENGTH = 4_096  # characters of an error message kept
+MAX_PAGE = 1_000  # records per page of a list
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder()
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One script call: what to send and how to read the reply."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Arg]
+    parse: Callable[[Any], T]
+
+    def then(self, read: Callable[[T], U]) -> Call[U]:
+        """The same call, its parsed reply passed through ``read``."""
+        parse = self.parse
+        return Call(self.script, self.keys, self.args, lambda reply: read(parse(reply)))
+
+
+def encode(value: Any, field: str, limit: int) -> bytes:
+    """MessagePack bytes of ``value``; refuses what cannot be serialised or is too big."""
+    try:
+        data = _encoder.encode(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(field, f"cannot be serialised with MessagePack: {exc}") from None
+    if len(data) > limit:
+        raise InvalidInput(field, f"is {len(data)} bytes serialised, over the {limit} limit")
+    return data
+
+
+def pack(value: Any) -> bytes:
+    """MessagePack bytes of ``value`` built by the ops themselves (rows of a call)."""
+    return _encoder.encode(value)
+
+
+def decode(data: bytes) -> Any:
+    """The value MessagePack ``data`` holds."""
+    return _decoder.decode(data)
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` random 128-bit ids as 32 hex digits (one system call for all)."""
+    digits = os.urandom(16 * count).hex()
+    return [digits[i : i + 32] for i in range(0, 32 * count, 32)]
+
+
+def default_worker_id() -> str:
+    """``host:pid``, the worker id used when none is given."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def text(value: bytes | None) -> str | None:
+    """A stored string field, or None when it is absent or empty."""
+    return value.decode() if value else None
+
+
+def seconds(micros: bytes | int | None) -> float | None:
+    """A stored time (us) in epoch seconds, or None when it is absent or empty."""
+    return None if not micros else int(micros) / MICROS

@@ -1,0 +1,137 @@
+"""Executors: send :class:`~fairque.engine.calls.Call` objects over one connection pool.
+
+Every client of every entry point sends through an executor, and clients of one server
+can share one (the JQ master's queue, jobs, scheduler and UI use a single pool). A
+script is sent by SHA-1 and, on NOSCRIPT, with its source; an error reply of a fairque
+script becomes its own exception (:func:`fairque.errors.from_script_error`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from fairque.config import redis_url
+from fairque.engine import replicated
+from fairque.engine.calls import Call
+from fairque.engine.connect import AsyncClient, SyncClient, async_client, sync_client
+from fairque.engine.keys import Namespace
+
+T = TypeVar("T")
+
+
+class Executor:
+    """Sends calls with a blocking redis-py client (a server or a cluster)."""
+
+    def __init__(self, client: SyncClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, url: str | None = None) -> Executor:
+        """An executor for ``url`` (else ``$FAIRQUE_REDIS_URL``, else the embedded Valkey)."""
+        return cls(sync_client(redis_url(url)))
+
+    def execute(self, call: Call[T]) -> T:
+        """Sends ``call``; its parsed reply."""
+        keys_and_args = (*call.keys, *call.args)
+        try:
+            try:
+                reply = self.client.evalsha(call.script.sha, len(call.keys), *keys_and_args)
+            except NoScriptError:
+                reply = self.client.eval(call.script.source, len(call.keys), *keys_and_args)
+        except ResponseError as exc:
+            raise replicated.script_failure(exc) from None
+        return call.parse(reply)
+
+    def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
+        """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""
+        replicated.check(replicas, timeout)
+        if not replicas:
+            return self.execute(call)
+        pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)
+        results = pipe.execute(raise_on_error=False)
+        if replicated.needs_source(results):
+            pipe = replicated.pipeline(self.client, call, replicas, timeout, source=True)
+            results = pipe.execute(raise_on_error=False)
+        return replicated.replicated_reply(call, results, replicas)
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self.client.close()
+
+
+class AsyncExecutor:
+    """:class:`Executor` for asyncio: sends calls with an asyncio redis-py client."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(cls, url: str | None = None) -> AsyncExecutor:
+        """An executor for ``url`` (else ``$FAIRQUE_REDIS_URL``, else the embedded Valkey)."""
+        # Like redis-py's blocking client: a command on a connection that died (e.g. the
+        # server restarted) is retried on a new one. Scripts refuse a duplicate effect.
+        return cls(
+            async_client(
+                redis_url(url),
+                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3),
+                retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            )
+        )
+
+    async def execute(self, call: Call[T]) -> T:
+        """Sends ``call``; its parsed reply."""
+        keys_and_args = (*call.keys, *call.args)
+        try:
+            try:
+                reply = await self.client.evalsha(call.script.sha, len(call.keys), *keys_and_args)
+            except NoScriptError:
+                reply = await self.client.eval(call.script.source, len(call.keys), *keys_and_args)
+        except ResponseError as exc:
+            raise replicated.script_failure(exc) from None
+        return call.parse(reply)
+
+    async def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
+        """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""
+        replicated.check(replicas, timeout)
+        if not replicas:
+            return await self.execute(call)
+        if isinstance(self.client, AsyncRedisCluster):
+            await self.client.initialize()  # the pipeline needs the slot's node
+        pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)
+        results: list[Any] = await pipe.execute(raise_on_error=False)
+        if replicated.needs_source(results):
+            pipe = replicated.pipeline(self.client, call, replicas, timeout, source=True)
+            results = await pipe.execute(raise_on_error=False)
+        return replicated.replicated_reply(call, results, replicas)
+
+    async def close(self) -> None:
+        """Closes the connection pool."""
+        await self.client.aclose()
+
+
+class Bound(Protocol):
+    """A client bound to one namespace, sending through an :class:`Executor`: another
+    entry point's client may be built on it, sharing its connection pool."""
+
+    @property
+    def executor(self) -> Executor: ...
+
+    @property
+    def namespace(self) -> Namespace: ...
+
+
+class AsyncBound(Protocol):
+    """:class:`Bound` for asyncio clients."""
+
+    @property
+    def executor(self) -> AsyncExecutor: ...
+
+    @property
+    def namespace(self) -> Namespace: ...

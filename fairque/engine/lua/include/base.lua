@@ -1,0 +1,53 @@
+-- Shared by every script: the namespace head, key names, the server clock.
+--
+-- The loader prepends `local K = {...}`, naming the keys the script declares in its
+-- `-- KEYS:` line (see fairque/engine/scripts.py). Keys made from ids (tasks, tenants'
+-- queues) share the namespace's `fq:{ns}:` prefix, passed as ARGV[1], so they hash to
+-- its cluster slot too.
+--
+-- The namespace head, ARGV[1..5] of every script: the key prefix, then the queue
+-- settings. A script's own arguments follow, from ARGV[6].
+local PREFIX = ARGV[1]
+local SETTINGS = {
+  backoff_base = tonumber(ARGV[2]),
+  backoff_max = tonumber(ARGV[3]),
+  finished_ttl = tonumber(ARGV[4]),
+  failed_ttl = tonumber(ARGV[5]),
+}
+local CRITICAL = 6
+local MICROS = 1000000
+-- Lua's unpack() is limited by the C stack (8000 slots): multi-member writes go in chunks.
+local CHUNK = 1000
+
+local function task_key(id) return PREFIX .. 'task:' .. id end
+local function result_key(id) return PREFIX .. 'result:' .. id end
+-- Seed 000: the tasks waiting for `id`, and the tasks `id` still waits for.
+local function waiting_key(id) return PREFIX .. 'deps:waiting:' .. id end
+local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
+local function critical_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':critical' end
+local function normal_key(tenant, priority)
+  return PREFIX .. 'queue:user:' .. tenant .. ':normal:' .. priority
+end
+
+-- Seed 004's numbered queue `n`: its task ids, score = start time (FIFO; a future score
+-- is a delayed task).
+local function storage_queue_key(n) return PREFIX .. 'storage:queue:' .. n end
+
+-- A start argument: '' (nil, i.e. now), absolute microseconds, or '+' microseconds from
+-- `now` (the server clock).
+local function parse_start(start, now)
+  if start == '' then return nil end
+  if string.byte(start, 1) == 43 then return now + tonumber(string.sub(start, 2)) end -- '+'
+  return tonumber(start)
+end
+
+-- Times are microseconds since the epoch (< 2^53, so exact in a Lua number). Numbers
+-- passed to redis.call keep every digit; Lua's tostring does not, so string results
+-- go through int().
+local function int(n) return string.format('%d', n) end
+
+local function clock_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * MICROS + tonumber(t[2])
+end
+

@@ -1,0 +1,178 @@
+-- How an attempt ends: finished, failed (retried with backoff or final), canceled.
+--@include ready
+
+-- The registries of ended tasks: ids by the time their record expires (us).
+local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
+  canceled = K['state:canceled']}
+
+-- Ends task `id` in a terminal state. Finished tasks are kept for finished_ttl, failed
+-- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
+-- removes the task at once (seed 001: discard). Registry writes wait for flush().
+local function end_task(id, tenant, state, now, reason)
+  local ttl_seconds = SETTINGS.failed_ttl
+  if state == 'finished' then ttl_seconds = SETTINGS.finished_ttl end
+  local key = task_key(id)
+  if ttl_seconds <= 0 then
+    redis.call('DEL', key, result_key(id))
+  else
+    if reason then
+      redis.call('HSET', key, 'state', state, 'finished_at', now, 'last_error', reason)
+    else
+      redis.call('HSET', key, 'state', state, 'finished_at', now)
+    end
+    redis.call('EXPIRE', key, math.ceil(ttl_seconds))
+    append('ZADD', ENDED[state], now + ttl_seconds * MICROS, id)
+  end
+  count(state, tenant)
+end
+
+-- A deferred task whose last dependency finished: queued, or scheduled if its
+-- execute_after is still ahead.
+local function undefer(id, now)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'state', 'tenant', 'priority', 'execute_after', 'kind')
+  if f[1] ~= 'deferred' then return end
+  redis.call('SREM', K['state:deferred'], id)
+  local execute_after = tonumber(f[4])
+  if execute_after ~= nil and execute_after > now then
+    redis.call('HSET', key, 'state', 'scheduled')
+    redis.call('ZADD', K.scheduled, execute_after, id)
+  else
+    local start_time = next_tick(now)
+    redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
+    queue_ready(id, f[5], f[2], tonumber(f[3]), start_time)
+  end
+end
+
+-- Task `id` finished: it blocks its dependents no more; those with no blocker left run,
+-- in this same call, so each is released exactly once (seed 000).
+local function release_dependents(id, now)
+  local links = 0
+  for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(id))) do
+    local blockers = blocked_key(dependent)
+    links = links + redis.call('SREM', blockers, id)
+    if redis.call('SCARD', blockers) == 0 then
+      redis.call('DEL', blockers)
+      undefer(dependent, now)
+      count('undeferred')
+    end
+  end
+  redis.call('DEL', waiting_key(id))
+  if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', -links) end
+end
+
+-- Cancels one task if it has not started; returns its former state, and whether it was
+-- canceled. It waits for nothing any more: its links to its blockers go.
+local function cancel_one(id, reason, now)
+  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind')
+  local state, tenant, kind = f[1], f[2], f[4]
+  if kind == 'storage' then return 'storage', false end -- seed 004's are done, never canceled
+  if state == 'queued' then
+    unqueue(id, kind, tenant, tonumber(f[3]))
+  elseif state == 'scheduled' then
+    redis.call('ZREM', K.scheduled, id)
+  elseif state == 'deferred' then
+    redis.call('SREM', K['state:deferred'], id)
+  else
+    return state, false
+  end
+  end_task(id, tenant, 'canceled', now, reason)
+  local blockers = redis.call('SMEMBERS', blocked_key(id))
+  for _, blocker in ipairs(blockers) do redis.call('SREM', waiting_key(blocker), id) end
+  if #blockers > 0 then
+    redis.call('DEL', blocked_key(id))
+    redis.call('HINCRBY', K.stats, 'dependency_links', -#blockers)
+  end
+  return state, true
+end
+
+-- Cancels `id` and, since they can never run, every task that depends on it, directly or
+-- not, each with the reason recorded (design section 7). Returns cancel_one's answer.
+local function cancel_with_dependents(id, reason, now)
+  local state, canceled = cancel_one(id, reason, now)
+  if not canceled then return state, false end
+  local pending = {id}
+  while #pending > 0 do
+    local current = table.remove(pending)
+    for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(current))) do
+      local _, also = cancel_one(dependent, 'dependency ' .. current .. ' was canceled', now)
+      if also then pending[#pending + 1] = dependent end
+    end
+    redis.call('DEL', waiting_key(current))
+  end
+  return state, true
+end
+
+-- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
+-- remain, else FAILED. Returns the new state.
+local function retry_or_fail(id, now, reason, retry)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time')
+  local tenant, attempts, max_retries = f[1], (tonumber(f[2]) or 0) + 1, tonumber(f[3])
+  if retry and (max_retries < 0 or attempts <= max_retries) then
+    local delay = SETTINGS.backoff_base * 2 ^ (attempts - 1)
+    if delay > SETTINGS.backoff_max then delay = SETTINGS.backoff_max end
+    local ready_at = now + math.floor(delay * MICROS)
+    redis.call('HSET', key, 'state', 'scheduled', 'attempts', attempts,
+      'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)
+    redis.call('ZADD', K.scheduled, ready_at, id)
+    count('retried', tenant)
+    return 'scheduled'
+  end
+  redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[4])
+  end_task(id, tenant, 'failed', now, reason)
+  return 'failed'
+end
+
+-- Queues FAILED record `id` again now (say, after fixing what broke it). It keeps its
+-- attempts and its dependents, which are released when it finishes.
+local function requeue(id, kind, tenant, priority, now)
+  local key = task_key(id)
+  redis.call('ZREM', K['state:failed'], id)
+  redis.call('PERSIST', key)
+  local start_time = next_tick(now)
+  redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
+  queue_ready(id, kind, tenant, tonumber(priority), start_time)
+  count('requeued', tenant)
+end
+
+-- The MessagePack array `packed` if it holds `count` rows; nil if it does not.
+local function read_rows(count, packed)
+  local rows = cmsgpack.unpack(packed)
+  if type(rows) ~= 'table' or #rows ~= tonumber(count) then return nil end
+  return rows
+end
+
+-- For each row {id, lease token, ...} whose token still holds the task's lease: calls
+-- handle(row, fields), fields being the task's `wanted` hash fields, and drops the lease.
+-- Returns 1 (held) or 0 (lost) per row.
+local function each_held_lease(rows, wanted, handle)
+  local held, unleased = {}, {}
+  for i, row in ipairs(rows) do
+    local f = redis.call('HMGET', task_key(row[1]), 'state', 'lease_token', unpack(wanted))
+    if f[1] == 'started' and f[2] == row[2] then
+      unleased[#unleased + 1] = row[1]
+      handle(row, {unpack(f, 3)})
+      held[i] = 1
+    else
+      held[i] = 0
+    end
+  end
+  if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
+  return held
+end
+
+-- True when `token` still holds the lease of task `id`.
+local function holds_lease(id, token)
+  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token')
+  return f[1] == 'started' and f[2] == token
+end
+
+-- Writes everything this call accumulated; every script returns through here.
+local function flush(now, reply)
+  flush_ready(now)
+  flush_appends()
+  flush_counters()
+  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  return reply
+end

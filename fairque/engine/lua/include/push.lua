@@ -1,0 +1,88 @@
+-- Storing new tasks: shared by push and by the scheduler's fire.
+--@include ending
+
+-- Stores `rows` (see push.lua for their layout) as new tasks, each ready, scheduled or
+-- deferred; the payload of row i is ARGV[payload_at + i]. Everything is checked before
+-- anything is written, so a refusal leaves no trace. Returns the server time, or nil and
+-- the error reply.
+local function push_rows(rows, payload_at)
+  local n = #rows
+  -- Refuse the whole batch before writing anything.
+  local keys, seen, dependency_state, unknown = {}, {}, {}, {}
+  for i, row in ipairs(rows) do
+    for _, dependency in ipairs(row[9]) do
+      if not seen[dependency] and dependency_state[dependency] == nil then
+        local state = redis.call('HGET', task_key(dependency), 'state')
+        if not state then
+          unknown[#unknown + 1] = dependency
+        elseif state == 'canceled' then
+          return nil, redis.error_reply('CANCELED_DEPENDENCY ' .. dependency)
+        else
+          dependency_state[dependency] = state
+        end
+      end
+    end
+    local id, tenant, priority = row[1], row[2], row[3]
+    if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
+      return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
+    end
+    if seen[id] then return nil, redis.error_reply('DUPLICATE ' .. id) end
+    if type(priority) ~= 'number' or priority < 1 or priority > CRITICAL or priority % 1 ~= 0 then
+      return nil, redis.error_reply('INVALID priority ' .. tostring(priority))
+    end
+    seen[id] = true
+    keys[i] = task_key(id)
+  end
+  if #unknown > 0 then return nil, redis.error_reply('UNKNOWN_DEPENDENCY ' .. table.concat(unknown, ' ')) end
+  for first = 1, n, CHUNK do
+    local last = math.min(first + CHUNK - 1, n)
+    if redis.call('EXISTS', unpack(keys, first, last)) > 0 then
+      for i = first, last do
+        if redis.call('EXISTS', keys[i]) == 1 then return nil, redis.error_reply('DUPLICATE ' .. rows[i][1]) end
+      end
+    end
+  end
+
+  local now = clock_now()
+  local links = 0
+  for i, row in ipairs(rows) do
+    local id, tenant, priority, start = row[1], row[2], row[3], row[8]
+    local execute_after = parse_start(start, now)
+    -- Dependencies that have finished already do not block (seed 000).
+    local open = {}
+    for _, dependency in ipairs(row[9]) do
+      if dependency_state[dependency] ~= 'finished' then open[#open + 1] = dependency end
+    end
+    local state, time_field, time_value
+    if #open > 0 then
+      state, time_field, time_value = 'deferred', 'deferred_at', now
+      append('SADD', K['state:deferred'], id)
+      for _, dependency in ipairs(open) do
+        redis.call('SADD', waiting_key(dependency), id)
+        redis.call('HSET', task_key(dependency), 'has_dependents', 1)
+      end
+      redis.call('SADD', blocked_key(id), unpack(open))
+      links = links + #open
+    elseif execute_after ~= nil and execute_after > now then
+      state, time_field, time_value = 'scheduled', 'execute_after', execute_after
+      append('ZADD', K.scheduled, execute_after, id)
+    else
+      -- A task due in the past has been ready since then; that counts as waiting time.
+      state, time_field, time_value = 'queued', 'start_time', execute_after or next_tick(now)
+      queue_ready(id, 'task', tenant, priority, time_value)
+    end
+    -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
+    redis.call('HSET', keys[i], 'kind', 'task', 'tenant', tenant, 'priority', priority,
+      'payload', ARGV[payload_at + i],
+      'max_retries', row[5], 'timeout', row[6], 'created_at', now, 'state', state,
+      time_field, time_value)
+    if row[4] ~= '' then redis.call('HSET', keys[i], 'name', row[4]) end
+    if row[7] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
+    if state == 'deferred' and execute_after ~= nil then
+      redis.call('HSET', keys[i], 'execute_after', execute_after)
+    end
+    count('pushed', tenant)
+  end
+  if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', links) end
+  return now
+end

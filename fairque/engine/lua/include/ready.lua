@@ -1,0 +1,87 @@
+-- Ready work: per-tenant queues, the per-tenant ready entry and the global ring.
+--
+-- A tenant's entry in the `ready` hash is count * 64 + levels: how many ready tasks it
+-- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
+-- bits of queues it finds empty), so a pop reads both in one field and probes only
+-- queues that have work. Invariant: a tenant is in the ring exactly when its count is
+-- above zero. Strict-policy jobs (kind 'job') have their own partitions (strict.lua).
+--
+-- Every record says what it is in its `kind` field, written when it is created: 'task'
+-- (the fair queue), 'job' (the strict policy) or 'storage' (a numbered queue).
+--@include writes
+--@include strict
+
+local LEVELS = 64
+
+-- The `levels` bit of a queue: 1 for the critical list, 2^p for normal priority p.
+local function level_bit(priority)
+  if priority == CRITICAL then return 1 end
+  return 2 ^ priority
+end
+
+-- A ready entry as {count, levels}.
+local function split_ready(entry)
+  entry = tonumber(entry) or 0
+  return math.floor(entry / LEVELS), entry % LEVELS
+end
+
+-- Ready tasks added in this call, per tenant, in the order tenants first appeared, and
+-- the levels they were added to.
+local ready_added, ready_tenants, ready_levels = {}, {}, {}
+
+-- Queues record `id` as ready since `start_time` (the caller sets its hash): a strict
+-- job in its partition, a fair task in its tenant's queues, where a critical task handed
+-- back (`first`) goes to the head of its list.
+local function queue_ready(id, kind, tenant, priority, start_time, first)
+  if kind == 'job' then return queue_strict(id) end
+  ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
+  if priority == CRITICAL then
+    append(first and 'LPUSH' or 'RPUSH', critical_key(tenant), id)
+  else
+    append('ZADD', normal_key(tenant, priority), start_time, id)
+  end
+  if ready_added[tenant] == nil then
+    ready_added[tenant] = 0
+    ready_tenants[#ready_tenants + 1] = tenant
+  end
+  ready_added[tenant] = ready_added[tenant] + 1
+end
+
+-- Writes the queued ids, the ready entries, and the ring for tenants that came back
+-- (they join at the back of the ring), and wakes idle workers waiting on `wake`
+-- (sharded pub/sub: on a cluster the message stays within the shard of the namespace).
+local function flush_ready(now)
+  flush_appends()
+  if #ready_tenants == 0 then return end
+  redis.call('SPUBLISH', PREFIX .. 'wake', #ready_tenants)
+  for _, tenant in ipairs(ready_tenants) do
+    local added = ready_added[tenant]
+    local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))
+    local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
+    if missing ~= 0 then redis.call('HINCRBY', K.ready, tenant, missing) end
+    if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
+  end
+  ready_added, ready_tenants, ready_levels = {}, {}, {}
+end
+
+-- One ready task of `tenant` left its queues outside a pop (cancel).
+local function release_ready(tenant)
+  local ready = split_ready(redis.call('HINCRBY', K.ready, tenant, -LEVELS))
+  if ready <= 0 then
+    redis.call('HDEL', K.ready, tenant)
+    redis.call('ZREM', K.ring, tenant)
+  end
+end
+
+-- Removes a queued task from its tenant queue (cancel); returns true if it was there.
+local function unqueue(id, kind, tenant, priority)
+  if kind == 'job' then return unqueue_strict(id) end
+  local removed
+  if priority == CRITICAL then
+    removed = redis.call('LREM', critical_key(tenant), 1, id)
+  else
+    removed = redis.call('ZREM', normal_key(tenant, priority), id)
+  end
+  if removed == 1 then release_ready(tenant) end
+  return removed == 1
+end

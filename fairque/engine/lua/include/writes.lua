@@ -1,0 +1,65 @@
+-- The tick clock and the per-call accumulators that turn per-task writes into one write
+-- per key. Every script that changes records includes this (after base).
+--@include base
+
+-- Ticks are strictly increasing per namespace and never behind the server clock: they
+-- order tasks that become ready in the same microsecond (FIFO within a priority), and
+-- serve as ring positions and lease tokens.
+local last_tick = nil
+local function next_tick(now)
+  if last_tick == nil then last_tick = tonumber(redis.call('GET', K.clock) or '0') end
+  if now > last_tick then last_tick = now else last_tick = last_tick + 1 end
+  return last_tick
+end
+
+-- Calls `command key a1 a2 ...` over `values`, CHUNK values at a time.
+local function call_chunked(command, key, values)
+  for first = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
+  end
+end
+
+-- Counters: counts[name][tenant] = n, written once per call by flush(); without a
+-- tenant, only the total is counted.
+local counts = {}
+local function count(name, tenant)
+  local by_tenant = counts[name]
+  if by_tenant == nil then by_tenant = {}; counts[name] = by_tenant end
+  tenant = tenant or ''
+  by_tenant[tenant] = (by_tenant[tenant] or 0) + 1
+end
+
+-- Pending multi-member writes: appends[command][key] = {values...}, in call order.
+-- `append` takes one value (RPUSH) or a score and a member (ZADD).
+local appends, append_keys = {}, {}
+local function append(command, key, value, member)
+  local by_key = appends[command]
+  if by_key == nil then by_key = {}; appends[command] = by_key end
+  local values = by_key[key]
+  if values == nil then
+    values = {}
+    by_key[key] = values
+    append_keys[#append_keys + 1] = {command, key}
+  end
+  values[#values + 1] = value
+  if member ~= nil then values[#values + 1] = member end
+end
+
+local function flush_appends()
+  for _, entry in ipairs(append_keys) do
+    call_chunked(entry[1], entry[2], appends[entry[1]][entry[2]])
+  end
+  appends, append_keys = {}, {}
+end
+
+local function flush_counters()
+  for name, by_tenant in pairs(counts) do
+    local total = 0
+    for tenant, n in pairs(by_tenant) do
+      if tenant ~= '' then redis.call('HINCRBY', K.stats, name .. ':' .. tenant, n) end
+      total = total + n
+    end
+    redis.call('HINCRBY', K.stats, name, total)
+  end
+  counts = {}
+end

@@ -1,0 +1,42 @@
+-- jobs/push: enqueue strict-policy jobs (seed 003); all of them or none.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the number of jobs n
+-- ARGV[7] MessagePack array of n rows {id, name, priority (int32), max_retries,
+--   timeout (s), keep_result (0/1)}
+-- ARGV[8..] the n arguments (MessagePack, decoded here only to match constraints)
+-- Returns the number of jobs stored.
+--@include ending
+
+local ARGUMENTS = 7
+local rows = read_rows(ARGV[6], ARGV[7])
+if rows == nil or #ARGV ~= ARGUMENTS + #rows then
+  return redis.error_reply('INVALID jobs do not match their count')
+end
+local INT32 = 2147483648
+for i, row in ipairs(rows) do
+  local id, name, priority = row[1], row[2], row[3]
+  if type(id) ~= 'string' or id == '' or type(name) ~= 'string' or name == '' then
+    return redis.error_reply('INVALID id or name of job ' .. i)
+  end
+  if type(priority) ~= 'number' or priority % 1 ~= 0 or priority < -INT32 or priority >= INT32 then
+    return redis.error_reply('INVALID priority ' .. tostring(priority))
+  end
+  if redis.call('EXISTS', task_key(id)) == 1 then return redis.error_reply('DUPLICATE ' .. id) end
+end
+
+local now = clock_now()
+local constraints = redis.call('HGETALL', K.constraints)
+for i, row in ipairs(rows) do
+  local id, name = row[1], row[2]
+  local argument = ARGV[ARGUMENTS + i]
+  local seq = next_tick(now)
+  redis.call('HSET', task_key(id), 'kind', 'job', 'name', name, 'priority', row[3],
+    'payload', argument, 'max_retries', row[4], 'timeout', row[5], 'keep_result', row[6],
+    'created_at', now,
+    'state', 'queued', 'seq', seq, 'start_time', seq,
+    'partition', partition_of(name, argument, constraints))
+  queue_strict(id)
+  count('pushed')
+end
+return flush(now, #rows)

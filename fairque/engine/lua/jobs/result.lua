@@ -1,0 +1,7 @@
+-- jobs/result: hand over a kept result once (seed 003); later reads get nothing.
+-- KEYS: result:<id>
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- Returns the result object (MessagePack) or nil.
+--@include base
+
+return redis.call('GETDEL', K.result)

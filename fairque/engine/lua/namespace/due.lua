@@ -1,0 +1,17 @@
+-- due: how long until something becomes ready without a push: the next scheduled task
+-- (a delay or a retry backoff) or the earliest lease deadline (a worker that died), so
+-- an idle worker can wake for it.
+-- KEYS: scheduled leases
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- Returns microseconds (0: now), or -1 for nothing.
+--@include base
+
+local next_time = nil
+for _, key in ipairs({K.scheduled, K.leases}) do
+  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if head[1] and (next_time == nil or tonumber(head[2]) < next_time) then
+    next_time = tonumber(head[2])
+  end
+end
+if next_time == nil then return -1 end
+return math.max(0, next_time - clock_now())

@@ -1,0 +1,99 @@
+-- tasks: one page of the tasks and jobs in a state, for the Web UI.
+-- Queued tasks are read tenant by tenant (by name; in each, the critical list, then
+-- priorities 5 to 1), then the strict jobs' partitions (when no tenant is asked for);
+-- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
+-- are filtered by tenant and name after reading, so a page may hold fewer than asked.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the state (scheduled, deferred, queued, started, finished, failed, canceled)
+-- ARGV[7] the tenant ('' any)
+-- ARGV[8] the name ('' any)
+-- ARGV[9] the cursor (0 first)
+-- ARGV[10] how many entries to look at
+-- Returns {next cursor (0: end), then per task: id, tenant, name, state, priority,
+-- attempts, created_at, worker_id}.
+--@include ready
+
+local state, tenant, name = ARGV[6], ARGV[7], ARGV[8]
+local cursor, size = tonumber(ARGV[9]), tonumber(ARGV[10])
+local ids = {}
+
+local function page(next_cursor)
+  local reply = {next_cursor}
+  for _, id in ipairs(ids) do
+    local f = redis.call('HMGET', task_key(id), 'tenant', 'name', 'state', 'priority',
+      'attempts', 'created_at', 'worker_id')
+    if (tenant == '' or f[1] == tenant) and (name == '' or f[2] == name) then
+      reply[#reply + 1] = id
+      for i = 1, 7 do reply[#reply + 1] = f[i] end
+    end
+  end
+  return reply
+end
+
+if state == 'deferred' then
+  local scan = redis.call('SSCAN', K['state:deferred'], cursor, 'COUNT', size)
+  ids = scan[2]
+  return page(tonumber(scan[1]))
+end
+
+local registry = ({scheduled = K.scheduled, started = K.leases, finished = K['state:finished'],
+  failed = K['state:failed'], canceled = K['state:canceled']})[state]
+if registry then
+  ids = redis.call('ZREVRANGE', registry, cursor, cursor + size - 1)
+  if #ids < size then return page(0) end
+  return page(cursor + #ids)
+end
+
+-- Queued: the ready queues form one sequence; `skip` walks past the entries of earlier
+-- pages, whole tenants (by their ready count) and whole queues at a time. The walk ends
+-- when the page is full, so a full page's cursor may lead to an empty last page.
+local skip = cursor
+local function take(key, is_list)
+  local n = is_list and redis.call('LLEN', key) or redis.call('ZCARD', key)
+  if skip >= n then
+    skip = skip - n
+  else
+    local last = skip + size - #ids - 1
+    local members = is_list and redis.call('LRANGE', key, skip, last)
+      or redis.call('ZRANGE', key, skip, last)
+    for _, member in ipairs(members) do ids[#ids + 1] = member end
+    skip = 0
+  end
+end
+
+local function take_tenant(t)
+  take(critical_key(t), true)
+  for priority = 5, 1, -1 do
+    if #ids >= size then return end
+    take(normal_key(t, priority), false)
+  end
+end
+
+if tenant ~= '' then
+  take_tenant(tenant)
+else
+  local ready = redis.call('HGETALL', K.ready)
+  local counts, tenants = {}, {}
+  for i = 1, #ready, 2 do
+    tenants[#tenants + 1] = ready[i]
+    counts[ready[i]] = split_ready(ready[i + 1])
+  end
+  table.sort(tenants)
+  for _, t in ipairs(tenants) do
+    if #ids >= size then break end
+    if skip >= counts[t] then skip = skip - counts[t] else take_tenant(t) end
+  end
+  local partitions = redis.call('SMEMBERS', K['strict:partitions'])
+  table.sort(partitions)
+  local first_strict = #ids + 1
+  for _, partition in ipairs(partitions) do
+    if #ids >= size then break end
+    local _, partition_name = split_partition(partition)
+    if name == '' or partition_name == name then take(strict_key(partition), false) end
+  end
+  -- Strict members are the 16-digit enqueue tick followed by the id.
+  for i = first_strict, #ids do ids[i] = string.sub(ids[i], 17) end
+end
+if #ids < size then return page(0) end
+return page(cursor + #ids)

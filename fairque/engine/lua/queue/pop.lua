@@ -1,0 +1,184 @@
+-- pop: lease up to `count` ready tasks by the fair policy (design section 5).
+--
+-- Round robin is simulated inside the call on the tenants it can reach (the first
+-- `count` of the ring, or the named ones), then written back once: the result is the
+-- same as popping one task at a time.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the worker id
+-- ARGV[7] count
+-- ARGV[8] lease seconds ('' = each task's timeout)
+-- ARGV[9] the reap / promote batch limit
+-- ARGV[10] 1 when the worker names tenants, else 0 and nothing follows
+-- ARGV[11..] the number of assigned tenants, those, the number of steal targets, those
+-- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
+-- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
+--@include maintenance
+
+local worker_id = ARGV[6]
+local wanted = tonumber(ARGV[7])
+local lease_seconds = tonumber(ARGV[8])
+local limit = tonumber(ARGV[9])
+local assigned, steal = nil, nil
+if ARGV[10] == '1' then
+  local n = tonumber(ARGV[11])
+  assigned = {unpack(ARGV, 12, 11 + n)}
+  local m = tonumber(ARGV[12 + n])
+  steal = {unpack(ARGV, 13 + n, 12 + n + m)}
+end
+
+local now = clock_now()
+-- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
+reap_expired(now, limit)
+promote_due(now, limit)
+flush_ready(now)
+
+-- `candidates` that are in the ring, least recently served first.
+local function in_ring_order(candidates, skip)
+  local fresh = {}
+  for _, tenant in ipairs(candidates) do
+    if not skip[tenant] then fresh[#fresh + 1] = tenant; skip[tenant] = true end
+  end
+  if #fresh == 0 then return {} end
+  local scores = redis.call('ZMSCORE', K.ring, unpack(fresh))
+  local present = {}
+  for i, tenant in ipairs(fresh) do
+    if scores[i] then present[#present + 1] = {tonumber(scores[i]), tenant} end
+  end
+  table.sort(present, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  local ordered = {}
+  for i, entry in ipairs(present) do ordered[i] = entry[2] end
+  return ordered
+end
+
+-- Assigned tenants first, then steal targets (work stealing, seed 001); with neither,
+-- the head of the global ring: `wanted` serves never reach past its first `wanted`.
+local groups
+if assigned == nil then
+  groups = {redis.call('ZRANGE', K.ring, 0, wanted - 1)}
+else
+  local skip = {}
+  groups = {in_ring_order(assigned, skip), in_ring_order(steal, skip)}
+end
+
+-- Per tenant: ready tasks left, levels mask, tick of its last serve; and the tenants
+-- this call looked at.
+local remaining, mask, served_tick, touched = {}, {}, {}, {}
+
+local function has_level(tenant, priority)
+  return bit.band(mask[tenant], level_bit(priority)) ~= 0
+end
+
+local function drop_level(tenant, priority)
+  mask[tenant] = bit.band(mask[tenant], bit.bnot(level_bit(priority)))
+end
+
+-- Removes and returns the next task id of `tenant`: the critical head (FIFO), else the
+-- normal head with the highest urgency (p / 5) * (now - ready time); ties go to the
+-- higher priority, then to the older task. Only queues in the tenant's mask are asked.
+local function take_task(tenant)
+  if has_level(tenant, CRITICAL) then
+    local id = redis.call('LPOP', critical_key(tenant))
+    if id then return id end
+    drop_level(tenant, CRITICAL)
+  end
+  local levels = {}
+  for priority = 5, 1, -1 do
+    if has_level(tenant, priority) then levels[#levels + 1] = priority end
+  end
+  if #levels == 1 then
+    local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1]))
+    if popped[1] then return popped[1] end
+    drop_level(tenant, levels[1])
+    return nil
+  end
+  local best_id, best_priority, best_urgency = nil, nil, nil
+  for _, priority in ipairs(levels) do
+    local head = redis.call('ZRANGE', normal_key(tenant, priority), 0, 0, 'WITHSCORES')
+    if head[1] then
+      local waited = math.max(0, now - tonumber(head[2]))
+      local urgency = priority / 5 * waited
+      if best_urgency == nil or urgency > best_urgency then
+        best_id, best_priority, best_urgency = head[1], priority, urgency
+      end
+    else
+      drop_level(tenant, priority)
+    end
+  end
+  if best_id then redis.call('ZREM', normal_key(tenant, best_priority), best_id) end
+  return best_id
+end
+
+local leased, taken = {}, 0
+
+local function lease(id, tenant)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
+    'max_retries', 'created_at', 'start_time', 'prev_start_time')
+  local deadline = now + math.floor((lease_seconds or tonumber(f[5])) * MICROS)
+  local token = next_tick(now)
+  append('ZADD', K.leases, deadline, id)
+  redis.call('HSET', key, 'state', 'started', 'leased_at', now, 'lease_deadline', deadline,
+    'lease_token', token, 'worker_id', worker_id)
+  local row = #leased
+  leased[row + 1], leased[row + 2], leased[row + 3], leased[row + 4] = id, tenant, f[1], f[2] or ''
+  leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
+  leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
+  leased[row + 12], leased[row + 13] = f[8], f[9] or ''
+  count('started')
+  taken = taken + 1
+end
+
+for _, group in ipairs(groups) do
+  if taken >= wanted then break end
+  local active = {}
+  if #group > 0 then
+    local entries = redis.call('HMGET', K.ready, unpack(group))
+    for i, tenant in ipairs(group) do
+      remaining[tenant], mask[tenant] = split_ready(entries[i])
+      touched[#touched + 1] = tenant
+      if remaining[tenant] > 0 then active[#active + 1] = tenant end
+    end
+  end
+  while taken < wanted and #active > 0 do
+    local still = {}
+    for _, tenant in ipairs(active) do
+      if taken >= wanted then break end
+      local id = take_task(tenant)
+      if id then
+        lease(id, tenant)
+        remaining[tenant] = remaining[tenant] - 1
+        served_tick[tenant] = next_tick(now)
+      else
+        remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+      end
+      if remaining[tenant] > 0 then still[#still + 1] = tenant end
+    end
+    active = still
+  end
+end
+
+-- Write back ready counts and ring positions: served tenants move to the back in the
+-- order of their last serve; tenants left without ready work leave the ring.
+local entries_left, gone, moves = {}, {}, {}
+for _, tenant in ipairs(touched) do
+  if remaining[tenant] > 0 then
+    if served_tick[tenant] then
+      entries_left[#entries_left + 1] = tenant
+      entries_left[#entries_left + 1] = remaining[tenant] * LEVELS + mask[tenant]
+      moves[#moves + 1] = served_tick[tenant]
+      moves[#moves + 1] = tenant
+    end
+  else
+    gone[#gone + 1] = tenant
+  end
+end
+if #moves > 0 then
+  call_chunked('HSET', K.ready, entries_left)
+  redis.call('ZADD', K.ring, 'XX', unpack(moves))
+end
+if #gone > 0 then
+  call_chunked('HDEL', K.ready, gone)
+  call_chunked('ZREM', K.ring, gone)
+end
+return flush(now, leased)

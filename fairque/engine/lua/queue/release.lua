@@ -1,0 +1,19 @@
+-- release: hand leased tasks back to the queue now (a worker shutting down), without
+-- counting an attempt; each goes back to its place in line (its start_time is kept).
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the number of tasks n
+-- ARGV[7] MessagePack array of n rows {id, lease token}
+-- Returns, per task, 1 if handed back or 0 if the caller no longer held its lease.
+--@include ending
+
+local rows = read_rows(ARGV[6], ARGV[7])
+if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
+local now = clock_now()
+local wanted = {'kind', 'tenant', 'priority', 'start_time'}
+local released = each_held_lease(rows, wanted, function(row, f)
+  redis.call('HSET', task_key(row[1]), 'state', 'queued')
+  queue_ready(row[1], f[1], f[2], tonumber(f[3]), tonumber(f[4]), true)
+  count('released', f[2])
+end)
+return flush(now, released)

@@ -1,0 +1,26 @@
+-- retry_failed: queue the FAILED tasks of one tenant again, a slice of the failed
+-- registry at a time (the caller loops until the cursor is 0).
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the tenant
+-- ARGV[7] the cursor (0 first)
+-- ARGV[8] how many entries to look at
+-- Returns {next cursor (0: end), tasks queued again}.
+--@include ending
+
+local tenant = ARGV[6]
+local cursor, size = tonumber(ARGV[7]), tonumber(ARGV[8])
+local ids = redis.call('ZRANGE', K['state:failed'], cursor, cursor + size - 1)
+local now = clock_now()
+local retried = 0
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind')
+  if f[1] == 'failed' and f[2] == tenant then
+    requeue(id, f[4], f[2], f[3], now)
+    retried = retried + 1
+  end
+end
+-- Requeued entries left the registry: the next slice starts that much earlier.
+local next_cursor = cursor + #ids - retried
+if #ids < size then next_cursor = 0 end
+return flush(now, {next_cursor, retried})

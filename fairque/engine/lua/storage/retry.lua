@@ -1,0 +1,35 @@
+-- storage/retry: taken tasks go back to their queue, due at their next start time
+-- (seed 004 RetryTask): attempts + 1, prev_start_time = the start time they were taken
+-- at. Tasks that are not taken (not storage tasks, gone, or already back after their
+-- visibility timeout: expired leases are reaped first) are left alone.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the number of retries n
+-- ARGV[7] MessagePack array of n rows {id, next start time (us)}
+-- ARGV[8] the reap batch limit
+-- Returns how many tasks went back.
+--@include storage
+
+local rows = read_rows(ARGV[6], ARGV[7])
+if rows == nil then return redis.error_reply('INVALID retries do not match their count') end
+for i, row in ipairs(rows) do
+  if type(row[1]) ~= 'string' or type(row[2]) ~= 'number' or row[2] < 0 then
+    return redis.error_reply('INVALID retries row ' .. i)
+  end
+end
+local now = clock_now()
+reap_expired(now, tonumber(ARGV[8]))
+local unleased = {}
+for _, row in ipairs(rows) do
+  local id, task = row[1], task_key(row[1])
+  local f = redis.call('HMGET', task, 'queue', 'state', 'attempts', 'start_time', 'kind')
+  if f[5] == 'storage' and f[2] == 'started' then
+    unleased[#unleased + 1] = id
+    redis.call('HSET', task, 'state', 'queued', 'attempts', (tonumber(f[3]) or 0) + 1,
+      'prev_start_time', f[4], 'start_time', row[2])
+    append('ZADD', storage_queue_key(f[1]), row[2], id)
+    count('retried')
+  end
+end
+if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
+return flush(now, #unleased)

@@ -1,0 +1,24 @@
+-- storage/stat: per numbered queue, tasks held, ready, taken and delayed (seed 004
+-- GetStat). Expired leases are reaped first, so a task past its visibility timeout
+-- counts as ready, not taken.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the reap batch limit
+-- Returns a flat list: queue number, total, ready, taken, delayed, for each queue.
+--@include storage
+
+local now = clock_now()
+reap_expired(now, tonumber(ARGV[6]))
+flush_ready(now)
+local horizon = due_horizon(now)
+local held = redis.call('HGETALL', K['storage:queues'])
+local reply = {}
+for i = 1, #held, 2 do
+  local key, total = storage_queue_key(held[i]), tonumber(held[i + 1])
+  local queued = redis.call('ZCARD', key)
+  local ready = redis.call('ZCOUNT', key, '-inf', horizon)
+  local row = #reply
+  reply[row + 1], reply[row + 2], reply[row + 3] = tonumber(held[i]), total, ready
+  reply[row + 4], reply[row + 5] = total - queued, queued - ready
+end
+return flush(now, reply)

@@ -1,0 +1,127 @@
+"""Records: what every entry point stores in a ``task:<id>`` hash, and the one parser
+that reads any of them.
+
+Fair tasks, strict jobs and storage tasks share the hash, the leases, the registries and
+the stats of their namespace, so maintenance and stats cover them all. Each record says
+what it is in its ``kind`` field, written by the script that creates it; an entry point
+turns a :class:`Record` of its own kind into its model and refuses the others, naming
+the reader that fits.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from fairque.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from fairque.engine.calls import Call
+    from fairque.engine.keys import Namespace
+
+MAX_ID_LENGTH = 256
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+
+class TaskState(str, Enum):
+    """Where a task is in its life (seed 000)."""
+
+    SCHEDULED = "scheduled"
+    DEFERRED = "deferred"
+    QUEUED = "queued"
+    STARTED = "started"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class RecordKind(str, Enum):
+    """Which entry point a record belongs to."""
+
+    TASK = "task"  # a fair-queue task (FairQueue)
+    JOB = "job"  # a strict-policy job (JobQueue, the JQ master)
+    STORAGE = "storage"  # a task of a numbered storage queue (RedisStorage)
+
+
+# What reads each kind, for the error that a record was read by the wrong entry point.
+READERS = {
+    RecordKind.TASK: "FairQueue.get",
+    RecordKind.JOB: "JobQueue.get",
+    RecordKind.STORAGE: "the storage's get_task",
+}
+
+
+def check_identifier(value: str) -> str:
+    """Refuses empty, over-long or control-character identifiers (they end up in keys)."""
+    if not value:
+        raise ValueError("must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"must be at most {MAX_ID_LENGTH} characters, got {len(value)}")
+    if not value.isprintable() and any(unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored record: its fields as stored, its kept result and its dependency links."""
+
+    record_id: str
+    kind: RecordKind
+    fields: Mapping[str, bytes]
+    result: bytes | None
+    blocked_by: tuple[str, ...]
+    dependents: tuple[str, ...]
+
+    @property
+    def state(self) -> TaskState:
+        return TaskState(self.fields["state"].decode())
+
+    def wrong_reader(self, field: str) -> InvalidInput:
+        """The error for reading this record with another kind's reader."""
+        if self.kind is RecordKind.STORAGE:
+            what = f"a task of storage queue {self.fields['queue'].decode()}"
+        else:
+            what = "a JQ master job" if self.kind is RecordKind.JOB else "a fair-queue task"
+        reader = READERS[self.kind]
+        return InvalidInput(field, f"{self.record_id} is {what}: read it with {reader}")
+
+
+def read_record(record_id: str, reply: list[Any]) -> Record | None:
+    """The record in the reply of ``namespace/get``; None if there is no such record."""
+    flat, result, blocked_by, dependents = reply
+    if not flat:
+        return None
+    fields = {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+    return Record(
+        record_id=record_id,
+        kind=RecordKind(fields["kind"].decode()),
+        fields=fields,
+        result=result,
+        blocked_by=tuple(sorted(member.decode() for member in blocked_by)),
+        dependents=tuple(sorted(member.decode() for member in dependents)),
+    )
+
+
+# Calls every entry point makes on its records (the scripts in lua/namespace/).
+_CANCELABLE = {b"scheduled", b"deferred", b"queued"}
+
+
+def get(namespace: Namespace, record_id: str) -> Call[Record | None]:
+    """Reads a record of any kind; parses to None when there is no such record."""
+    return namespace.call(
+        "namespace/get", (), lambda reply: read_record(record_id, reply), {"id": record_id}
+    )
+
+
+def cancel(namespace: Namespace, record_id: str) -> Call[bool]:
+    """Cancels a record that has not started; parses to whether it was canceled."""
+    return namespace.call("namespace/cancel", (record_id,), lambda reply: reply in _CANCELABLE)
+
+
+def retry(namespace: Namespace, record_id: str) -> Call[bool]:
+    """Queues a FAILED record again now; parses to whether it was failed."""
+    return namespace.call("namespace/retry", (record_id,), lambda reply: reply == b"failed")

@@ -1,0 +1,77 @@
+"""Writes that wait for replicas: a script call followed by ``WAIT`` on the same connection.
+
+Replication is asynchronous: a master that acknowledged a push and died before sending it
+to a replica loses it when the replica is promoted. ``WAIT n timeout`` blocks until ``n``
+replicas have everything this connection wrote, so it must follow the script on the
+connection that sent it: both go in one pipeline, and on a cluster both are sent to the
+node that owns the namespace's slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+from redis.exceptions import ClusterError, NoScriptError, ResponseError, TryAgainError
+
+from fairque.engine.calls import Call
+from fairque.engine.connect import AsyncClient, SyncClient
+from fairque.errors import InvalidInput, NotReplicated, from_script_error
+
+T = TypeVar("T")
+
+
+def script_failure(exc: ResponseError) -> Exception:
+    """What a failed script call raises: a cluster in failover stays a redis-py error
+    (the caller may try again), an error of a fairque script becomes its own exception."""
+    if isinstance(exc, ClusterError | TryAgainError):
+        return exc
+    return from_script_error(str(exc))
+
+
+def pipeline(
+    client: SyncClient | AsyncClient, call: Call[Any], replicas: int, timeout: float, *,
+    source: bool,
+) -> Any:  # fmt: skip
+    """A pipeline of the script (by SHA-1, or its ``source``) and WAIT on the same node.
+
+    An asyncio cluster client must be initialised first (its slots known).
+    """
+    pipe = client.pipeline(transaction=False)
+    where = {}
+    if isinstance(client, RedisCluster | AsyncRedisCluster):
+        where["target_nodes"] = client.get_node_from_key(call.keys[0])
+    # execute_command: redis-py's cluster pipeline refuses its evalsha() method.
+    script = ("EVAL", call.script.source) if source else ("EVALSHA", call.script.sha)
+    pipe.execute_command(*script, len(call.keys), *call.keys, *call.args, **where)
+    pipe.execute_command("WAIT", replicas, max(1, round(timeout * 1000)), **where)
+    return pipe
+
+
+def needs_source(results: list[Any]) -> bool:
+    """True if the server did not know the script (send the pipeline again with source)."""
+    return isinstance(results[0], NoScriptError)
+
+
+def replicated_reply(call: Call[T], results: list[Any], replicas: int) -> T:
+    """The parsed reply of the script; raises :class:`NotReplicated` if too few replicas
+    confirmed it (the write itself stands)."""
+    reply, acknowledged = results
+    if isinstance(reply, ResponseError):
+        raise script_failure(reply)
+    if isinstance(reply, Exception):
+        raise reply
+    parsed = call.parse(reply)
+    if int(acknowledged) < replicas:
+        ids = parsed if isinstance(parsed, list) else [parsed]  # push_many or push
+        raise NotReplicated([str(task_id) for task_id in ids], int(acknowledged), replicas)
+    return parsed
+
+
+def check(replicas: int, timeout: float) -> None:
+    """Refuses a replica count or timeout that WAIT cannot take."""
+    if not 0 <= replicas <= 100:
+        raise InvalidInput("replicas", f"must be 0 to 100, not {replicas!r}")
+    if not 0 < timeout <= 3600:
+        raise InvalidInput("replica_timeout", f"must be over 0 and at most 3600 s, not {timeout!r}")

@@ -1,0 +1,120 @@
+"""Loads the Lua scripts: one file per operation, grouped by entry point, with shared
+helpers included at load time.
+
+A script is named by its path under ``lua/`` without ``.lua`` (``queue/push``). A line
+``--@include name`` is replaced by ``include/name.lua`` (each helper once per script, its
+own includes first). Scripts are sent by SHA-1 and loaded on NOSCRIPT.
+
+Every script declares in its header the keys it touches, in the order the caller sends
+them, and its arguments in the numbering its code uses::
+
+    -- KEYS: ring ready stats clock task:<id> storage:queue:<n>...
+    -- ARGV[1..5] the namespace head (include/base.lua)
+    -- ARGV[6] the task id
+    -- ARGV[7..] the payloads
+
+Key names are relative to the namespace's prefix (``fq:{ns}:``), so every key is under
+its hash tag. A ``<param>`` part is filled in by the caller (one task, one schedule); a
+final ``...`` means any number of such keys follow. The loader gives the declared keys
+names inside Lua: ``K.ring``, ``K['state:failed']``, ``K.task`` for ``task:<id>``; the
+variadic keys are ``KEYS[KEY_COUNT + 1]`` onwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+_INCLUDE = re.compile(r"^--@include (\w+)$", re.MULTILINE)
+_KEYS = re.compile(r"^-- KEYS:(.*)$", re.MULTILINE)
+_ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.(\d*))?\]", re.MULTILINE)
+_PARAM = re.compile(r":<\w+>$")
+
+
+@dataclass(frozen=True)
+class Script:
+    """A script ready to send: its name, full source, SHA-1 and declared interface."""
+
+    name: str
+    source: str
+    sha: str
+    keys: tuple[str, ...]  # declared key names, in KEYS order (``task:<id>`` kept as is)
+    variadic_key: str | None  # the name of the keys that may follow them, if any
+    arg_count: int  # ARGV entries the header numbers one by one
+    variadic_args: bool  # True if any number more may follow (``ARGV[n..]``)
+
+
+def _read(path: str) -> str:
+    return (resources.files(__package__) / "lua" / path).read_text(encoding="utf-8")
+
+
+def _expand(text: str, included: set[str]) -> str:
+    def include(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in included:
+            return ""
+        included.add(name)
+        return _expand(_read(f"include/{name}.lua"), included)
+
+    return _INCLUDE.sub(include, text)
+
+
+def lua_name(key: str) -> str:
+    """The name a declared key has in the script's ``K`` table (``task:<id>`` -> ``task``)."""
+    return _PARAM.sub("", key)
+
+
+def _declared_keys(name: str, text: str) -> tuple[tuple[str, ...], str | None]:
+    found = _KEYS.findall(text)
+    if len(found) != 1:
+        raise ValueError(f"script {name} must declare its keys in one '-- KEYS:' line")
+    keys = found[0].split()
+    variadic = keys.pop()[:-3] if keys and keys[-1].endswith("...") else None
+    return tuple(keys), variadic
+
+
+def _declared_args(name: str, text: str) -> tuple[int, bool]:
+    numbers: list[int] = []
+    variadic = False
+    for first, rest, last in _ARGV.findall(text):
+        if variadic:
+            raise ValueError(f"script {name}: nothing may follow its ARGV[n..] line")
+        if rest and not last:  # ARGV[n..]: any number from n on
+            variadic = True
+            numbers.append(int(first))  # checked in sequence below, then not counted
+            continue
+        numbers.extend(range(int(first), int(last or first) + 1))
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"script {name} must number its ARGV lines 1, 2, 3... in order")
+    return len(numbers) - variadic, variadic
+
+
+def _prelude(keys: tuple[str, ...]) -> str:
+    pairs = ", ".join(f"[{lua_name(key)!r}] = KEYS[{i}]" for i, key in enumerate(keys, 1))
+    return f"local K = {{{pairs}}}\nlocal KEY_COUNT = {len(keys)}\n"
+
+
+@cache
+def load(name: str) -> Script:
+    """The script ``lua/<name>.lua`` with its includes expanded."""
+    text = _read(f"{name}.lua")
+    keys, variadic_key = _declared_keys(name, text)
+    arg_count, variadic_args = _declared_args(name, text)
+    source = _prelude(keys) + _expand(text, set())
+    sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - the server's script id
+    return Script(name, source, sha, keys, variadic_key, arg_count, variadic_args)
+
+
+def names() -> list[str]:
+    """Every script's name (``group/operation``), sorted."""
+    root = resources.files(__package__) / "lua"
+    return sorted(
+        f"{group.name}/{entry.name[:-4]}"
+        for group in root.iterdir()
+        if group.is_dir() and group.name != "include"
+        for entry in group.iterdir()
+        if entry.name.endswith(".lua")
+    )

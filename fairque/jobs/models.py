@@ -1,0 +1,179 @@
+"""Strict-policy jobs (seed 003): what a pusher sends, what a worker answers, and
+constraints on the jobs a matcher selects.
+
+A :class:`Job` runs before every job of a larger ``priority``; ties go to the earliest
+enqueued. Jobs live in the same task hashes, leases, registries and stats as the fair
+queue's tasks, so maintenance and stats cover both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
+
+from fairque.engine.calls import MAX_ERROR_LENGTH
+from fairque.engine.records import MAX_ID_LENGTH, MAX_TIMEOUT_SECONDS
+from fairque.errors import InvalidInput
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+MAX_CONSTRAINTS = 100
+MAX_MATCHERS = 16
+JobState = Literal["queued", "scheduled", "started", "finished", "failed", "canceled"]
+JOB_STATES: tuple[str, ...] = get_args(JobState)
+
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH)]
+Int32 = Annotated[int, Meta(ge=INT32_MIN, le=INT32_MAX)]
+Timeout = Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_SECONDS)]
+ConstraintId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+Field = Annotated[str, Meta(pattern=r"^(name|argument(\.[^.]+)*)$", max_length=MAX_ID_LENGTH)]
+
+
+class Job(msgspec.Struct, forbid_unknown_fields=True):
+    """A job as a pusher sends it (seed 003)."""
+
+    name: Name
+    argument: Any = None  # any MessagePack value
+    priority: Int32 = 0  # smaller runs first
+    max_retry: Annotated[int, Meta(ge=0, le=1000)] = 0  # 0: never retried
+    keep_result: bool = False
+    timeout: Timeout = 30.0  # seconds
+
+
+class Success(msgspec.Struct, tag_field="type", tag="success", forbid_unknown_fields=True):
+    """A job that succeeded (seed 003 result object)."""
+
+    finished_at: datetime
+    result: Any = None
+
+
+class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fields=True):
+    """A job that failed (seed 003 result object)."""
+
+    finished_at: datetime
+    reason: Literal["other", "timeout"]
+    should_retry: bool
+    error: Any = None
+    message: Annotated[str, Meta(max_length=MAX_ERROR_LENGTH)] = ""
+
+
+JobOutcome = Success | Failure  # seed 003's result object
+
+
+def failure(reason: Literal["other", "timeout"], message: str, retry: bool = True) -> Failure:
+    """A failure that happened now, on this side of the wire."""
+    now = datetime.now(timezone.utc)
+    return Failure(finished_at=now, reason=reason, should_retry=retry, message=message)
+
+
+class Matcher(msgspec.Struct, forbid_unknown_fields=True):
+    """One condition of a JobMatcher: ``field`` is ``name``, ``argument`` or
+    ``argument.<key>.<key>...``; ``op`` compares its value with ``value``."""
+
+    field: Field
+    op: Literal["equals", "in", "prefix"]
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.op == "in" and not isinstance(self.value, list):
+            raise ValueError("`value` of an 'in' matcher must be a list")
+        if self.op == "prefix" and not isinstance(self.value, str):
+            raise ValueError("`value` of a 'prefix' matcher must be a string")
+
+
+class Constraint(msgspec.Struct, forbid_unknown_fields=True):
+    """Limits on the jobs a JobMatcher (all of ``match``) selects: at most ``concurrency``
+    running at once and / or at most ``rate`` started per ``period`` seconds."""
+
+    match: Annotated[list[Matcher], Meta(max_length=MAX_MATCHERS)]
+    concurrency: Annotated[int, Meta(ge=1, le=10_000)] | None = None
+    rate: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+    period: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_SECONDS)] = 1.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency is None and self.rate is None:
+            raise ValueError("set `concurrency`, `rate`, or both")
+
+
+class ConstraintStatus(msgspec.Struct):
+    """A constraint and how much of it is in use now."""
+
+    id: str
+    constraint: Constraint
+    running: int  # jobs it selects that are running
+    started: int  # jobs it selects started within the last `period` (0 without a rate)
+
+
+@dataclass(slots=True)
+class LeasedJob:
+    """A job handed to a worker until ``lease_deadline`` (epoch seconds)."""
+
+    id: str
+    name: str
+    argument: Any
+    priority: int
+    attempts: int  # failed or expired attempts before this one
+    timeout: float
+    max_retry: int
+    lease_token: str
+    lease_deadline: float
+
+
+class JobInfo(msgspec.Struct):
+    """What is stored about one job."""
+
+    id: str
+    name: str | None
+    argument: Any
+    priority: int
+    state: str
+    attempts: int
+    max_retry: int | None
+    timeout: float
+    keep_result: bool
+    has_result: bool
+    created_at: datetime
+    finished_at: datetime | None = None
+    worker_id: str | None = None
+    last_error: str | None = None
+
+
+class JobSummary(msgspec.Struct):
+    """One line of a job list."""
+
+    id: str
+    name: str | None
+    state: str
+    priority: int
+    attempts: int
+    created_at: datetime | None
+
+
+class JobPage(msgspec.Struct):
+    """A page of a job list; pass ``cursor`` back for the next one (0: no more)."""
+
+    jobs: list[JobSummary]
+    cursor: int
+
+
+_LOCATION = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def invalid(exc: msgspec.ValidationError) -> InvalidInput:
+    """The :class:`InvalidInput` for a msgspec validation error, naming the field."""
+    message = str(exc)
+    found = _LOCATION.search(message)
+    field = found.group(1) if found and found.group(1) else "body"
+    return InvalidInput(field, _LOCATION.sub("", message))
+
+
+def validate(value: Any, kind: type[Any]) -> Any:
+    """``value`` (a struct or plain data) checked against ``kind``; InvalidInput if not."""
+    try:
+        return msgspec.convert(msgspec.to_builtins(value), kind)
+    except msgspec.ValidationError as exc:
+        raise invalid(exc) from None

@@ -1,0 +1,244 @@
+"""The strict policy's sans-IO core: jobs to script calls, replies to job models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import msgspec
+
+from fairque.engine import records
+from fairque.engine.calls import (
+    MAX_BATCH,
+    MAX_POP,
+    MICROS,
+    Arg,
+    Call,
+    decode,
+    encode,
+    new_ids,
+    pack,
+    text,
+)
+from fairque.engine.keys import Namespace
+from fairque.engine.records import Record, RecordKind, TaskState, check_identifier
+from fairque.errors import InvalidInput
+from fairque.jobs.models import (
+    JOB_STATES,
+    Constraint,
+    ConstraintId,
+    ConstraintStatus,
+    Job,
+    JobInfo,
+    JobOutcome,
+    JobPage,
+    JobSummary,
+    LeasedJob,
+    Matcher,
+    Success,
+    validate,
+)
+
+
+def _time(micros: bytes | None) -> datetime | None:
+    if not micros:
+        return None
+    return datetime.fromtimestamp(int(micros) / MICROS, timezone.utc)
+
+
+class JobOps:
+    """Builds the strict-policy calls of one namespace."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self.settings = namespace.settings
+
+    def push(self, jobs: Sequence[Job]) -> Call[list[str]]:
+        """Enqueues ``jobs`` atomically; the reply parses to their new ids."""
+        if not 1 <= len(jobs) <= MAX_BATCH:
+            raise InvalidInput("jobs", f"push 1 to {MAX_BATCH} jobs, got {len(jobs)}")
+        ids = new_ids(len(jobs))
+        limit = self.settings.max_payload_bytes
+        arguments: list[Arg] = []
+        rows = []
+        for given, job_id in zip(jobs, ids, strict=True):
+            # The argument is any MessagePack value: checked by encoding it, not by type.
+            arguments.append(encode(given.argument, "argument", limit))
+            job: Job = validate(msgspec.structs.replace(given, argument=None), Job)
+            try:
+                check_identifier(job.name)
+            except ValueError as exc:
+                raise InvalidInput("name", str(exc)) from None
+            rows.append(
+                (job_id, job.name, job.priority, job.max_retry, job.timeout, int(job.keep_result))
+            )
+        args = (len(rows), pack(rows), *arguments)
+        return self.namespace.call("jobs/push", args, lambda _reply: ids)
+
+    def push_one(self, job: Job) -> Call[str]:
+        """Enqueues one job; the reply parses to its new id."""
+        return self.push([job]).then(lambda ids: ids[0])
+
+    def pop(
+        self, worker_id: str, count: int, names: Sequence[str] = (), grace: float = 5.0
+    ) -> Call[list[LeasedJob]]:
+        """Leases up to ``count`` jobs (of ``names`` only, if given) for timeout + grace s."""
+        if not 1 <= count <= MAX_POP:
+            raise InvalidInput("count", f"must be 1 to {MAX_POP}, got {count}")
+        args: list[Arg] = [worker_id, count, repr(grace), self.settings.maintenance_batch]
+        return self.namespace.call("jobs/pop", [*args, *names], _parse_leased)
+
+    def complete(self, job: LeasedJob, outcome: JobOutcome, result_ttl: float) -> Call[TaskState]:
+        """Records the outcome of a leased job; parses to its new state (LeaseLost if the
+        lease was lost). The result object is kept for ``result_ttl`` s if asked for."""
+        if isinstance(outcome, Success):
+            kind, retry, message = "success", "0", ""
+        else:
+            kind, retry, message = "failure", str(int(outcome.should_retry)), outcome.message
+        kept = encode(msgspec.to_builtins(outcome), "result", self.settings.max_payload_bytes)
+        args = (job.id, job.lease_token, kind, retry, message, kept, repr(result_ttl))
+        return self.namespace.call("jobs/complete", args, _parse_state)
+
+    def release(self, job: LeasedJob) -> Call[TaskState]:
+        """Hands a leased job back to the queue, attempts unchanged (it never reached a
+        worker); parses to its new state (LeaseLost if the lease was lost)."""
+        args = (job.id, job.lease_token, "release", "0", "", "", "0")
+        return self.namespace.call("jobs/complete", args, _parse_state)
+
+    def take_result(self, job_id: str) -> Call[Any]:
+        """The kept result object of a job, once; None after that or when none was kept."""
+        return self.namespace.call(
+            "jobs/result",
+            (),
+            lambda reply: None if reply is None else decode(reply),
+            params={"id": job_id},
+        )
+
+    def get(self, job_id: str) -> Call[JobInfo | None]:
+        """What is stored about a job; None if there is no such job."""
+        return records.get(self.namespace, job_id).then(_job_info)
+
+    def cancel(self, job_id: str) -> Call[bool]:
+        """Cancels a job that has not started; parses to whether it was canceled."""
+        return records.cancel(self.namespace, job_id)
+
+    def retry(self, job_id: str) -> Call[bool]:
+        """Queues a FAILED job again now; parses to whether it was failed."""
+        return records.retry(self.namespace, job_id)
+
+    def jobs(self, state: str, name: str | None, cursor: int, limit: int) -> Call[JobPage]:
+        """A page of the jobs in ``state`` (named ``name``), from ``cursor``."""
+        if state not in JOB_STATES:
+            raise InvalidInput("state", f"must be one of {', '.join(JOB_STATES)}")
+        args = (state, name or "", cursor, limit)
+        return self.namespace.call("jobs/list", args, _parse_page)
+
+    def set_constraint(self, constraint_id: str, constraint: Constraint) -> Call[int]:
+        """Creates or replaces a constraint; parses to how many ready jobs it re-sorted."""
+        checked = validate(constraint, Constraint)
+        matchers = [(m.field, m.op, m.value) for m in checked.match]
+        definition = (matchers, checked.concurrency or 0, checked.rate or 0, checked.period)
+        blob = encode(definition, "match", self.settings.max_payload_bytes)
+        return self.namespace.call(
+            "jobs/constraint_set", (_constraint_id(constraint_id), blob), int
+        )
+
+    def delete_constraint(self, constraint_id: str) -> Call[int]:
+        """Deletes a constraint; its jobs are limited by it no more."""
+        return self.namespace.call("jobs/constraint_set", (_constraint_id(constraint_id), ""), int)
+
+    def constraints(self) -> Call[list[ConstraintStatus]]:
+        """Every constraint with its current use."""
+        return self.namespace.call("jobs/constraints", (), _parse_constraints)
+
+
+def _constraint_id(value: str) -> str:
+    return validate(value, ConstraintId)  # type: ignore[no-any-return]
+
+
+_POP_ROW = 9
+
+
+def _parse_state(reply: bytes) -> TaskState:
+    return TaskState(reply.decode())
+
+
+def _parse_leased(reply: list[Any]) -> list[LeasedJob]:
+    return [
+        LeasedJob(
+            id=reply[i].decode(),
+            name=reply[i + 1].decode(),
+            argument=decode(reply[i + 2]),
+            priority=int(reply[i + 3]),
+            attempts=int(reply[i + 4]),
+            timeout=float(reply[i + 5]),
+            max_retry=int(reply[i + 6]),
+            lease_token=str(reply[i + 7]),
+            lease_deadline=reply[i + 8] / MICROS,
+        )
+        for i in range(0, len(reply), _POP_ROW)
+    ]
+
+
+def _job_info(record: Record | None) -> JobInfo | None:
+    return None if record is None else job_info(record)
+
+
+def job_info(record: Record) -> JobInfo:
+    """The :class:`JobInfo` of a strict job's record; InvalidInput for another kind."""
+    if record.kind is not RecordKind.JOB:
+        raise record.wrong_reader("job_id")
+    f = record.fields
+    max_retries = int(f["max_retries"])
+    return JobInfo(
+        id=record.record_id,
+        name=text(f.get("name")),
+        argument=decode(f["payload"]),
+        priority=int(f["priority"]),
+        state=record.state.value,
+        attempts=int(f.get("attempts", 0)),
+        max_retry=None if max_retries < 0 else max_retries,
+        timeout=float(f["timeout"]),
+        keep_result=f.get("keep_result") == b"1",
+        has_result=record.result is not None,
+        created_at=_time(f["created_at"]),  # type: ignore[arg-type]
+        finished_at=_time(f.get("finished_at")),
+        worker_id=text(f.get("worker_id")),
+        last_error=text(f.get("last_error")),
+    )
+
+
+_LIST_ROW = 6
+
+
+def _parse_page(reply: list[Any]) -> JobPage:
+    rows = reply[1:]
+    jobs = [
+        JobSummary(
+            id=rows[i].decode(),
+            name=text(rows[i + 1]),
+            state=text(rows[i + 2]) or "expired",
+            priority=int(rows[i + 3] or 0),
+            attempts=int(rows[i + 4] or 0),
+            created_at=_time(rows[i + 5]),
+        )
+        for i in range(0, len(rows), _LIST_ROW)
+    ]
+    return JobPage(jobs=jobs, cursor=int(reply[0]))
+
+
+def _parse_constraints(reply: list[Any]) -> list[ConstraintStatus]:
+    statuses = []
+    for i in range(0, len(reply), 4):
+        matchers, concurrency, rate, period = decode(reply[i + 1])
+        constraint = Constraint(
+            match=[Matcher(field=f, op=op, value=value) for f, op, value in matchers],
+            concurrency=concurrency or None,
+            rate=rate or None,
+            period=period,
+        )
+        statuses.append(
+            ConstraintStatus(reply[i].decode(), constraint, int(reply[i + 2]), int(reply[i + 3]))
+        )
+    return statuses

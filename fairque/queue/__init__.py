@@ -1,0 +1,41 @@
+"""The fair queue: tenants served in a global round robin, priorities without starvation.
+
+:class:`FairQueue` and :class:`AsyncFairQueue` send the calls of
+:class:`~fairque.queue.ops.QueueOps`; :class:`ShardedQueue` and
+:class:`AsyncShardedQueue` hold one such queue per shard. All four satisfy
+:class:`~fairque.queue.protocol.Queue` (or its asyncio twin).
+"""
+
+from fairque.queue.client import AsyncFairQueue, FairQueue
+from fairque.queue.models import (
+    LeasedTask,
+    Priority,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskPage,
+    TaskSummary,
+    TenantStats,
+)
+from fairque.queue.ops import Maintenance, QueueOps
+from fairque.queue.protocol import AsyncQueue, Queue
+from fairque.queue.sharded import AsyncShardedQueue, ShardedQueue
+
+__all__ = [
+    "AsyncFairQueue",
+    "AsyncQueue",
+    "AsyncShardedQueue",
+    "FairQueue",
+    "LeasedTask",
+    "Maintenance",
+    "Priority",
+    "Queue",
+    "QueueOps",
+    "QueueStats",
+    "ShardedQueue",
+    "Task",
+    "TaskInfo",
+    "TaskPage",
+    "TaskSummary",
+    "TenantStats",
+]

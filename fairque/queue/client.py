@@ -1,0 +1,357 @@
+"""The fair queue's clients: :class:`FairQueue` (blocking) and :class:`AsyncFairQueue`.
+
+Both are facades with no logic: each method builds a call with :class:`QueueOps` and
+sends it through an executor, which other clients of the same server may share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from fairque.config import QueueSettings
+from fairque.engine.calls import Call
+from fairque.engine.connect import AsyncClient, SyncClient
+from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.keys import Namespace
+from fairque.engine.records import Record, TaskState
+from fairque.queue.models import LeasedTask, QueueStats, Task, TaskInfo, TaskPage
+from fairque.queue.ops import Maintenance, QueueOps
+
+T = TypeVar("T")
+
+
+class FairQueue:
+    """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
+
+    >>> q = FairQueue()  # embedded Valkey, or $FAIRQUE_REDIS_URL  # doctest: +SKIP
+    >>> q.push(Task(user_id="alice", payload={"n": 1}))  # doctest: +SKIP
+
+    ``executor`` shares a connection pool with other clients (then :meth:`close` leaves
+    it open); ``client`` sends through a redis-py client of your own.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        settings: QueueSettings | None = None,
+        client: SyncClient | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self.ops = QueueOps(Namespace(namespace, settings or QueueSettings()))
+        self.owns_executor = executor is None
+        if executor is None:
+            executor = Executor(client) if client is not None else Executor.connect(url)
+        self.executor = executor
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace's keys and settings."""
+        return self.ops.namespace
+
+    @property
+    def redis(self) -> SyncClient:
+        """The redis-py client the calls go through."""
+        return self.executor.client
+
+    @property
+    def wake_channels(self) -> list[str]:
+        """The sharded pub/sub channels published when tasks become ready."""
+        return [self.namespace.wake_channel]
+
+    def execute(self, call: Call[T]) -> T:
+        """Sends a call built by an entry point's ops; its parsed reply."""
+        return self.executor.execute(call)
+
+    def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
+        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`."""
+        return self.executor.execute_replicated(self.ops.push_one(task), replicas, replica_timeout)
+
+    def push_many(
+        self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0
+    ) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order.
+
+        With ``replicas`` > 0 it also waits up to ``replica_timeout`` seconds until that
+        many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
+        confirm in time it raises :class:`NotReplicated` (the push was made).
+        """
+        return self.executor.execute_replicated(self.ops.push(tasks), replicas, replica_timeout)
+
+    def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[LeasedTask]:
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        return self.executor.execute(call)
+
+    def finish(self, task: LeasedTask, result: Any = None) -> None:
+        """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
+        self.executor.execute(self.ops.finish_one(task, result))
+
+    def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Finishes many tasks in one call; returns the ids whose lease was lost."""
+        return self.executor.execute(self.ops.finish(tasks, results))
+
+    def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
+        """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
+        return self.executor.execute(self.ops.release(tasks))
+
+    def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
+        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+        return self.executor.execute(self.ops.fail(task, error, retry))
+
+    def extend(self, task: LeasedTask, seconds: float) -> float:
+        """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
+        return self.executor.execute(self.ops.extend(task, seconds))
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancels a task that has not started; False if it is running or has ended."""
+        return self.executor.execute(self.ops.cancel(task_id))
+
+    def retry(self, task_id: str) -> bool:
+        """Queues a FAILED task again now; False if it had not failed."""
+        return self.executor.execute(self.ops.retry(task_id))
+
+    def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
+        self.executor.execute(self.ops.xcom_push(task_id, key, value, ttl))
+
+    def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
+        return self.executor.execute(self.ops.xcom_pull(task_id, key, default))
+
+    def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> TaskPage:
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        return self.executor.execute(self.ops.tasks(state, user_id, name, cursor, limit))
+
+    def retry_failed(self, user_id: str) -> int:
+        """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
+        retried, cursor = 0, 0
+        while True:
+            cursor, count = self.executor.execute(self.ops.retry_failed(user_id, cursor))
+            retried += count
+            if not cursor:
+                return retried
+
+    def get(self, task_id: str) -> TaskInfo | None:
+        """Everything stored about a task, or None if there is no such task."""
+        return self.executor.execute(self.ops.get(task_id))
+
+    def get_record(self, record_id: str) -> Record | None:
+        """The stored record of any kind (task, job, storage task), or None."""
+        return self.executor.execute(self.ops.get_record(record_id))
+
+    def stats(self) -> QueueStats:
+        """Tasks per state, lifetime counters and per-tenant figures."""
+        return self.executor.execute(self.ops.stats())
+
+    def reap(self, limit: int = 1000) -> Maintenance:
+        """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
+        return self.executor.execute(self.ops.reap(limit))
+
+    def next_due(self) -> float | None:
+        """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
+        return self.executor.execute(self.ops.next_due())
+
+    def promote(self, limit: int = 1000) -> int:
+        """Makes up to ``limit`` scheduled tasks whose time has come ready."""
+        return self.executor.execute(self.ops.promote(limit))
+
+    def close(self) -> None:
+        """Closes the connection pool, unless it was shared through ``executor``."""
+        if self.owns_executor:
+            self.executor.close()
+
+    def __enter__(self) -> FairQueue:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncFairQueue:
+    """:class:`FairQueue` for asyncio: every method is a coroutine.
+
+    >>> q = AsyncFairQueue()  # doctest: +SKIP
+    >>> await q.push(Task(user_id="alice", payload={"n": 1}))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        settings: QueueSettings | None = None,
+        client: AsyncClient | None = None,
+        executor: AsyncExecutor | None = None,
+    ) -> None:
+        self.ops = QueueOps(Namespace(namespace, settings or QueueSettings()))
+        self.owns_executor = executor is None
+        if executor is None:
+            executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
+        self.executor = executor
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace's keys and settings."""
+        return self.ops.namespace
+
+    @property
+    def redis(self) -> AsyncClient:
+        """The redis-py client the calls go through."""
+        return self.executor.client
+
+    @property
+    def wake_channels(self) -> list[str]:
+        """The sharded pub/sub channels published when tasks become ready."""
+        return [self.namespace.wake_channel]
+
+    async def execute(self, call: Call[T]) -> T:
+        """Sends a call built by an entry point's ops; its parsed reply."""
+        return await self.executor.execute(call)
+
+    async def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
+        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`."""
+        call = self.ops.push_one(task)
+        return await self.executor.execute_replicated(call, replicas, replica_timeout)
+
+    async def push_many(
+        self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0
+    ) -> list[str]:
+        """Enqueues tasks atomically (all or none); returns their ids in order (see
+        :meth:`FairQueue.push_many` for ``replicas``)."""
+        call = self.ops.push(tasks)
+        return await self.executor.execute_replicated(call, replicas, replica_timeout)
+
+    async def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[LeasedTask]:
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        return await self.executor.execute(call)
+
+    async def finish(self, task: LeasedTask, result: Any = None) -> None:
+        """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
+        await self.executor.execute(self.ops.finish_one(task, result))
+
+    async def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Finishes many tasks in one call; returns the ids whose lease was lost."""
+        return await self.executor.execute(self.ops.finish(tasks, results))
+
+    async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
+        """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
+        return await self.executor.execute(self.ops.release(tasks))
+
+    async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
+        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+        return await self.executor.execute(self.ops.fail(task, error, retry))
+
+    async def extend(self, task: LeasedTask, seconds: float) -> float:
+        """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
+        return await self.executor.execute(self.ops.extend(task, seconds))
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancels a task that has not started; False if it is running or has ended."""
+        return await self.executor.execute(self.ops.cancel(task_id))
+
+    async def retry(self, task_id: str) -> bool:
+        """Queues a FAILED task again now; False if it had not failed."""
+        return await self.executor.execute(self.ops.retry(task_id))
+
+    async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
+        await self.executor.execute(self.ops.xcom_push(task_id, key, value, ttl))
+
+    async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
+        return await self.executor.execute(self.ops.xcom_pull(task_id, key, default))
+
+    async def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> TaskPage:
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        return await self.executor.execute(self.ops.tasks(state, user_id, name, cursor, limit))
+
+    async def retry_failed(self, user_id: str) -> int:
+        """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
+        retried, cursor = 0, 0
+        while True:
+            cursor, count = await self.executor.execute(self.ops.retry_failed(user_id, cursor))
+            retried += count
+            if not cursor:
+                return retried
+
+    async def get(self, task_id: str) -> TaskInfo | None:
+        """Everything stored about a task, or None if there is no such task."""
+        return await self.executor.execute(self.ops.get(task_id))
+
+    async def get_record(self, record_id: str) -> Record | None:
+        """The stored record of any kind (task, job, storage task), or None."""
+        return await self.executor.execute(self.ops.get_record(record_id))
+
+    async def stats(self) -> QueueStats:
+        """Tasks per state, lifetime counters and per-tenant figures."""
+        return await self.executor.execute(self.ops.stats())
+
+    async def reap(self, limit: int = 1000) -> Maintenance:
+        """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
+        return await self.executor.execute(self.ops.reap(limit))
+
+    async def next_due(self) -> float | None:
+        """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
+        return await self.executor.execute(self.ops.next_due())
+
+    async def promote(self, limit: int = 1000) -> int:
+        """Makes up to ``limit`` scheduled tasks whose time has come ready."""
+        return await self.executor.execute(self.ops.promote(limit))
+
+    async def close(self) -> None:
+        """Closes the connection pool, unless it was shared through ``executor``."""
+        if self.owns_executor:
+            await self.executor.close()
+
+    async def __aenter__(self) -> AsyncFairQueue:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

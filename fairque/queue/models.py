@@ -1,0 +1,196 @@
+"""The fair queue's models: what a user pushes (:class:`Task`) and what comes back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import IntEnum
+from typing import Any
+
+import pydantic
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+
+from fairque.engine.records import MAX_TIMEOUT_SECONDS, TaskState, check_identifier
+from fairque.errors import InvalidInput, validated
+
+
+class Priority(IntEnum):
+    """Priority of a task within its tenant (seed 001: 1 lowest .. 5 highest).
+
+    ``CRITICAL`` tasks go first, in FIFO order; the others are chosen by urgency
+    ``(p / 5) * waiting time``, so a low priority task is delayed, never starved.
+    """
+
+    LOWEST = 1
+    LOW = 2
+    NORMAL = 3
+    HIGH = 4
+    HIGHEST = 5
+    CRITICAL = 6
+
+
+class Task(BaseModel):
+    """A unit of work for one tenant.
+
+    >>> Task(user_id="alice", priority=Priority.HIGH, payload={"report": 42})  # doctest: +SKIP
+
+    Invalid values raise :class:`fairque.InvalidInput` naming the field.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: str
+    priority: Priority | int = Priority.NORMAL  # an int 1..6 becomes a Priority
+    payload: Any = None
+    name: str | None = None
+    task_id: str | None = None
+    max_retries: int | None = Field(default=3, ge=0)
+    timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
+    keep_result: bool = False
+    execute_after: AwareDatetime | None = None
+    delay: timedelta | float | None = None  # seconds, or a timedelta
+    depends_on: tuple[str, ...] = Field(default=(), max_length=1000)  # ids that must finish first
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _raise_fairque_error(cls, data: Any, handler: ModelWrapValidatorHandler[Task]) -> Task:
+        task = validated(handler, data)
+        if task.execute_after is not None and task.delay is not None:
+            raise InvalidInput("delay", "give execute_after or delay, not both")
+        if task.task_id is not None and task.task_id in task.depends_on:
+            raise InvalidInput("depends_on", f"task {task.task_id!r} cannot depend on itself")
+        return task
+
+    @pydantic.field_validator("user_id", "task_id", "name")
+    @classmethod
+    def _check_identifiers(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value)
+
+    @pydantic.field_validator("depends_on")
+    @classmethod
+    def _check_dependencies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for task_id in value:
+            check_identifier(task_id)
+        if len(set(value)) != len(value):
+            raise ValueError("names a task twice")
+        return value
+
+    @pydantic.field_validator("priority", mode="before")
+    @classmethod
+    def _to_priority(cls, value: Any) -> Priority:
+        if isinstance(value, bool) or value not in Priority._value2member_map_:
+            raise ValueError(f"must be 1 to 5 or Priority.CRITICAL (6), got {value!r}")
+        return Priority(value)
+
+    @pydantic.field_validator("delay", mode="before")
+    @classmethod
+    def _to_timedelta(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return timedelta(seconds=value)
+        return value
+
+    @pydantic.field_validator("delay")
+    @classmethod
+    def _check_delay(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(0):
+            raise ValueError(f"must not be negative, got {value.total_seconds()} s")
+        return value
+
+
+@dataclass(slots=True)
+class LeasedTask:
+    """A task handed to a worker, which holds it until ``lease_deadline``.
+
+    Pass it back to ``finish``, ``fail`` or ``extend``: the ``lease_token`` proves the
+    caller still holds the lease, so a worker whose lease expired cannot overwrite the
+    outcome of the worker that holds the task now.
+    """
+
+    task_id: str
+    user_id: str
+    priority: Priority
+    name: str | None
+    payload: Any
+    attempts: int  # failed or expired attempts before this one (0 on first delivery)
+    lease_deadline: float  # epoch seconds, server clock
+    lease_token: str
+    timeout: float
+    max_retries: int | None
+    created_at: float
+    start_time: float  # when this attempt became available (seed 004 StartTime)
+    prev_start_time: float | None  # when the previous attempt did
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Everything stored about one task (see ``FairQueue.get``)."""
+
+    task_id: str
+    user_id: str
+    priority: Priority
+    state: TaskState
+    name: str | None
+    payload: Any
+    attempts: int
+    max_retries: int | None
+    timeout: float
+    keep_result: bool
+    created_at: float
+    execute_after: float | None
+    start_time: float | None
+    prev_start_time: float | None
+    leased_at: float | None
+    lease_deadline: float | None
+    lease_token: str | None  # of the last lease: increases with every lease in the namespace
+    worker_id: str | None
+    last_error: str | None
+    finished_at: float | None
+    result: Any = None
+    has_result: bool = False
+    blocked_by: tuple[str, ...] = ()  # dependencies that have not finished
+    dependents: tuple[str, ...] = ()  # tasks waiting for this one
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One line of a task list (see ``FairQueue.tasks``); strict jobs have no user_id."""
+
+    task_id: str
+    user_id: str | None
+    name: str | None
+    state: str  # "expired" when the task's record was dropped while the page was read
+    priority: int
+    attempts: int
+    created_at: float | None
+    worker_id: str | None  # of the last lease
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """A page of a task list; pass ``cursor`` back for the next page (0: no more)."""
+
+    tasks: list[TaskSummary]
+    cursor: int
+
+
+@dataclass(frozen=True)
+class TenantStats:
+    """Per-tenant figures: ready backlog and lifetime counters."""
+
+    queued: int = 0
+    pushed: int = 0
+    finished: int = 0
+    failed: int = 0
+    retried: int = 0
+    requeued: int = 0
+    canceled: int = 0
+    expired: int = 0
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Tasks per state now, lifetime counters, and per-tenant figures."""
+
+    states: dict[TaskState, int]
+    counters: dict[str, int]
+    tenants: dict[str, TenantStats] = field(default_factory=dict)

@@ -1,0 +1,476 @@
+"""The fair queue's sans-IO core: turns requests into script calls and replies into models.
+
+Nothing here does I/O: :class:`fairque.FairQueue` and :class:`fairque.AsyncFairQueue` send
+each :class:`~fairque.engine.Call` through an executor, so the logic exists once.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from fairque.engine import records
+from fairque.engine.calls import (
+    MAX_BATCH,
+    MAX_ERROR_LENGTH,
+    MAX_PAGE,
+    MAX_POP,
+    MICROS,
+    Arg,
+    Call,
+    decode,
+    default_worker_id,
+    encode,
+    new_ids,
+    pack,
+    seconds,
+    text,
+)
+from fairque.engine.keys import Namespace
+from fairque.engine.records import (
+    MAX_TIMEOUT_SECONDS,
+    Record,
+    RecordKind,
+    TaskState,
+    check_identifier,
+)
+from fairque.errors import InvalidInput, LeaseLost
+from fairque.queue.models import (
+    LeasedTask,
+    Priority,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskPage,
+    TaskSummary,
+    TenantStats,
+)
+
+T = TypeVar("T")
+
+MAX_TENANTS_PER_POP = 1_000
+_POP_ROW = 13
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What one maintenance pass did."""
+
+    expired: int  # leases that had expired, returned to the queue or failed
+    promoted: int  # scheduled tasks made ready
+    dropped: int  # ids of expired finished/failed/canceled tasks dropped from registries
+    orphaned: int  # deferred tasks canceled because a dependency no longer exists
+
+
+def _max_retries(raw: bytes | str) -> int | None:
+    value = int(raw)
+    return None if value < 0 else value
+
+
+def _start_arg(task: Task) -> str:
+    """The execute_after field of push: '' (now), absolute us, or '+us' from server time."""
+    if task.execute_after is not None:
+        return str(int(task.execute_after.timestamp() * MICROS))
+    if isinstance(task.delay, timedelta) and task.delay > timedelta(0):
+        return f"+{int(task.delay.total_seconds() * MICROS)}"
+    return ""
+
+
+def _dependency_order(ids: list[str], tasks: Sequence[Task]) -> list[int]:
+    """Indices of ``tasks`` with every task after the tasks of the batch it depends on
+    (the script stores them in this order); refuses a cycle, naming it."""
+    position = {task_id: index for index, task_id in enumerate(ids)}
+    inner = [[position[d] for d in task.depends_on if d in position] for task in tasks]
+    unmet = [len(dependencies) for dependencies in inner]
+    dependents: list[list[int]] = [[] for _ in tasks]
+    for index, dependencies in enumerate(inner):
+        for dependency in dependencies:
+            dependents[dependency].append(index)
+    ready = collections.deque(index for index, count in enumerate(unmet) if count == 0)
+    order: list[int] = []
+    while ready:
+        index = ready.popleft()
+        order.append(index)
+        for dependent in dependents[index]:
+            unmet[dependent] -= 1
+            if unmet[dependent] == 0:
+                ready.append(dependent)
+    if len(order) < len(tasks):
+        # Every task left over waits on another one left over: walking them finds a cycle.
+        left = {index for index, count in enumerate(unmet) if count > 0}
+        path, index = [], min(left)
+        while index not in path:
+            path.append(index)
+            index = next(dependency for dependency in inner[index] if dependency in left)
+        cycle = [ids[i] for i in path[path.index(index) :]] + [ids[index]]
+        raise InvalidInput("depends_on", f"dependency cycle: {' -> '.join(cycle)}")
+    return order
+
+
+def _check_positive(value: float, field: str, maximum: float) -> None:
+    if not 0 < value <= maximum:
+        raise InvalidInput(field, f"must be above 0 and at most {maximum:g}, got {value!r}")
+
+
+def _check_name(value: str, field: str) -> None:
+    try:
+        check_identifier(value)
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
+def _tenant_list(values: Sequence[str] | None, field: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InvalidInput(field, "must be a list of user ids, not a single string")
+    if len(values) > MAX_TENANTS_PER_POP:
+        raise InvalidInput(field, f"must name at most {MAX_TENANTS_PER_POP} user ids")
+    try:
+        return [check_identifier(value) for value in values]
+    except ValueError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
+class QueueOps:
+    """Builds the fair queue's calls in one namespace."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self.settings = namespace.settings
+
+    def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
+        """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
+        if not tasks:
+            raise InvalidInput("tasks", "must not be empty")
+        if len(tasks) > MAX_BATCH:
+            raise InvalidInput("tasks", f"at most {MAX_BATCH} tasks per push, got {len(tasks)}")
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
+        ids = [
+            task.task_id or fresh for task, fresh in zip(tasks, new_ids(len(tasks)), strict=True)
+        ]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("task_id", "the same task_id appears twice in one push")
+        rows: list[tuple[Any, ...]] = []
+        payloads: list[Arg] = []
+        limit = self.settings.max_payload_bytes
+        for index in _dependency_order(ids, tasks):
+            task, task_id = tasks[index], ids[index]
+            payloads.append(encode(task.payload, "payload", limit))
+            rows.append(
+                (
+                    task_id,
+                    task.user_id,
+                    int(task.priority),
+                    task.name or "",
+                    -1 if task.max_retries is None else task.max_retries,
+                    task.timeout,
+                    int(task.keep_result),
+                    _start_arg(task),
+                    task.depends_on,
+                )
+            )
+        args = (len(tasks), pack(rows), *payloads)
+        return self.namespace.call("queue/push", args, lambda _reply: ids)
+
+    def push_one(self, task: Task) -> Call[str]:
+        """Stores one task; the reply parses to its id."""
+        return self.push([task]).then(lambda ids: ids[0])
+
+    def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Call[list[LeasedTask]]:
+        """Leases up to ``count`` tasks by the fair policy."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
+            raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
+        if lease_seconds is not None:
+            _check_positive(lease_seconds, "lease_seconds", MAX_TIMEOUT_SECONDS)
+        try:
+            worker = check_identifier(default_worker_id() if worker_id is None else worker_id)
+        except ValueError as exc:
+            raise InvalidInput("worker_id", str(exc)) from None
+        args: list[Arg] = [
+            worker,
+            count,
+            "" if lease_seconds is None else repr(lease_seconds),
+            self.settings.maintenance_batch,
+        ]
+        if assigned_users is None and steal_targets is None:
+            args.append(0)
+        else:
+            assigned = _tenant_list(assigned_users, "assigned_users")
+            steal = _tenant_list(steal_targets, "steal_targets")
+            args += (1, len(assigned), *assigned, len(steal), *steal)
+        return self.namespace.call("queue/pop", args, _parse_leased)
+
+    def finish(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> Call[list[str]]:
+        """Acknowledges ``tasks`` (with ``results``, one per task, if given); the reply
+        parses to the ids whose lease was lost."""
+        if results is None:
+            results = [None] * len(tasks)
+        if len(results) != len(tasks):
+            raise InvalidInput("results", "must have one result per task")
+        rows: list[tuple[str, str, int]] = []
+        kept: list[Arg] = []
+        limit = self.settings.max_payload_bytes
+        for task, result in zip(tasks, results, strict=True):
+            if result is not None:
+                kept.append(encode(result, "result", limit))
+            rows.append((task.task_id, task.lease_token, 0 if result is None else len(kept)))
+        args = (len(tasks), pack(rows), *kept)
+        return self.namespace.call("queue/finish", args, _lost_ids(tasks))
+
+    def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
+        """Acknowledges one task; parsing raises :class:`LeaseLost` if its lease was lost."""
+
+        def check(lost: list[str]) -> None:
+            if lost:
+                raise LeaseLost(task.task_id)
+
+        return self.finish([task], [result]).then(check)
+
+    def release(self, tasks: Sequence[LeasedTask]) -> Call[list[str]]:
+        """Hands leased tasks back to the queue; parses to the ids whose lease was lost."""
+        rows = [(task.task_id, task.lease_token) for task in tasks]
+        return self.namespace.call("queue/release", (len(tasks), pack(rows)), _lost_ids(tasks))
+
+    def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
+        """Ends an attempt as failed; the reply parses to the task's new state."""
+        args = (task.task_id, task.lease_token, error[:MAX_ERROR_LENGTH], int(retry))
+        return self.namespace.call("queue/fail", args, lambda reply: TaskState(reply.decode()))
+
+    def extend(self, task: LeasedTask, seconds: float) -> Call[float]:
+        """Moves the lease deadline to now + ``seconds``; parses to the new deadline."""
+        _check_positive(seconds, "seconds", MAX_TIMEOUT_SECONDS)
+        args = (task.task_id, task.lease_token, repr(seconds))
+
+        def record(reply: int) -> float:
+            task.lease_deadline = int(reply) / MICROS
+            return task.lease_deadline
+
+        return self.namespace.call("queue/extend", args, record)
+
+    def cancel(self, task_id: str) -> Call[bool]:
+        """Cancels a task that has not started; parses to whether it was canceled."""
+        return records.cancel(self.namespace, task_id)
+
+    def retry(self, task_id: str) -> Call[bool]:
+        """Queues a FAILED task again now; parses to whether it was failed."""
+        return records.retry(self.namespace, task_id)
+
+    def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None) -> Call[None]:
+        """Stores ``value`` under ``key`` for task ``task_id``'s dependents."""
+        _check_name(task_id, "task_id")
+        _check_name(key, "key")
+        lifetime = self.settings.xcom_ttl if ttl is None else ttl
+        _check_positive(lifetime, "ttl", 366 * 24 * 3600.0)
+        data = encode(value, "value", self.settings.max_payload_bytes)
+        args = (key, data, max(1, int(lifetime * 1000)))
+        return self.namespace.call(
+            "queue/xcom_push", args, lambda _reply: None, params={"task": task_id}
+        )
+
+    def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Call[Any]:
+        """The value task ``task_id`` stored under ``key``, or ``default``."""
+        _check_name(task_id, "task_id")
+        _check_name(key, "key")
+        return self.namespace.call(
+            "queue/xcom_pull",
+            (key,),
+            lambda reply: default if reply is None else decode(reply),
+            params={"task": task_id},
+        )
+
+    def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> Call[TaskPage]:
+        """A page of the tasks (and strict jobs) in ``state``, of one tenant and / or
+        name if given, from ``cursor``; a page may hold fewer than ``limit``."""
+        try:
+            state = TaskState(state)
+        except ValueError:
+            states = ", ".join(s.value for s in TaskState)
+            raise InvalidInput("state", f"must be one of {states}, got {state!r}") from None
+        for value, field in ((user_id, "user_id"), (name, "name")):
+            if value is not None:
+                _check_name(value, field)
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < 2**53:
+            raise InvalidInput("cursor", f"must be an integer from 0 to 2^53, got {cursor!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput("limit", f"must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+        args = (state.value, user_id or "", name or "", cursor, limit)
+        return self.namespace.call("namespace/tasks", args, _parse_page)
+
+    def retry_failed(self, user_id: str, cursor: int = 0) -> Call[tuple[int, int]]:
+        """Queues the FAILED tasks of ``user_id`` again, one slice of the failed registry
+        (``maintenance_batch`` entries) from ``cursor``; parses to (next cursor, tasks
+        queued again). Call it again with the cursor until the cursor is 0."""
+        _check_name(user_id, "user_id")
+        args = (user_id, cursor, self.settings.maintenance_batch)
+        return self.namespace.call(
+            "queue/retry_failed", args, lambda reply: (int(reply[0]), int(reply[1]))
+        )
+
+    def get(self, task_id: str) -> Call[TaskInfo | None]:
+        """Reads one task; parses to None when there is no such task."""
+        return self.get_record(task_id).then(_task_info)
+
+    def get_record(self, record_id: str) -> Call[Record | None]:
+        """Reads a record of any kind; parses to None when there is no such record."""
+        return records.get(self.namespace, record_id)
+
+    def stats(self) -> Call[QueueStats]:
+        """Counts per state and per tenant."""
+        return self.namespace.call("namespace/stats", (), _parse_stats)
+
+    def reap(self, limit: int) -> Call[Maintenance]:
+        """One maintenance pass of at most ``limit`` leases and scheduled tasks."""
+        return self.namespace.call(
+            "namespace/reap", (limit,), lambda reply: Maintenance(*map(int, reply))
+        )
+
+    def next_due(self) -> Call[float | None]:
+        """Seconds until a scheduled task is due or a lease expires; None if neither exists."""
+        return self.namespace.call(
+            "namespace/due", (), lambda reply: None if reply < 0 else reply / MICROS
+        )
+
+    def promote(self, limit: int) -> Call[int]:
+        """Makes up to ``limit`` due scheduled tasks ready."""
+        return self.namespace.call("namespace/promote", (limit,), int)
+
+
+def _lost_ids(tasks: Sequence[LeasedTask]) -> Callable[[list[int]], list[str]]:
+    """Parses a per-task 1/0 reply to the ids of the tasks whose lease was lost."""
+
+    def lost(reply: list[int]) -> list[str]:
+        return [task.task_id for task, ok in zip(tasks, reply, strict=True) if not ok]
+
+    return lost
+
+
+_PRIORITY_OF = {str(int(priority)).encode(): priority for priority in Priority}
+
+
+def _parse_leased(reply: list[Any]) -> list[LeasedTask]:
+    # The hot path of every worker: positional arguments, no per-field helpers.
+    return [
+        LeasedTask(
+            reply[i].decode(),  # task_id
+            reply[i + 1].decode(),  # user_id
+            _PRIORITY_OF[reply[i + 2]],
+            reply[i + 3].decode() or None,  # name
+            decode(reply[i + 4]),  # payload
+            int(reply[i + 5]),  # attempts
+            reply[i + 6] / MICROS,  # lease_deadline
+            str(reply[i + 7]),  # lease_token
+            float(reply[i + 8]),  # timeout
+            _max_retries(reply[i + 9]),
+            int(reply[i + 10]) / MICROS,  # created_at
+            int(reply[i + 11]) / MICROS,  # start_time
+            seconds(reply[i + 12]),  # prev_start_time
+        )
+        for i in range(0, len(reply), _POP_ROW)
+    ]
+
+
+def _task_info(record: Record | None) -> TaskInfo | None:
+    return None if record is None else task_info(record)
+
+
+def task_info(record: Record) -> TaskInfo:
+    """The :class:`TaskInfo` of a fair-queue task's record; InvalidInput for another kind."""
+    if record.kind is not RecordKind.TASK:
+        raise record.wrong_reader("task_id")
+    fields = record.fields
+    state = record.state
+    running = state is TaskState.STARTED
+    return TaskInfo(
+        task_id=record.record_id,
+        user_id=fields["tenant"].decode(),
+        priority=Priority(int(fields["priority"])),
+        state=state,
+        name=text(fields.get("name")),
+        payload=decode(fields["payload"]),
+        attempts=int(fields.get("attempts", 0)),
+        max_retries=_max_retries(fields["max_retries"]),
+        timeout=float(fields["timeout"]),
+        keep_result=fields.get("keep_result") == b"1",
+        created_at=int(fields["created_at"]) / MICROS,
+        execute_after=seconds(fields.get("execute_after")),
+        start_time=seconds(fields.get("start_time")),
+        prev_start_time=seconds(fields.get("prev_start_time")),
+        leased_at=seconds(fields.get("leased_at")),
+        lease_deadline=seconds(fields.get("lease_deadline")) if running else None,
+        lease_token=text(fields.get("lease_token")),
+        worker_id=text(fields.get("worker_id")),
+        last_error=text(fields.get("last_error")),
+        finished_at=seconds(fields.get("finished_at")),
+        result=None if record.result is None else decode(record.result),
+        has_result=record.result is not None,
+        blocked_by=record.blocked_by,
+        dependents=record.dependents,
+    )
+
+
+_PAGE_ROW = 8
+
+
+def _parse_page(reply: list[Any]) -> TaskPage:
+    rows = reply[1:]
+    tasks = [
+        TaskSummary(
+            task_id=rows[i].decode(),
+            user_id=text(rows[i + 1]),
+            name=text(rows[i + 2]),
+            state=text(rows[i + 3]) or "expired",
+            priority=int(rows[i + 4] or 0),
+            attempts=int(rows[i + 5] or 0),
+            created_at=seconds(rows[i + 6]),
+            worker_id=text(rows[i + 7]),
+        )
+        for i in range(0, len(rows), _PAGE_ROW)
+    ]
+    return TaskPage(tasks=tasks, cursor=int(reply[0]))
+
+
+def _pairs(flat: list[bytes]) -> dict[str, int]:
+    return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
+    states_flat, counters_flat, ready_flat = reply
+    states = {TaskState(name): count for name, count in _pairs(states_flat).items()}
+    counters: dict[str, int] = {}
+    per_tenant: dict[str, dict[str, int]] = {}
+    for name, value in _pairs(counters_flat).items():
+        counter, _, tenant = name.partition(":")
+        if tenant:
+            per_tenant.setdefault(tenant, {})[counter] = value
+        else:
+            counters[counter] = value
+    for tenant, ready in _pairs(ready_flat).items():
+        per_tenant.setdefault(tenant, {})["queued"] = ready
+    known = set(TenantStats.__dataclass_fields__)
+    tenants = {
+        tenant: TenantStats(**{k: v for k, v in values.items() if k in known})
+        for tenant, values in sorted(per_tenant.items())
+    }
+    return QueueStats(states=states, counters=counters, tenants=tenants)

@@ -1,0 +1,129 @@
+"""The storage of seed 004 on the fairque engine: numbered queues in a namespace.
+
+Both facades send :class:`~fairque.storage.ops.StorageOps` calls through an executor;
+storage tasks share their namespace's key space, leases, maintenance and stats with the
+fair queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+
+from fairque.config import QueueSettings
+from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.keys import Namespace
+from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
+from fairque.storage.ops import StorageOps
+
+
+class RedisStorage:
+    """Blocking :class:`~fairque.storage.Storage` on Redis / Valkey.
+
+    >>> storage = RedisStorage(namespace="jobs")  # embedded Valkey  # doctest: +SKIP
+    >>> storage.put_task(PutTaskRequest(1, b"payload"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        visibility_timeout: float | None = None,
+        settings: QueueSettings | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        namespace_keys = Namespace(namespace, settings or QueueSettings())
+        self.ops = StorageOps(namespace_keys, visibility_timeout)
+        self.owns_executor = executor is None
+        self.executor = executor or Executor.connect(url)
+
+    def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]:
+        return self.executor.execute(self.ops.get_task(queue_num, count, visibility_timeout))
+
+    def done_task(self, task_ids: Sequence[int]) -> int:
+        return self.executor.execute(self.ops.done_task(task_ids))
+
+    def retry_task(self, retries: Sequence[RetryInfo]) -> int:
+        return self.executor.execute(self.ops.retry_task(retries))
+
+    def put_task(self, request: PutTaskRequest) -> int:
+        return self.executor.execute(self.ops.put_task(request))
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
+        return self.executor.execute(self.ops.put_tasks(requests))
+
+    def get_stat(self) -> Stats:
+        return self.executor.execute(self.ops.get_stat())
+
+    def close(self) -> None:
+        """Closes the connection pool, unless it was shared through ``executor``."""
+        if self.owns_executor:
+            self.executor.close()
+
+    def __enter__(self) -> RedisStorage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncRedisStorage:
+    """:class:`RedisStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        visibility_timeout: float | None = None,
+        settings: QueueSettings | None = None,
+        executor: AsyncExecutor | None = None,
+    ) -> None:
+        namespace_keys = Namespace(namespace, settings or QueueSettings())
+        self.ops = StorageOps(namespace_keys, visibility_timeout)
+        self.owns_executor = executor is None
+        self.executor = executor or AsyncExecutor.connect(url)
+
+    async def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]:
+        return await self.executor.execute(self.ops.get_task(queue_num, count, visibility_timeout))
+
+    async def done_task(self, task_ids: Sequence[int]) -> int:
+        return await self.executor.execute(self.ops.done_task(task_ids))
+
+    async def retry_task(self, retries: Sequence[RetryInfo]) -> int:
+        return await self.executor.execute(self.ops.retry_task(retries))
+
+    async def put_task(self, request: PutTaskRequest) -> int:
+        return await self.executor.execute(self.ops.put_task(request))
+
+    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
+        return await self.executor.execute(self.ops.put_tasks(requests))
+
+    async def get_stat(self) -> Stats:
+        return await self.executor.execute(self.ops.get_stat())
+
+    async def close(self) -> None:
+        """Closes the connection pool, unless it was shared through ``executor``."""
+        if self.owns_executor:
+            await self.executor.close()
+
+    async def __aenter__(self) -> AsyncRedisStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
