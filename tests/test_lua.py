@@ -24,8 +24,8 @@ def test_every_operation_has_its_script() -> None:
         "reap", "release", "retry", "retry_failed", "schedule_pause", "schedule_read",
         "schedule_remove", "schedule_save", "scheduler_due", "scheduler_failed", "scheduler_fire",
         "scheduler_instance", "scheduler_lock", "scheduler_unlock", "stats", "storage_done",
-        "storage_get", "storage_put", "storage_retry", "storage_stat", "tasks", "xcom_pull",
-        "xcom_push",
+        "storage_get", "storage_plan", "storage_put", "storage_retry", "storage_stat", "tasks",
+        "xcom_pull", "xcom_push",
     ]  # fmt: skip
 
 

@@ -7,13 +7,14 @@ storage tasks share its key space, leases, maintenance and stats.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from fairque.client import AsyncFairQueue, FairQueue
 from fairque.config import QueueSettings
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
 from fairque.storage.ops import StorageOps
+from fairque.storage.plan import WorkerReport
 
 
 class RedisStorage:
@@ -54,6 +55,18 @@ class RedisStorage:
 
     def get_stat(self) -> Stats:
         return self.queue.execute(self.ops.get_stat())
+
+    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return self.queue.execute(self.ops.beat(report, ttl))
+
+    def workers(self) -> list[WorkerReport]:
+        return self.queue.execute(self.ops.workers())
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return self.queue.execute(self.ops.publish_plan(plan))
+
+    def read_plan(self) -> dict[str, list[int]]:
+        return self.queue.execute(self.ops.read_plan())
 
     def close(self) -> None:
         self.queue.close()
@@ -104,6 +117,18 @@ class AsyncRedisStorage:
 
     async def get_stat(self) -> Stats:
         return await self.queue.execute(self.ops.get_stat())
+
+    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return await self.queue.execute(self.ops.beat(report, ttl))
+
+    async def workers(self) -> list[WorkerReport]:
+        return await self.queue.execute(self.ops.workers())
+
+    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return await self.queue.execute(self.ops.publish_plan(plan))
+
+    async def read_plan(self) -> dict[str, list[int]]:
+        return await self.queue.execute(self.ops.read_plan())
 
     async def close(self) -> None:
         await self.queue.close()
