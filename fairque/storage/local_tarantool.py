@@ -83,14 +83,17 @@ class LocalTarantool:
         }
         env.pop("FAIRQUE_TARANTOOL_USER", None)
         with resources.as_file(instance) as path:
-            self.process = subprocess.Popen(
-                [self.binary, str(path)],
-                cwd=self.data_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            try:
+                self.process = subprocess.Popen(
+                    [self.binary, str(path)],
+                    cwd=self.data_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError as exc:
+                raise TarantoolNotStarted(f"cannot run {self.binary}: {exc.strerror}") from None
             deadline = time.monotonic() + START_TIMEOUT
             while not _greets(self.port):
                 if self.process.poll() is not None or time.monotonic() > deadline:

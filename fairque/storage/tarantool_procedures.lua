@@ -8,7 +8,8 @@
 -- source as the body of the persistent function, so it survives restarts and clients
 -- of every process call the same code.
 --
--- Tasks: one tuple each in `fairque_tasks`; `state` is 'queued' (ready, or delayed while
+-- Tasks: one tuple each in `fairque_tasks`, by namespace and id (ids count per namespace
+-- in `fairque_ids`, as on Redis); `state` is 'queued' (ready, or delayed while
 -- its start is in the future) or 'taken' (leased until `deadline`). Expired leases are
 -- returned by the calls that read them (get, retry, stat), as the Redis scripts do, so
 -- no background fiber is needed and a restarted server needs no recovery step.
@@ -52,7 +53,7 @@ local function reap(ns, now)
     expired[#expired + 1] = t
   end
   for _, t in ipairs(expired) do
-    tasks():update(t.id, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+    tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
       {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', now}})
   end
 end
@@ -71,14 +72,17 @@ function ops.put(ns, rows)
   end
   local now = now_us()
   return box.atomic(function()
+    -- Ids count per namespace, as on Redis: one counter update per call.
+    local counter = box.space.fairque_ids:get(ns)
+    local last = counter == nil and 0 or counter.last
     local ids = {}
     for i, row in ipairs(rows) do
       local start = now
       if row[2] == 1 then start = row[3] elseif row[2] == 2 then start = now + row[3] end
-      local t = tasks():insert({box.NULL, ns, row[1], 'queued', start, 0, now, box.NULL, 0,
-        row[4]})
-      ids[i] = t.id
+      ids[i] = last + i
+      tasks():insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, row[4]})
     end
+    box.space.fairque_ids:replace({ns, last + #rows})
     return ids
   end)
 end
@@ -100,7 +104,8 @@ function ops.get(ns, queue, count, visibility)
     end
     local rows = {}
     for i, t in ipairs(ready) do
-      tasks():update(t.id, {{'=', 'state', 'taken'}, {'=', 'deadline', now + int(visibility)}})
+      local deadline = now + int(visibility)
+      tasks():update({ns, t.id}, {{'=', 'state', 'taken'}, {'=', 'deadline', deadline}})
       local prev = t.prev
       if prev == nil then prev = box.NULL end -- keeps its place in the row
       rows[i] = {t.id, t.data, t.attempts, t.created, t.start, prev}
@@ -114,11 +119,7 @@ function ops.done(ns, ids)
   return box.atomic(function()
     local removed = 0
     for _, id in ipairs(ids) do
-      local t = tasks():get(id)
-      if t ~= nil and t.ns == ns then
-        tasks():delete(id)
-        removed = removed + 1
-      end
+      if tasks():delete({ns, id}) ~= nil then removed = removed + 1 end
     end
     return removed
   end)
@@ -132,9 +133,9 @@ function ops.retry(ns, rows)
     reap(ns, now) -- a retry after the visibility timeout finds the task returned already
     local returned = 0
     for _, row in ipairs(rows) do
-      local t = tasks():get(row[1])
-      if t ~= nil and t.ns == ns and t.state == 'taken' then
-        tasks():update(t.id, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+      local t = tasks():get({ns, row[1]})
+      if t ~= nil and t.state == 'taken' then
+        tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
           {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', int(row[2])}})
         returned = returned + 1
       end
@@ -237,8 +238,8 @@ end
 -- body: a new fairque version brings new procedures). Run by eval, with admin rights.
 local function install(name, body)
   local space = box.schema.space.create('fairque_tasks', {if_not_exists = true, format = {
-    {name = 'id', type = 'unsigned'},
     {name = 'ns', type = 'string'},
+    {name = 'id', type = 'unsigned'},
     {name = 'queue', type = 'unsigned'},
     {name = 'state', type = 'string'},
     {name = 'start', type = 'integer'},
@@ -248,9 +249,11 @@ local function install(name, body)
     {name = 'attempts', type = 'unsigned'},
     {name = 'data', type = 'any'},
   }})
-  box.schema.sequence.create('fairque_task_id', {if_not_exists = true})
-  space:create_index('primary', {if_not_exists = true, sequence = 'fairque_task_id',
-    parts = {{field = 'id', type = 'unsigned'}}})
+  space:create_index('primary', {if_not_exists = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
+  local ids = box.schema.space.create('fairque_ids', {if_not_exists = true, format = {
+    {name = 'ns', type = 'string'}, {name = 'last', type = 'unsigned'}}})
+  ids:create_index('primary', {if_not_exists = true, parts = {{field = 'ns', type = 'string'}}})
   space:create_index('queue', {if_not_exists = true, unique = true, parts = {
     {field = 'ns', type = 'string'}, {field = 'queue', type = 'unsigned'},
     {field = 'state', type = 'string'}, {field = 'start', type = 'integer'},
