@@ -26,9 +26,16 @@ from fairque.config import URL_ENV
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.models import QueueStats, Task
-from fairque.storage import AsyncRedisStorage, RedisStorage
+from fairque.outage import OUTAGE
+from fairque.storage.connect import open_async_storage, open_storage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import StorageWorker, StorageWorkerConfig, serve
+from fairque.storage.worker import (
+    Manager,
+    StorageWorker,
+    StorageWorkerConfig,
+    serve,
+    serve_manager,
+)
 from fairque.worker import Worker, load_config
 from fairque.worker.processes import run_processes
 
@@ -44,13 +51,19 @@ errors = Console(stderr=True)
 
 URL_OPTION = typer.Option(None, envvar=URL_ENV, help="Server URL (default: embedded Valkey).")
 NAMESPACE_OPTION = typer.Option("default", envvar="FAIRQUE_NAMESPACE", help="Queue namespace.")
+STORAGE_OPTION = typer.Option(
+    None,
+    "--storage",
+    envvar="FAIRQUE_STORAGE",
+    help="Storage URL: tarantool://host:port, or a Redis URL (default: --url).",
+)
 SHARDS_OPTION = typer.Option(
     1, min=1, max=1024, envvar="FAIRQUE_SHARDS", help="Shards of a sharded queue (1: not sharded)."
 )
 
 
 def _fail(message: str) -> typer.Exit:
-    errors.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line, however long
     return typer.Exit(2)
 
 
@@ -173,25 +186,39 @@ def storage_worker(
     metrics_port: int | None = typer.Option(
         None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
     ),
-    manager: float = typer.Option(0.0, min=0, help="Rebalance every N s (0: round robin)."),
+    manager: float = typer.Option(
+        0.0, min=0, help="Also run a Manager here, every N s (0: none; see storage-manager)."
+    ),
+    storage: str | None = STORAGE_OPTION,
+    worker_id: str | None = typer.Option(
+        None, "--worker-id", help="Name on the Manager's board (default: host-pid-random)."
+    ),
 ) -> None:
     """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
+    target = storage or url
     try:
         queues = Contract.load(contract)
         settings = StorageWorkerConfig.load(config) if config else StorageWorkerConfig()
+        watched = open_storage(target, namespace) if metrics_port is not None else None
     except FairQueueError as exc:
         raise _fail(str(exc)) from None
     table = _import_handlers(handlers)
     metrics = Metrics()
-    if metrics_port is not None:
-        metrics.watch_storage(RedisStorage(url, namespace))
-        server = metrics.serve(metrics_port)
+    if watched is not None:
+        metrics.watch_storage(watched)
+        server = metrics.serve(metrics_port or 0)
         console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
 
     async def run() -> StorageWorker:
-        async with AsyncRedisStorage(url, namespace) as storage:
+        async with open_async_storage(target, namespace) as opened:
             return await serve(
-                storage, queues, table, settings, metrics=metrics, manager_interval=manager
+                opened,
+                queues,
+                table,
+                settings,
+                metrics=metrics,
+                manager_interval=manager,
+                worker_id=worker_id,
             )
 
     try:
@@ -200,6 +227,38 @@ def storage_worker(
         raise _fail(str(exc)) from None
     done = sum(stats.processed for stats in worker.stats.values())
     console.print(f"stopped after {done} processed task(s)")
+
+
+@app.command("storage-manager")
+def storage_manager(
+    storage: str | None = STORAGE_OPTION,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    interval: float = typer.Option(5.0, min=0.01, max=3600, help="Seconds between rounds."),
+    once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
+) -> None:
+    """Steer storage workers in every process: publish processors per queue per worker.
+
+    Prints each new plan as one JSON line ({worker id: [queue of each processor]}) and
+    runs until SIGTERM / SIGINT.
+    """
+
+    def show(plan: dict[str, list[int]]) -> None:
+        typer.echo(json.dumps(plan, sort_keys=True))
+
+    async def run() -> None:
+        async with open_async_storage(storage or url, namespace) as opened:
+            if once:
+                show(await Manager(opened).rebalance())
+            else:
+                await serve_manager(opened, interval, show)
+
+    try:
+        asyncio.run(run())
+    except FairQueueError as exc:
+        raise _fail(str(exc)) from None
+    except OUTAGE as exc:  # --once on an unreachable Redis (a Manager that runs retries)
+        raise _fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
 
 
 def _import_handlers(spec: str) -> Any:

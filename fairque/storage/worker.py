@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -416,8 +416,9 @@ class Manager:
     def stop(self) -> None:
         self._stopping.set()
 
-    async def run(self) -> None:
-        """Rebalances every ``interval`` seconds until :meth:`stop`; logs each new plan."""
+    async def run(self, on_plan: Callable[[dict[str, list[int]]], None] | None = None) -> None:
+        """Rebalances every ``interval`` seconds until :meth:`stop`; logs each new plan
+        (and hands it to ``on_plan``)."""
         backoff = Backoff()
         last: dict[str, list[int]] | None = None
         try:
@@ -432,6 +433,8 @@ class Manager:
                 backoff.reset()
                 if plan != last:
                     log.info("manager: plan %s", plan)
+                    if on_plan:
+                        on_plan(plan)
                     last = plan
                 await wait_event(self._stopping, self.interval)
         finally:
@@ -446,10 +449,11 @@ async def serve(
     *,
     metrics: Metrics | None = None,
     manager_interval: float | None = None,
+    worker_id: str | None = None,
 ) -> StorageWorker:
     """Runs a worker, and a :class:`Manager` every ``manager_interval`` seconds if given,
     until SIGTERM / SIGINT; returns the worker (its stats) once every handler call ended."""
-    worker = StorageWorker(storage, contract, handlers, config, metrics)
+    worker = StorageWorker(storage, contract, handlers, config, metrics, worker_id=worker_id)
     manager = Manager(storage, manager_interval) if manager_interval else None
 
     def stop() -> None:
@@ -462,3 +466,17 @@ async def serve(
         loop.add_signal_handler(signum, stop)
     await asyncio.gather(worker.run(), *([manager.run()] if manager else []))
     return worker
+
+
+async def serve_manager(
+    storage: AsyncStorage,
+    interval: float,
+    on_plan: Callable[[dict[str, list[int]]], None] | None = None,
+) -> Manager:
+    """Runs a :class:`Manager` alone (workers run elsewhere) until SIGTERM / SIGINT."""
+    manager = Manager(storage, interval)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, manager.stop)
+    await manager.run(on_plan)
+    return manager
