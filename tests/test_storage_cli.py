@@ -152,10 +152,15 @@ def test_storage_worker_refuses_a_handler_for_an_unknown_queue(
     assert "no queue 'jobs'" in result.output
 
 
-@pytest.mark.parametrize("options", [[], ["--redis"]])
-def test_the_storage_example_runs(server: LocalServer, options: list[str]) -> None:
+@pytest.mark.parametrize("options", [[], ["--redis"], ["--storage"]])
+def test_the_storage_example_runs(
+    server: LocalServer, request: pytest.FixtureRequest, options: list[str]
+) -> None:
     example = Path(__file__).parent.parent / "examples" / "storage_emails.py"
     env = {**os.environ, URL_ENV: server.url}
+    if options == ["--storage"]:
+        tarantool_server: LocalTarantool = request.getfixturevalue("tarantool_server")
+        options = ["--storage", tarantool_server.url]
     command = [sys.executable, str(example), *options]
     ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
     assert "emails: processed 30, retried 3" in ran.stdout
