@@ -5,6 +5,7 @@ installation, and its limits."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import textwrap
@@ -214,3 +215,36 @@ def test_a_binary_that_cannot_run_is_named() -> None:
         server.start()
     server.close()
     assert not server.data_dir.exists()
+
+
+def test_a_server_that_cannot_listen_is_named() -> None:
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    server = LocalTarantool(TARANTOOL)
+    with socket.socket() as taken:  # its port is taken: tarantool exits
+        taken.bind(("127.0.0.1", server.port))
+        taken.listen()
+        with pytest.raises(TarantoolNotStarted, match=f"did not start on {server.port}"):
+            server.start()
+    assert server.pid is None
+    server.close()
+
+
+async def test_a_user_who_may_only_call_the_function(
+    storage: TarantoolStorage, tarantool_server: LocalTarantool, namespace: str
+) -> None:
+    """Installing needs admin rights; a user granted only the function works once an
+    admin's client has installed it."""
+    storage.put_task(PutTaskRequest(1, b"a"))  # installs it, as guest (super here)
+    admin = tarantool.Connection("127.0.0.1", tarantool_server.port, fetch_schema=False)
+    admin.eval(
+        "box.schema.user.create('caller', {password = 'pw', if_not_exists = true}); "
+        f"box.schema.user.grant('caller', 'execute', 'function', '{FUNCTION}', "
+        "{if_not_exists = true})"
+    )
+    admin.close()
+    url = f"tarantool://caller:pw@127.0.0.1:{tarantool_server.port}"
+    with TarantoolStorage(url, namespace) as caller:
+        assert caller.get_stat().of(1).total == 1
+    async with AsyncTarantoolStorage(url, namespace) as acaller:
+        assert (await acaller.get_stat()).of(1).total == 1

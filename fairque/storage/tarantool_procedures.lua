@@ -272,9 +272,11 @@ local function install(name, body)
   plans:create_index('primary', {if_not_exists = true, parts = {
     {field = 'ns', type = 'string'}, {field = 'worker', type = 'string'}}})
   local stored = box.space._func.index.name:get(name)
-  if stored ~= nil and stored.body == body then return false end
+  if stored ~= nil and stored.body == body and stored.setuid == 1 then return false end
   if stored ~= nil then box.schema.func.drop(name) end
-  box.schema.func.create(name, {body = body})
+  -- setuid: it runs with its creator's rights, so a client user needs nothing but the
+  -- right to execute it (box.schema.user.grant(user, 'execute', 'function', name)).
+  box.schema.func.create(name, {body = body, setuid = true})
   return true
 end
 
