@@ -248,3 +248,14 @@ async def test_a_user_who_may_only_call_the_function(
         assert caller.get_stat().of(1).total == 1
     async with AsyncTarantoolStorage(url, namespace) as acaller:
         assert (await acaller.get_stat()).of(1).total == 1
+
+
+async def test_the_asyncio_client_reconnects_after_a_restart(own_server: LocalTarantool) -> None:
+    async with AsyncTarantoolStorage(own_server.url, "restart") as storage:
+        task_id = await storage.put_task(PutTaskRequest(1, b"a"))
+        own_server.kill()
+        with pytest.raises(TarantoolUnreachable):
+            await storage.get_stat()
+        own_server.start()
+        [task] = await storage.get_task(1, 1)
+        assert task.id == task_id
