@@ -23,6 +23,7 @@ from fairque.storage import (
     WorkerReport,
 )
 from fairque.storage.contract import Contract
+from fairque.storage.plan import decode_reports, encode_report
 from fairque.storage.worker import (
     Handler,
     HandlerStats,
@@ -296,6 +297,13 @@ def test_plan_workers_splits_the_backlog_between_workers() -> None:
     stats = Stats({1: QueueStat(1, 500, 500), 2: QueueStat(2, 100, 100)})
     assert plan_workers([WorkerReport("a", 4, costly)], stats) == {"a": [1, 2, 2, 2]}
     assert plan_workers([], stats) == {}
+
+
+def test_reports_a_version_cannot_read_are_skipped() -> None:
+    report = WorkerReport("w", 1, {1: QueueReport(10)})
+    blobs = [b"\xc1", encode_report(WorkerReport("v", 2, {})), encode_report(report)]
+    assert [r.worker_id for r in decode_reports(blobs)] == ["v", "w"]
+    assert decode_reports([b"\x93\x01\x02\x03"]) == []
 
 
 async def test_manager_moves_processors_to_the_backlog() -> None:

@@ -181,7 +181,7 @@ class TarantoolOps:
         rows = [[task_id, _micros(moment)] for task_id, moment in check_retries(retries)]
         return self._call("retry", (rows,), int)
 
-    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> TarantoolCall[list[int]]:
+    def _put_rows(self, requests: Sequence[PutTaskRequest]) -> list[list[Any]]:
         rows = []
         for request, (start, delay) in zip(requests, check_requests(requests), strict=True):
             if start is not None:
@@ -191,10 +191,13 @@ class TarantoolOps:
             else:
                 how, when = _PUT_NOW, 0
             rows.append([request.queue_num, how, when, request.data])
-        return self._call("put", (rows,), list)
+        return rows
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> TarantoolCall[list[int]]:
+        return self._call("put", (self._put_rows(requests),), list)
 
     def put_task(self, request: PutTaskRequest) -> TarantoolCall[int]:
-        return self._call("put", self.put_tasks([request]).args[2:], lambda ids: int(ids[0]))
+        return self._call("put", (self._put_rows([request]),), lambda ids: int(ids[0]))
 
     def get_stat(self) -> TarantoolCall[Stats]:
         def parse(rows: list[list[int]]) -> Stats:
