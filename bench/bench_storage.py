@@ -3,9 +3,11 @@ second, with batch sizes 1, 10 and 100; and put_tasks in batches of 1,000.
 
     uv run python bench/bench_storage.py [--redis-server] [--repeat 3] [--memory]
 
-Prints figures (best of --repeat runs); asserts nothing. Every run uses a fresh
-namespace on a server started for the benchmark, 4 numbered queues and 64-byte payloads;
-one client thread, so each batch is one get and one done round trip.
+Prints figures (best of --repeat runs) for the embedded Valkey and, beside it, Debian's
+tarantool (WAL on, when the binary is installed; --no-tarantool skips it); asserts
+nothing. Every run uses a fresh namespace on a server started for the benchmark, 4
+numbered queues and 64-byte payloads; one client thread, so each batch is one get and
+one done round trip.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import time
 import uuid
 from collections.abc import Callable
 
+import tarantool
+
 from fairque.engine.embedded import LocalServer
-from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, Storage
+from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, Storage, TarantoolStorage
+from fairque.storage.local_tarantool import LocalTarantool, find_binary
 
 QUEUES = 4
 DATA = bytes(64)
@@ -61,6 +66,8 @@ def measure(make: Callable[[], Storage], batch: int, tasks: int) -> tuple[float,
     if isinstance(storage, RedisStorage):
         storage.executor.client.flushdb()  # a throwaway server: keep every run's keyspace alike
         storage.close()
+    if isinstance(storage, TarantoolStorage):
+        storage.close()  # every task was done: its namespace holds nothing but an id counter
     return put_seconds, elapsed
 
 
@@ -90,13 +97,28 @@ def on_server(label: str, binary: str | None, repeat: int) -> None:
         bench(f"{label} ({name} {version})", make, repeat)
 
 
+def on_tarantool(binary: str, repeat: int) -> None:
+    with LocalTarantool(binary) as server:
+        probe = tarantool.Connection("127.0.0.1", server.port, fetch_schema=False)
+        version = probe.eval("return box.info.version").data[0]
+        probe.close()
+
+        def make() -> Storage:
+            return TarantoolStorage(server.url, f"bench-{uuid.uuid4().hex[:8]}")
+
+        bench(f"Debian tarantool ({version}, WAL on)", make, repeat)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-server", action="store_true", help="also run on redis-server")
     parser.add_argument("--memory", action="store_true", help="also run the in-memory storage")
     parser.add_argument("--repeat", type=int, default=3, help="runs per scenario (best counts)")
+    parser.add_argument("--no-tarantool", action="store_true", help="skip Debian's tarantool")
     options = parser.parse_args()
     on_server("embedded Valkey", None, options.repeat)
+    if not options.no_tarantool and (tarantool := find_binary()):
+        on_tarantool(tarantool, options.repeat)
     if options.redis_server and (binary := shutil.which("redis-server")):
         on_server("Debian redis-server", binary, options.repeat)
     if options.memory:

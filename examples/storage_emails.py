@@ -2,6 +2,7 @@
 
     uv run python examples/storage_emails.py          # in-memory storage
     uv run python examples/storage_emails.py --redis  # embedded Valkey / $FAIRQUE_REDIS_URL
+    uv run python examples/storage_emails.py --storage tarantool://127.0.0.1:3301
 
 Puts 30 emails and 10 text messages, runs a worker with two job processors until every
 task is done, and prints what the handlers reported. Every third email fails once and is
@@ -16,7 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from fairque.storage import AsyncMemoryStorage, AsyncRedisStorage, AsyncStorage, RetryInfo
+from fairque.storage import AsyncMemoryStorage, AsyncStorage, RetryInfo
+from fairque.storage.connect import open_async_storage
 from fairque.storage.contract import Contract
 from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
 
@@ -42,12 +44,10 @@ async def handle_sms(storage: AsyncStorage, tasks: list[Any]) -> HandlerStats:
     return HandlerStats(processed=len(tasks))
 
 
-async def main(use_redis: bool) -> None:
-    storage: AsyncStorage
-    if use_redis:
-        storage = AsyncRedisStorage(namespace=f"example-{uuid.uuid4().hex[:8]}")
-    else:
-        storage = AsyncMemoryStorage()
+async def main(use_server: bool, url: str | None) -> None:
+    namespace = f"example-{uuid.uuid4().hex[:8]}"
+    opened = open_async_storage(url, namespace) if use_server else None  # Redis or Tarantool
+    storage: AsyncStorage = opened or AsyncMemoryStorage()
     emails, sms = CONTRACT.queue("emails"), CONTRACT.queue("sms")
     await storage.put_tasks(
         [
@@ -67,9 +67,10 @@ async def main(use_redis: bool) -> None:
         stats = worker.stats[queue.id]
         print(f"{queue.name}: processed {stats.processed}, retried {stats.retried}, "
               f"last error {stats.last_error!r}")  # fmt: skip
-    if isinstance(storage, AsyncRedisStorage):
-        await storage.close()
+    if opened is not None:
+        await opened.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main("--redis" in sys.argv))
+    url = sys.argv[sys.argv.index("--storage") + 1] if "--storage" in sys.argv else None
+    asyncio.run(main("--redis" in sys.argv or url is not None, url))

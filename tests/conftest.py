@@ -26,11 +26,13 @@ from fairque import AsyncFairQueue, FairQueue, QueueSettings
 from fairque.engine.connect import SyncClient
 from fairque.engine.embedded import LocalServer
 from fairque.engine.local_cluster import LocalCluster
+from fairque.storage.local_tarantool import LocalTarantool, find_binary
 
 T = TypeVar("T")
 Server = LocalServer | LocalCluster  # what the ``server`` fixture gives: has a ``url``
 
 REDIS = shutil.which("redis-server")
+TARANTOOL = find_binary()
 ENGINES = ["valkey"] + (["redis"] if REDIS else [])
 CLUSTERS = [f"{engine}-cluster" for engine in ENGINES]
 
@@ -79,6 +81,16 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         return
     binary = None if request.param == "valkey" else REDIS
     with LocalServer(binary) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def tarantool_server() -> Iterator[LocalTarantool]:
+    """Debian's tarantool on a free loopback port with a temporary data folder, started
+    once per session and stopped by its PID (tests share it through namespaces)."""
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    with LocalTarantool(TARANTOOL) as started:
         yield started
 
 

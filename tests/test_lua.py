@@ -37,7 +37,8 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "scheduler/due", "scheduler/failed", "scheduler/fire", "scheduler/instance",
         "scheduler/lock", "scheduler/pause", "scheduler/read", "scheduler/remove",
         "scheduler/save", "scheduler/unlock",
-        "storage/done", "storage/get", "storage/put", "storage/retry", "storage/stat",
+        "storage/done", "storage/get", "storage/plan", "storage/put", "storage/retry",
+        "storage/stat",
     ]  # fmt: skip
 
 
@@ -151,6 +152,7 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
         [PutTaskRequest(1, b"a"), PutTaskRequest(2, b"b", start_time=LATER)]
     ),
     "storage stat": STORAGE.get_stat,
+    "storage plan": lambda: STORAGE.publish_plan({"w1": [1, 2], "w2": [3]}),
 }
 
 

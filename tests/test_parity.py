@@ -39,6 +39,7 @@ from fairque import (
 from fairque.engine.calls import Call
 from fairque.jobs import LeasedJob, Success
 from fairque.queue import LeasedTask, Priority
+from fairque.storage import AsyncTarantoolStorage, QueueReport, TarantoolStorage, WorkerReport
 
 PAIRS: list[tuple[type[Any], type[Any]]] = [
     (FairQueue, AsyncFairQueue),
@@ -47,6 +48,7 @@ PAIRS: list[tuple[type[Any], type[Any]]] = [
     (TaskScheduler, AsyncTaskScheduler),
     (RedisStorage, AsyncRedisStorage),
     (MemoryStorage, AsyncMemoryStorage),
+    (TarantoolStorage, AsyncTarantoolStorage),
 ]
 # Where the twins differ on purpose: the blocking scheduler's run() is a process's main
 # loop, so it handles SIGTERM by default; the asyncio one runs inside someone's loop.
@@ -137,6 +139,7 @@ def _job() -> LeasedJob:
 
 
 NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
+REPORT = WorkerReport(worker_id="w1", processors=2, queues={1: QueueReport(batch_size=3)})
 CONSTRAINT = Constraint(match=[Matcher(field="name", op="equals", value="a")], rate=5)
 
 # (method, positional arguments, keyword arguments) for each client with an executor.
@@ -195,6 +198,10 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("put_task", (PutTaskRequest(2, b"x", start_time=NOW),), {}),
         ("put_tasks", ([PutTaskRequest(2, b"x"), PutTaskRequest(3, b"y")],), {}),
         ("get_stat", (), {}),
+        ("beat", (REPORT, 10.0), {}),
+        ("workers", (), {}),
+        ("publish_plan", ({"w1": [1, 2]},), {}),
+        ("read_plan", (), {}),
     ],
 }
 

@@ -1,5 +1,5 @@
-"""The Storage of seed 004: one conformance suite for the in-memory storage and the Redis
-storage on every engine, then what only the engine does."""
+"""The Storage of seed 004: one conformance suite for the in-memory storage, the Redis
+storage on every engine and the Tarantool storage, the Manager's board included."""
 
 from __future__ import annotations
 
@@ -16,11 +16,15 @@ from fairque.storage import (
     ManualClock,
     MemoryStorage,
     PutTaskRequest,
+    QueueReport,
     QueueStat,
     RedisStorage,
     RetryInfo,
     Storage,
+    TarantoolStorage,
+    WorkerReport,
 )
+from fairque.storage.local_tarantool import LocalTarantool
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -58,6 +62,13 @@ def memory_backend() -> Backend:
 @pytest.fixture
 def redis_backend(server: LocalServer, namespace: str) -> Iterator[Backend]:
     storage = RedisStorage(server.url, namespace, visibility_timeout=VISIBILITY)
+    yield Backend(storage, None)
+    storage.close()
+
+
+@pytest.fixture
+def tarantool_backend(tarantool_server: LocalTarantool, namespace: str) -> Iterator[Backend]:
+    storage = TarantoolStorage(tarantool_server.url, namespace, visibility_timeout=VISIBILITY)
     yield Backend(storage, None)
     storage.close()
 
@@ -224,6 +235,15 @@ class StorageContract:
             (lambda s: s.put_task(b"x"), "request"),
             (lambda s: s.put_tasks([]), "requests"),
             (lambda s: s.put_tasks(PutTaskRequest(1, b"x")), "requests"),
+            (lambda s: s.beat(WorkerReport("w", 1, {}), 0), "ttl"),
+            (lambda s: s.beat(WorkerReport("w", 1, {}), "10"), "ttl"),
+            (lambda s: s.beat(WorkerReport("", 1, {}), 10), "worker_id"),
+            (lambda s: s.beat(WorkerReport("w", 1, {-1: QueueReport(1)}), 10), "queue_num"),
+            (lambda s: s.beat("w", 10), "report"),
+            (lambda s: s.publish_plan({"w": [-1]}), "queue_num"),
+            (lambda s: s.publish_plan({"w": "1"}), "plan"),
+            (lambda s: s.publish_plan({"w": [1] * 1025}), "plan"),
+            (lambda s: s.publish_plan([("w", [1])]), "plan"),
         ],
     )
     def test_bad_input_is_refused_and_changes_nothing(
@@ -236,6 +256,24 @@ class StorageContract:
         [task] = backend.storage.get_task(1, 10)
         assert (task.id, task.attempts) == (task_id, 0)
 
+    def test_workers_beat_and_take_their_part_of_the_plan(self, backend: Backend) -> None:
+        storage = backend.storage
+        a = WorkerReport("a", 2, {1: QueueReport(10)}, host="h", pid=7)
+        b = WorkerReport("b", 1, {1: QueueReport(5, 40, 0.5), 2: QueueReport(5)})
+        assert storage.beat(a, 3600) is None  # no plan yet: no instruction
+        assert storage.beat(b, VISIBILITY) is None
+        assert storage.workers() == [a, b]
+        assert storage.publish_plan({"a": [1, 1], "b": [2], "gone": [1]}) == 2
+        assert storage.read_plan() == {"a": [1, 1], "b": [2]}
+        assert storage.beat(a, 3600) == [1, 1]
+        # b stops beating: once its ttl is over it leaves the registry and the plan.
+        backend.later(lambda: [report.worker_id for report in storage.workers()] == ["a"])
+        assert storage.read_plan() == {"a": [1, 1]}
+        assert storage.beat(b, 3600) is None  # back, without a plan until the next one
+        assert storage.publish_plan({}) == 0
+        assert storage.beat(a, 3600) is None
+        assert storage.read_plan() == {}
+
 
 class TestMemoryStorage(StorageContract):
     @pytest.fixture
@@ -247,3 +285,9 @@ class TestRedisStorage(StorageContract):
     @pytest.fixture
     def backend(self, redis_backend: Backend) -> Backend:
         return redis_backend
+
+
+class TestTarantoolStorage(StorageContract):
+    @pytest.fixture
+    def backend(self, tarantool_backend: Backend) -> Backend:
+        return tarantool_backend

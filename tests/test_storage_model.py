@@ -1,6 +1,6 @@
-"""The in-memory storage is a model of the Redis one: random sequences of operations give
-the same answers on both (hypothesis). Times are chosen so that nothing ties or expires
-during a run, so the answers do not depend on either clock."""
+"""The in-memory storage is a model of the Redis and Tarantool ones: random sequences of
+operations give the same answers on each (hypothesis). Times are chosen so that nothing
+ties or expires during a run, so the answers do not depend on either clock."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairque.engine.embedded import LocalServer
-from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, RetryInfo, Storage
+from fairque.storage import (
+    MemoryStorage,
+    PutTaskRequest,
+    RedisStorage,
+    RetryInfo,
+    Storage,
+    TarantoolStorage,
+)
+from fairque.storage.local_tarantool import LocalTarantool
 
 HOUR = timedelta(hours=1)
 
@@ -81,3 +89,15 @@ def test_memory_and_redis_agree(server: LocalServer, steps: list[object]) -> Non
         for step, operation in enumerate(steps):
             expected = apply(memory, operation, step, base)
             assert apply(redis_storage, operation, step, base) == expected, (step, operation)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(operations, max_size=25))
+def test_memory_and_tarantool_agree(tarantool_server: LocalTarantool, steps: list[object]) -> None:
+    base = datetime.now(timezone.utc)
+    memory = MemoryStorage()
+    namespace = f"t-{uuid.uuid4().hex[:12]}"
+    with TarantoolStorage(tarantool_server.url, namespace) as tarantool_storage:
+        for step, operation in enumerate(steps):
+            expected = apply(memory, operation, step, base)
+            assert apply(tarantool_storage, operation, step, base) == expected, (step, operation)

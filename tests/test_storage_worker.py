@@ -16,10 +16,14 @@ from fairque.storage import (
     AsyncRedisStorage,
     AsyncStorage,
     PutTaskRequest,
+    QueueReport,
     QueueStat,
     RetryInfo,
+    Stats,
+    WorkerReport,
 )
 from fairque.storage.contract import Contract
+from fairque.storage.plan import decode_reports, encode_report
 from fairque.storage.worker import (
     Handler,
     HandlerStats,
@@ -28,6 +32,7 @@ from fairque.storage.worker import (
     StorageWorker,
     StorageWorkerConfig,
     plan_processors,
+    plan_workers,
 )
 
 CONTRACT = Contract.from_yaml("""
@@ -88,7 +93,7 @@ async def run_until(worker: StorageWorker, probe: Callable[[], Awaitable[bool] |
 
 
 def config(**values: Any) -> StorageWorkerConfig:
-    return StorageWorkerConfig(idle_wait=0.02, **values)
+    return StorageWorkerConfig(idle_wait=0.02, heartbeat=0.02, **values)
 
 
 @pytest.fixture
@@ -263,6 +268,9 @@ def test_worker_config_file(tmp_path: Any) -> None:
         StorageWorkerConfig.load(path)
     with pytest.raises(InvalidInput, match="cannot read"):
         StorageWorkerConfig.load(tmp_path / "absent.yaml")
+    path.write_text("heartbeat: 5\nheartbeat_ttl: 5\n")
+    with pytest.raises(InvalidInput, match="heartbeat_ttl must be longer"):
+        StorageWorkerConfig.load(path)
 
 
 def test_plan_follows_backlog_and_cost() -> None:
@@ -275,32 +283,84 @@ def test_plan_follows_backlog_and_cost() -> None:
     assert plan_processors(8, {1: 15, 2: 3}, batches, {}) == [1, 1, 2]
 
 
+def test_plan_workers_splits_the_backlog_between_workers() -> None:
+    both = {1: QueueReport(10), 2: QueueReport(10)}
+    a, b = WorkerReport("a", 2, both), WorkerReport("b", 2, both)
+    c = WorkerReport("c", 1, {3: QueueReport(10)})
+    stats = Stats({1: QueueStat(1, 30, 30), 2: QueueStat(2, 5, 5)})
+    # a takes a batch of each; b what is left of queue 1; c has no backlog: no instruction.
+    assert plan_workers([c, b, a], stats) == {"a": [1, 2], "b": [1, 1]}
+    # a claims queue 2's only batch: b goes round robin.
+    assert plan_workers([a, b], Stats({2: QueueStat(2, 5, 5)})) == {"a": [2], "b": []}
+    # Costs measured by every worker count: queue 2's tasks are 20 times dearer.
+    costly = {1: QueueReport(10, 100, 1.0), 2: QueueReport(10, 10, 2.0)}
+    stats = Stats({1: QueueStat(1, 500, 500), 2: QueueStat(2, 100, 100)})
+    assert plan_workers([WorkerReport("a", 4, costly)], stats) == {"a": [1, 2, 2, 2]}
+    assert plan_workers([], stats) == {}
+
+
+def test_reports_a_version_cannot_read_are_skipped() -> None:
+    report = WorkerReport("w", 1, {1: QueueReport(10)})
+    blobs = [b"\xc1", encode_report(WorkerReport("v", 2, {})), encode_report(report)]
+    assert [r.worker_id for r in decode_reports(blobs)] == ["v", "w"]
+    assert decode_reports([b"\x93\x01\x02\x03"]) == []
+
+
 async def test_manager_moves_processors_to_the_backlog() -> None:
     storage = AsyncMemoryStorage()
     recorder = Recorder()
     handlers: dict[int | str, Handler] = {"emails": recorder("emails"), "sms": recorder("sms")}
-    worker = StorageWorker(storage, CONTRACT, handlers, config(max_processors=1))
-    manager = Manager(storage, [worker], interval=0.01)
-    assert await manager.rebalance() == [None]  # no backlog: no instruction
+    worker = StorageWorker(storage, CONTRACT, handlers, config(max_processors=1), worker_id="w")
+    manager = Manager(storage, interval=0.01)
+    assert await manager.rebalance() == {}  # no worker has beaten yet
+    assert await storage.beat(worker.report(), 60) is None
+    assert await manager.rebalance() == {}  # no backlog: no instruction
     await put(storage, "emails", 3)
     await put(storage, "sms", 30)
-    assert await manager.rebalance() == [[2]]
-    # Pinned to sms: the processor drains it and leaves emails alone.
-    await run_until(worker, lambda: worker.stats[2].processed == 30)
+    assert await manager.rebalance() == {"w": [2]}
+    # The worker takes the plan at its first beat: pinned to sms, it drains it and leaves
+    # emails alone; its beats tell the Manager so.
+    await run_until(worker, lambda: storage.storage.workers()[0].queues[2].handled == 30)
+    assert worker.plan == [2]
     assert {name for name, _ in recorder.batches} == {"sms"}
     assert (await storage.get_stat()).of(1).ready == 3
-    worker.assign([])  # back to round robin
+    [report] = await storage.workers()
+    assert (report.worker_id, report.plan, report.processors) == ("w", [2], 1)
+    assert await storage.publish_plan({}) == 0
+    assert await storage.beat(worker.report(), 60) is None  # no instruction
+    worker.assign([])  # back to round robin, and no plan brings it back to sms
     await run_until(worker, lambda: worker.stats[1].processed == 3)
+    assert worker.plan == []
+
+
+async def test_a_worker_ignores_a_plan_for_queues_it_has_no_handler_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    storage = AsyncMemoryStorage()
+    worker = StorageWorker(storage, CONTRACT, {"emails": Recorder()("emails")}, worker_id="w")
+    await storage.beat(worker.report(), 60)
+    await storage.publish_plan({"w": [2]})
+    await run_until(worker, lambda: "ignoring the plan [2]" in caplog.text)
+    assert worker.plan == []
 
 
 async def test_manager_runs_until_stopped() -> None:
     storage = AsyncMemoryStorage()
     await put(storage, "sms", 5)
-    worker = StorageWorker(
-        storage, CONTRACT, {"emails": Recorder()("emails"), "sms": Recorder()("sms")}
-    )
-    manager = Manager(storage, [worker], interval=0.01)
+    handlers: dict[int | str, Handler] = {"emails": Recorder()("emails"), "sms": Recorder()("sms")}
+    worker = StorageWorker(storage, CONTRACT, handlers, worker_id="w")
+    await storage.beat(worker.report(), 60)
+    manager = Manager(storage, interval=0.01)
     running = asyncio.create_task(manager.run())
-    await until(lambda: worker._plan == [2])
+    await until(lambda: storage.storage.read_plan() == {"w": [2]})
     manager.stop()
     await running
+
+
+async def test_manager_waits_out_an_unreachable_storage() -> None:
+    async with AsyncRedisStorage("redis://127.0.0.1:1/0") as storage:
+        manager = Manager(storage, interval=0.01)
+        running = asyncio.create_task(manager.run())
+        await until(lambda: manager.outages >= 2)
+        manager.stop()
+        await running

@@ -4,7 +4,7 @@
 - :mod:`~fairque.cli.scheduler`: ``scheduler add|update|remove|pause|resume|list|show|
   health|run``
 - :mod:`~fairque.cli.http`: ``master``, ``dashboard``, ``http-worker``
-- :mod:`~fairque.cli.storage`: ``storage-worker``
+- :mod:`~fairque.cli.storage`: ``storage-worker``, ``storage-manager``
 - :mod:`~fairque.cli.server`: ``server status|stop``
 """
 

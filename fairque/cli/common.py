@@ -31,7 +31,7 @@ METRICS_PORT_OPTION = typer.Option(
 
 def fail(message: str) -> typer.Exit:
     """Prints ``message`` as the command's one-line error; raise what it returns (exit 2)."""
-    errors.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line, however long
     return typer.Exit(2)
 
 

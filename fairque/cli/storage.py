@@ -1,8 +1,10 @@
-"""``fairque storage-worker``: contract handlers over numbered queues (seed 004)."""
+"""``fairque storage-worker`` and ``storage-manager``: contract handlers over numbered
+queues (seed 004), and the Manager that steers them."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,25 @@ from fairque.cli.common import (
     import_module,
     serve_metrics,
 )
+from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
-from fairque.storage import AsyncRedisStorage, RedisStorage
+from fairque.storage.connect import open_async_storage, open_storage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import StorageWorker, StorageWorkerConfig, serve
+from fairque.storage.worker import (
+    Manager,
+    StorageWorker,
+    StorageWorkerConfig,
+    serve,
+    serve_manager,
+)
+
+STORAGE_OPTION = typer.Option(
+    None,
+    "--storage",
+    envvar="FAIRQUE_STORAGE",
+    help="Storage URL: tarantool://host:port, or a Redis URL (default: --url).",
+)
 
 
 def storage_worker(
@@ -34,24 +50,38 @@ def storage_worker(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     metrics_port: int | None = METRICS_PORT_OPTION,
-    manager: float = typer.Option(0.0, min=0, help="Rebalance every N s (0: round robin)."),
+    manager: float = typer.Option(
+        0.0, min=0, help="Also run a Manager here, every N s (0: none; see storage-manager)."
+    ),
+    storage: str | None = STORAGE_OPTION,
+    worker_id: str | None = typer.Option(
+        None, "--worker-id", help="Name on the Manager's board (default: host-pid-random)."
+    ),
 ) -> None:
     """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
+    target = storage or url
     try:
         queues = Contract.load(contract)
         settings = StorageWorkerConfig.load(config) if config else StorageWorkerConfig()
+        watched = open_storage(target, namespace) if metrics_port is not None else None
     except FairQueueError as exc:
         raise fail(str(exc)) from None
     table = _handlers(handlers)
     metrics = Metrics()
-    if metrics_port is not None:
-        metrics.watch_storage(RedisStorage(url, namespace))
-        serve_metrics(metrics, metrics_port)
+    if watched is not None:
+        metrics.watch_storage(watched)
+        serve_metrics(metrics, metrics_port or 0)
 
     async def run() -> StorageWorker:
-        async with AsyncRedisStorage(url, namespace) as storage:
+        async with open_async_storage(target, namespace) as opened:
             return await serve(
-                storage, queues, table, settings, metrics=metrics, manager_interval=manager
+                opened,
+                queues,
+                table,
+                settings,
+                metrics=metrics,
+                manager_interval=manager,
+                worker_id=worker_id,
             )
 
     try:
@@ -60,6 +90,37 @@ def storage_worker(
         raise fail(str(exc)) from None
     done = sum(stats.processed for stats in worker.stats.values())
     console.print(f"stopped after {done} processed task(s)")
+
+
+def storage_manager(
+    storage: str | None = STORAGE_OPTION,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    interval: float = typer.Option(5.0, min=0.01, max=3600, help="Seconds between rounds."),
+    once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
+) -> None:
+    """Steer storage workers in every process: publish processors per queue per worker.
+
+    Prints each new plan as one JSON line ({worker id: [queue of each processor]}) and
+    runs until SIGTERM / SIGINT.
+    """
+
+    def show(plan: dict[str, list[int]]) -> None:
+        typer.echo(json.dumps(plan, sort_keys=True))
+
+    async def run() -> None:
+        async with open_async_storage(storage or url, namespace) as opened:
+            if once:
+                show(await Manager(opened).rebalance())
+            else:
+                await serve_manager(opened, interval, show)
+
+    try:
+        asyncio.run(run())
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+    except OUTAGE as exc:  # --once on an unreachable Redis (a Manager that runs retries)
+        raise fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
 
 
 def _handlers(spec: str) -> Any:
@@ -75,3 +136,4 @@ def _handlers(spec: str) -> Any:
 def register(app: typer.Typer) -> None:
     """Adds this module's commands to ``app``."""
     app.command("storage-worker")(storage_worker)
+    app.command("storage-manager")(storage_manager)

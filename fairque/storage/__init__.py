@@ -1,25 +1,35 @@
 """Seed 004: numbered queues behind a ``Storage`` interface, and contract workers.
 
-Two storages: :class:`RedisStorage` / :class:`AsyncRedisStorage` on the fairque engine,
-and :class:`MemoryStorage` / :class:`AsyncMemoryStorage` in this process.
+Three storages, one behaviour: :class:`RedisStorage` / :class:`AsyncRedisStorage` on the
+fairque engine, :class:`TarantoolStorage` / :class:`AsyncTarantoolStorage` in Tarantool
+(Lua stored procedures, WAL on), and :class:`MemoryStorage` / :class:`AsyncMemoryStorage`
+in this process. Each also keeps the board through which the Manager steers workers in
+other processes (:mod:`fairque.storage.plan`).
 """
 
 from fairque.storage.client import AsyncRedisStorage, RedisStorage
 from fairque.storage.memory import AsyncMemoryStorage, ManualClock, MemoryStorage
 from fairque.storage.models import PutTaskRequest, QueueStat, RetryInfo, Stats, StorageTask
+from fairque.storage.plan import QueueReport, WorkerReport
 from fairque.storage.protocol import AsyncStorage, Storage
+from fairque.storage.tarantool import AsyncTarantoolStorage, TarantoolStorage, TarantoolUnreachable
 
 __all__ = [
     "AsyncMemoryStorage",
     "AsyncRedisStorage",
     "AsyncStorage",
+    "AsyncTarantoolStorage",
     "ManualClock",
     "MemoryStorage",
     "PutTaskRequest",
+    "QueueReport",
     "QueueStat",
     "RedisStorage",
     "RetryInfo",
     "Stats",
     "Storage",
     "StorageTask",
+    "TarantoolStorage",
+    "TarantoolUnreachable",
+    "WorkerReport",
 ]

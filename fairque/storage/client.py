@@ -7,7 +7,7 @@ fair queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from fairque.config import QueueSettings
@@ -15,6 +15,7 @@ from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
 from fairque.storage.ops import StorageOps
+from fairque.storage.plan import WorkerReport
 
 
 class RedisStorage:
@@ -57,6 +58,18 @@ class RedisStorage:
 
     def get_stat(self) -> Stats:
         return self.executor.execute(self.ops.get_stat())
+
+    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return self.executor.execute(self.ops.beat(report, ttl))
+
+    def workers(self) -> list[WorkerReport]:
+        return self.executor.execute(self.ops.workers())
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return self.executor.execute(self.ops.publish_plan(plan))
+
+    def read_plan(self) -> dict[str, list[int]]:
+        return self.executor.execute(self.ops.read_plan())
 
     def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""
@@ -111,6 +124,18 @@ class AsyncRedisStorage:
 
     async def get_stat(self) -> Stats:
         return await self.executor.execute(self.ops.get_stat())
+
+    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return await self.executor.execute(self.ops.beat(report, ttl))
+
+    async def workers(self) -> list[WorkerReport]:
+        return await self.executor.execute(self.ops.workers())
+
+    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return await self.executor.execute(self.ops.publish_plan(plan))
+
+    async def read_plan(self) -> dict[str, list[int]]:
+        return await self.executor.execute(self.ops.read_plan())
 
     async def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""

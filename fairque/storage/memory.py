@@ -12,7 +12,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -29,6 +29,7 @@ from fairque.storage.models import (
     check_retries,
     check_visibility,
 )
+from fairque.storage.plan import WorkerReport, check_plan, check_report, check_ttl
 
 Clock = Callable[[], float]  # seconds since the epoch
 
@@ -74,6 +75,8 @@ class MemoryStorage:
         self._leases: list[tuple[float, int, int]] = []  # (deadline, turn, id)
         self._ids = itertools.count(1)
         self._turns = itertools.count(1)
+        self._workers: dict[str, tuple[float, WorkerReport]] = {}  # id: (expires, report)
+        self._plan: dict[str, list[int]] = {}
 
     def _enqueue(self, task_id: int, record: _Record) -> None:
         record.deadline = None
@@ -183,6 +186,39 @@ class MemoryStorage:
                     counts[3] += 1
             return Stats({n: QueueStat(n, *figures[n]) for n in sorted(figures)})
 
+    def _drop_expired(self) -> None:
+        """Workers whose beat expired leave the registry and the plan."""
+        now = self.clock()
+        for worker in [w for w, (expires, _) in self._workers.items() if expires <= now]:
+            del self._workers[worker]
+            self._plan.pop(worker, None)
+
+    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        check_report(report)
+        seconds = check_ttl(ttl)
+        with self._lock:
+            self._drop_expired()
+            self._workers[report.worker_id] = (self.clock() + seconds, report)
+            plan = self._plan.get(report.worker_id)
+            return None if plan is None else list(plan)
+
+    def workers(self) -> list[WorkerReport]:
+        with self._lock:
+            self._drop_expired()
+            return [self._workers[worker][1] for worker in sorted(self._workers)]
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        checked = check_plan(plan)
+        with self._lock:
+            self._drop_expired()
+            self._plan = {w: queues for w, queues in checked.items() if w in self._workers}
+            return len(self._plan)
+
+    def read_plan(self) -> dict[str, list[int]]:
+        with self._lock:
+            self._drop_expired()
+            return {worker: list(queues) for worker, queues in self._plan.items()}
+
 
 class AsyncMemoryStorage:
     """:class:`MemoryStorage` behind coroutines (:class:`~fairque.storage.AsyncStorage`);
@@ -219,3 +255,15 @@ class AsyncMemoryStorage:
 
     async def get_stat(self) -> Stats:
         return self.storage.get_stat()
+
+    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return self.storage.beat(report, ttl)
+
+    async def workers(self) -> list[WorkerReport]:
+        return self.storage.workers()
+
+    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return self.storage.publish_plan(plan)
+
+    async def read_plan(self) -> dict[str, list[int]]:
+        return self.storage.read_plan()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -20,6 +20,16 @@ from fairque.storage.models import (
     check_requests,
     check_retries,
     check_visibility,
+)
+from fairque.storage.plan import (
+    WorkerReport,
+    check_plan,
+    check_report,
+    check_ttl,
+    decode_queues,
+    decode_reports,
+    encode_queues,
+    encode_report,
 )
 
 T = TypeVar("T")
@@ -107,3 +117,29 @@ class StorageOps:
             return Stats({int(row[0]): QueueStat(*map(int, row)) for row in sorted(rows)})
 
         return self._call("stat", (self.settings.maintenance_batch,), parse)
+
+    # The Manager's board (fairque/storage/plan.py), all in script storage/plan.
+
+    def _plan_call(self, args: Sequence[Arg], parse: Callable[[Any], T]) -> Call[T]:
+        return self._call("plan", args, parse)
+
+    def beat(self, report: WorkerReport, ttl: float) -> Call[list[int] | None]:
+        micros = int(check_ttl(ttl) * MICROS)
+        args = ("beat", check_report(report).worker_id, encode_report(report), micros)
+        return self._plan_call(args, lambda blob: decode_queues(blob) if blob else None)
+
+    def workers(self) -> Call[list[WorkerReport]]:
+        return self._plan_call(("workers",), decode_reports)
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> Call[int]:
+        args: list[Arg] = ["publish"]
+        for worker, queues in check_plan(plan).items():
+            args += [worker, encode_queues(queues)]
+        return self._plan_call(args, int)
+
+    def read_plan(self) -> Call[dict[str, list[int]]]:
+        def parse(reply: list[bytes]) -> dict[str, list[int]]:
+            pairs = zip(reply[::2], reply[1::2], strict=True)
+            return {worker.decode(): decode_queues(blob) for worker, blob in pairs}
+
+        return self._plan_call(("read",), parse)

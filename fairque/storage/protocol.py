@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
+from fairque.storage.plan import WorkerReport
 
 
 class Storage(Protocol):
@@ -39,6 +40,26 @@ class Storage(Protocol):
         """Total, ready, taken and delayed tasks of every queue holding tasks."""
         ...
 
+    # The Manager's board (fairque/storage/plan.py): workers and the plan they follow.
+
+    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        """Registers the worker for ``ttl`` seconds (server clock); returns its plan, the
+        queue of each processor, or None when the Manager gave it none."""
+        ...
+
+    def workers(self) -> list[WorkerReport]:
+        """The reports of the workers whose beat has not expired, by worker id."""
+        ...
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        """Replaces the plan (worker id: queue per processor); workers that are not alive
+        are left out. Returns how many workers got a plan."""
+        ...
+
+    def read_plan(self) -> dict[str, list[int]]:
+        """The plan of the live workers."""
+        ...
+
 
 class AsyncStorage(Protocol):
     """:class:`Storage` for asyncio: every method is a coroutine."""
@@ -56,3 +77,11 @@ class AsyncStorage(Protocol):
     async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]: ...
 
     async def get_stat(self) -> Stats: ...
+
+    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None: ...
+
+    async def workers(self) -> list[WorkerReport]: ...
+
+    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int: ...
+
+    async def read_plan(self) -> dict[str, list[int]]: ...

@@ -6,6 +6,13 @@ queue's ``batch_size`` tasks, decodes them with the queue's contract and awaits 
 queue's handler, which calls ``done_task`` / ``retry_task`` itself and returns
 :class:`HandlerStats`. Then the processor moves on to the next queue (round robin), or
 stays where the :class:`Manager` put it. A stop lets every current handler call finish.
+
+Workers and the Manager talk only through the storage's server (the board of
+:mod:`fairque.storage.plan`): every worker beats with a report of its queues and totals,
+and takes its part of the plan from the reply; the Manager reads the live workers and
+the queues' figures and publishes the plan. So a Manager steers workers in any process
+on any host, a worker that dies drops out of the plan once its beat expires, and one
+that starts joins it at the next round.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import signal
+import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,7 +32,7 @@ from typing import Any, Protocol
 import msgspec
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
@@ -38,6 +47,7 @@ from fairque.storage.models import (
     Stats,
     StorageTask,
 )
+from fairque.storage.plan import MAX_TTL, QueueReport, WorkerReport, new_worker_id
 from fairque.storage.protocol import AsyncStorage
 
 log = logging.getLogger("fairque.storage")
@@ -81,7 +91,9 @@ class QueueConfig(BaseModel):
 
 class StorageWorkerConfig(BaseModel):
     """Seed 004's worker settings (``max_processors``, ``visibility_timeout``, per-queue
-    ``batch_size``), plus how long to wait when every queue was empty."""
+    ``batch_size``), plus how long to wait when every queue was empty, and how often the
+    worker beats to the Manager's board (a worker silent for ``heartbeat_ttl`` seconds
+    drops out of the plan)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -92,6 +104,14 @@ class StorageWorkerConfig(BaseModel):
     idle_wait: float = Field(default=1.0, gt=0, le=60)
     slow_cycle: float = Field(default=SLOW_CYCLE_SECONDS, gt=0)  # cycles over this are counted
     queues: dict[int, QueueConfig] = Field(default_factory=dict)  # by queue number
+    heartbeat: float = Field(default=2.0, gt=0, le=3600)
+    heartbeat_ttl: float = Field(default=10.0, gt=0, le=MAX_TTL)
+
+    @model_validator(mode="after")
+    def _ttl_outlasts_beats(self) -> StorageWorkerConfig:
+        if self.heartbeat_ttl <= self.heartbeat:
+            raise ValueError("heartbeat_ttl must be longer than heartbeat")
+        return self
 
     @classmethod
     def load(cls, path: str | Path) -> StorageWorkerConfig:
@@ -124,6 +144,8 @@ class StorageWorker:
         handlers: Mapping[int | str, Handler],
         config: StorageWorkerConfig | None = None,
         metrics: Metrics | None = None,
+        *,
+        worker_id: str | None = None,
     ) -> None:
         if not handlers:
             raise InvalidInput("handlers", "give a handler for at least one queue")
@@ -139,6 +161,7 @@ class StorageWorker:
         self.outages = 0  # times the storage was found unreachable
         self._plan: list[int] = []  # the Manager's queue for processor i, if it gave one
         self._stopping = asyncio.Event()
+        self.worker_id = worker_id or new_worker_id()  # its name on the Manager's board
 
     def assign(self, plan: Sequence[int]) -> None:
         """Pins processor i to queue ``plan[i]`` from its next cycle on; processors past
@@ -148,21 +171,67 @@ class StorageWorker:
             raise InvalidInput("plan", f"no handler for queue {', '.join(map(str, unknown))}")
         self._plan = list(plan)
 
+    @property
+    def plan(self) -> list[int]:
+        """The queue each processor is pinned to ([]: round robin)."""
+        return list(self._plan)
+
+    def report(self) -> WorkerReport:
+        """What this worker tells the Manager at each beat."""
+        queues = {
+            queue.id: QueueReport(
+                self.config.batch_size(queue.id),
+                self.stats[queue.id].handled,
+                self.stats[queue.id].duration,
+            )
+            for queue in self.queues
+        }
+        return WorkerReport(
+            self.worker_id,
+            self.config.max_processors,
+            queues,
+            self.plan,
+            socket.gethostname(),
+            os.getpid(),
+        )
+
     def stop(self) -> None:
         """Processors finish their current handler call, then end."""
         self._stopping.set()
 
     async def run(self) -> None:
-        """Runs the processors until :meth:`stop`."""
-        self._stopping.clear()
+        """Runs the processors, and the beats to the Manager's board, until :meth:`stop`
+        (a stop that comes before the run started ends it at once)."""
         if self.metrics:
             self.metrics.running_workers.inc()
         try:
             count = self.config.max_processors
-            await asyncio.gather(*(self._processor(index) for index in range(count)))
+            processors = (self._processor(index) for index in range(count))
+            await asyncio.gather(self._beats(), *processors)
         finally:
+            self._stopping.clear()  # the worker may run again
             if self.metrics:
                 self.metrics.running_workers.dec()
+
+    async def _beats(self) -> None:
+        """Beats every ``heartbeat`` seconds and follows the plan the reply carries; no
+        plan means no instruction, so the processors go on as they were (seed 004)."""
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            try:
+                plan = await self.storage.beat(self.report(), self.config.heartbeat_ttl)
+            except OUTAGE:
+                await wait_event(self._stopping, backoff.next())  # the processors log it
+                continue
+            backoff.reset()
+            if plan is not None and plan != self._plan:
+                try:
+                    self.assign(plan[: self.config.max_processors])
+                except InvalidInput as exc:  # a plan made for another contract: not ours
+                    log.warning("worker %s: ignoring the plan %s (%s)", self.worker_id, plan, exc)
+                else:
+                    log.info("worker %s: following the plan %s", self.worker_id, plan)
+            await wait_event(self._stopping, self.config.heartbeat)
 
     def _pinned(self, index: int) -> int | None:
         return self._plan[index] if index < len(self._plan) else None
@@ -296,47 +365,80 @@ def plan_processors(
     return [queue for queue in sorted(given) for _ in range(given[queue])]
 
 
-class Manager:
-    """Moves processors toward queues with backlog (seed 004's planned Manager): reads
-    ``get_stat()`` and the workers' handler stats, and gives each worker a plan. With no
-    backlog anywhere it says nothing, and workers keep doing what they did."""
+def plan_workers(reports: Sequence[WorkerReport], stats: Stats) -> dict[str, list[int]]:
+    """The plan for every live worker: worker by worker (by id), :func:`plan_processors`
+    over the ready tasks the workers before it have not claimed yet (a batch per pinned
+    processor), with per-queue costs measured by all of them. A worker none of whose
+    queues has ready work gets no instruction (it goes on as it was); one whose ready
+    work the others already claimed gets ``[]``, round robin."""
+    handled: dict[int, int] = {}
+    seconds: dict[int, float] = {}
+    for report in reports:
+        for queue, figures in report.queues.items():
+            handled[queue] = handled.get(queue, 0) + figures.handled
+            seconds[queue] = seconds.get(queue, 0.0) + figures.seconds
+    costs = {queue: seconds[queue] / count for queue, count in handled.items() if count}
+    unclaimed = {queue: stats.of(queue).ready for queue in handled}
+    plans: dict[str, list[int]] = {}
+    for report in sorted(reports, key=lambda r: r.worker_id):
+        if not any(stats.of(queue).ready for queue in report.queues):
+            continue
+        batches = {queue: figures.batch_size for queue, figures in report.queues.items()}
+        ready = {queue: unclaimed[queue] for queue in report.queues}
+        plan = plan_processors(report.processors, ready, batches, costs) or []
+        for queue in plan:
+            unclaimed[queue] = max(0, unclaimed[queue] - batches[queue])
+        plans[report.worker_id] = plan
+    return plans
 
-    def __init__(
-        self, storage: AsyncStorage, workers: Sequence[StorageWorker], interval: float = 5.0
-    ) -> None:
+
+class Manager:
+    """Moves processors toward queues with backlog (seed 004's Manager), in whichever
+    process it runs: each round reads the live workers' reports and ``get_stat()`` from
+    the storage, and publishes the plan there (:func:`plan_workers`); workers take their
+    part at their next beat. With no backlog it tells nobody anything, and workers keep
+    doing what they did."""
+
+    def __init__(self, storage: AsyncStorage, interval: float = 5.0) -> None:
         self.storage = storage
-        self.workers = list(workers)
         self.interval = interval
+        self.outages = 0  # rounds the storage was unreachable
         self._stopping = asyncio.Event()
 
-    async def rebalance(self) -> list[list[int] | None]:
-        """One round: the plan given to each worker (None: no instruction)."""
+    async def rebalance(self) -> dict[str, list[int]]:
+        """One round: the plan published (worker id: the queue of each processor)."""
+        reports = await self.storage.workers()
         stats: Stats = await self.storage.get_stat()
-        plans = []
-        for worker in self.workers:
-            queues = [queue.id for queue in worker.queues]
-            ready = {queue: stats.of(queue).ready for queue in queues}
-            costs = {
-                queue: totals.duration / totals.handled
-                for queue, totals in worker.stats.items()
-                if totals.handled
-            }
-            batches = {queue: worker.config.batch_size(queue) for queue in queues}
-            plan = plan_processors(worker.config.max_processors, ready, batches, costs)
-            if plan is not None:
-                worker.assign(plan)
-            plans.append(plan)
-        return plans
+        plan = plan_workers(reports, stats)
+        await self.storage.publish_plan(plan)
+        return plan
 
     def stop(self) -> None:
         self._stopping.set()
 
-    async def run(self) -> None:
-        """Rebalances every ``interval`` seconds until :meth:`stop`."""
-        self._stopping.clear()
-        while not self._stopping.is_set():
-            await self.rebalance()
-            await wait_event(self._stopping, self.interval)
+    async def run(self, on_plan: Callable[[dict[str, list[int]]], None] | None = None) -> None:
+        """Rebalances every ``interval`` seconds until :meth:`stop`; logs each new plan
+        (and hands it to ``on_plan``)."""
+        backoff = Backoff()
+        last: dict[str, list[int]] | None = None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    plan = await self.rebalance()
+                except OUTAGE as exc:
+                    self.outages += 1
+                    log.warning("manager: storage unreachable (%s); trying again", exc)
+                    await wait_event(self._stopping, backoff.next())
+                    continue
+                backoff.reset()
+                if plan != last:
+                    log.info("manager: plan %s", plan)
+                    if on_plan:
+                        on_plan(plan)
+                    last = plan
+                await wait_event(self._stopping, self.interval)
+        finally:
+            self._stopping.clear()
 
 
 async def serve(
@@ -347,11 +449,12 @@ async def serve(
     *,
     metrics: Metrics | None = None,
     manager_interval: float | None = None,
+    worker_id: str | None = None,
 ) -> StorageWorker:
     """Runs a worker, and a :class:`Manager` every ``manager_interval`` seconds if given,
     until SIGTERM / SIGINT; returns the worker (its stats) once every handler call ended."""
-    worker = StorageWorker(storage, contract, handlers, config, metrics)
-    manager = Manager(storage, [worker], manager_interval) if manager_interval else None
+    worker = StorageWorker(storage, contract, handlers, config, metrics, worker_id=worker_id)
+    manager = Manager(storage, manager_interval) if manager_interval else None
 
     def stop() -> None:
         worker.stop()
@@ -363,3 +466,17 @@ async def serve(
         loop.add_signal_handler(signum, stop)
     await asyncio.gather(worker.run(), *([manager.run()] if manager else []))
     return worker
+
+
+async def serve_manager(
+    storage: AsyncStorage,
+    interval: float,
+    on_plan: Callable[[dict[str, list[int]]], None] | None = None,
+) -> Manager:
+    """Runs a :class:`Manager` alone (workers run elsewhere) until SIGTERM / SIGINT."""
+    manager = Manager(storage, interval)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, manager.stop)
+    await manager.run(on_plan)
+    return manager

@@ -51,3 +51,9 @@ local function clock_now()
   return tonumber(t[1]) * MICROS + tonumber(t[2])
 end
 
+-- Calls `command key a1 a2 ...` over `values`, CHUNK values at a time.
+local function call_chunked(command, key, values)
+  for first = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
+  end
+end

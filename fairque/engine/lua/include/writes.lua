@@ -12,13 +12,6 @@ local function next_tick(now)
   return last_tick
 end
 
--- Calls `command key a1 a2 ...` over `values`, CHUNK values at a time.
-local function call_chunked(command, key, values)
-  for first = 1, #values, CHUNK do
-    redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
-  end
-end
-
 -- Counters: counts[name][tenant] = n, written once per call by flush(); without a
 -- tenant, only the total is counted.
 local counts = {}

@@ -1,0 +1,33 @@
+"""A storage from a URL: ``tarantool://host:port`` for Tarantool, anything else (or
+nothing: the embedded Valkey) for the Redis storage. Used by the CLI and the examples."""
+
+from __future__ import annotations
+
+from typing import TypeGuard
+
+from fairque.storage.client import AsyncRedisStorage, RedisStorage
+from fairque.storage.tarantool import AsyncTarantoolStorage, TarantoolStorage
+
+TARANTOOL_SCHEME = "tarantool://"
+
+
+def is_tarantool(url: str | None) -> TypeGuard[str]:
+    return url is not None and url.startswith(TARANTOOL_SCHEME)
+
+
+def open_storage(
+    url: str | None, namespace: str = "default", visibility_timeout: float | None = None
+) -> RedisStorage | TarantoolStorage:
+    """The blocking storage at ``url`` (nothing is sent before the first call)."""
+    if is_tarantool(url):
+        return TarantoolStorage(url, namespace, visibility_timeout=visibility_timeout)
+    return RedisStorage(url, namespace, visibility_timeout=visibility_timeout)
+
+
+def open_async_storage(
+    url: str | None, namespace: str = "default", visibility_timeout: float | None = None
+) -> AsyncRedisStorage | AsyncTarantoolStorage:
+    """The asyncio storage at ``url``; close it (``async with``) when done."""
+    if is_tarantool(url):
+        return AsyncTarantoolStorage(url, namespace, visibility_timeout=visibility_timeout)
+    return AsyncRedisStorage(url, namespace, visibility_timeout=visibility_timeout)

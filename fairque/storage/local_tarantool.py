@@ -1,0 +1,143 @@
+"""A throwaway Tarantool on a free loopback port, for tests, benchmarks and trying things.
+
+>>> with LocalTarantool() as server:  # doctest: +SKIP
+...     storage = TarantoolStorage(server.url)
+
+It runs ``tarantool_instance.lua`` (WAL on) in a data folder of its own (or the one
+given), and is stopped by its PID. :meth:`kill` and :meth:`start` again on the same
+folder and port model a crash and a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+from fairque.errors import FairQueueError
+
+START_TIMEOUT = 30.0  # seconds for the server to answer after it was started
+STOP_TIMEOUT = 10.0
+
+
+class TarantoolNotStarted(FairQueueError):  # noqa: N818
+    """The tarantool binary is missing, or did not answer in time."""
+
+
+def find_binary() -> str | None:
+    return shutil.which("tarantool")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _greets(port: int) -> bool:
+    """True once the server accepts a connection and sends its greeting."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as conn:
+            return conn.recv(9) == b"Tarantool"
+    except OSError:
+        return False
+
+
+class LocalTarantool:
+    """A Tarantool server process this object started, on 127.0.0.1."""
+
+    def __init__(self, binary: str | None = None, data_dir: str | Path | None = None) -> None:
+        found = binary or find_binary()
+        if found is None:
+            raise TarantoolNotStarted("no tarantool binary (Debian: apt-get install tarantool)")
+        self.binary = found
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fairque-tarantool-"))
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"tarantool://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def start(self) -> LocalTarantool:
+        """Starts the server (on the same folder and port as before, after a stop or
+        kill) and waits until it answers."""
+        instance = resources.files(__package__).joinpath("tarantool_instance.lua")
+        env = {
+            **os.environ,
+            "FAIRQUE_TARANTOOL_LISTEN": f"127.0.0.1:{self.port}",
+            "FAIRQUE_TARANTOOL_DIR": str(self.data_dir),
+        }
+        env.pop("FAIRQUE_TARANTOOL_USER", None)
+        with resources.as_file(instance) as path:
+            try:
+                self.process = subprocess.Popen(
+                    [self.binary, str(path)],
+                    cwd=self.data_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError as exc:
+                raise TarantoolNotStarted(f"cannot run {self.binary}: {exc.strerror}") from None
+            deadline = time.monotonic() + START_TIMEOUT
+            while not _greets(self.port):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    log = self.data_dir / "tarantool.log"
+                    tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                    raise TarantoolNotStarted(f"tarantool did not start on {self.port}: {tail}")
+                time.sleep(0.02)  # polling the port, bounded by the deadline above
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: the process ends at once, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self._reap()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not ended within STOP_TIMEOUT."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+        self._reap()
+
+    def _reap(self) -> None:
+        if self.process is not None:
+            self.process.wait()
+        self.process = None
+
+    def close(self) -> None:
+        """Stops the server and removes the data folder if this object made it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalTarantool:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,499 @@
+"""Seed 004's storage in Tarantool: numbered queues kept by Lua stored procedures.
+
+Each operation is one call of the persistent function ``fairque_storage`` (the source is
+``tarantool_procedures.lua`` beside this module), which runs it in one memtx transaction
+with the server's clock: atomic like the Redis scripts, and durable once acknowledged
+(the WAL is written before the reply). The function is installed by the first client
+that connects (it needs the rights to create spaces and functions) and replaced when a
+newer fairque brings other procedures.
+
+Two clients, each native to its mode: :class:`TarantoolStorage` on ``tarantool``
+(tarantool-python, blocking sockets) and :class:`AsyncTarantoolStorage` on ``asynctnt``
+(asyncio, many calls in flight on one connection). Both only send the calls that
+:class:`TarantoolOps` builds and read the replies with its parsers.
+
+>>> storage = TarantoolStorage("tarantool://127.0.0.1:3301", "jobs")  # doctest: +SKIP
+>>> storage.put_task(PutTaskRequest(1, b"payload"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cache
+from importlib import resources
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import asynctnt
+import tarantool
+
+from fairque.errors import FairQueueError, InvalidInput, from_script_error
+from fairque.storage.models import (
+    PutTaskRequest,
+    QueueStat,
+    RetryInfo,
+    Stats,
+    StorageTask,
+    check_count,
+    check_ids,
+    check_queue_num,
+    check_requests,
+    check_retries,
+    check_visibility,
+)
+from fairque.storage.plan import (
+    WorkerReport,
+    check_plan,
+    check_report,
+    check_ttl,
+    decode_reports,
+    encode_report,
+)
+
+T = TypeVar("T")
+FUNCTION = "fairque_storage"  # the persistent function every call goes through
+DEFAULT_PORT = 3301
+MICROS = 1_000_000
+CONNECT_TIMEOUT = 3.0  # seconds to reach the server before a call gives up
+REQUEST_TIMEOUT = 60.0  # seconds for one call's reply (10,000 tasks fit well within)
+_NO_SUCH_PROC = 33  # Tarantool's ER_NO_SUCH_PROC: the function is not installed (yet)
+_ACCESS_DENIED = 42  # a user who may call the function but not install it
+_PUT_NOW, _PUT_AT, _PUT_AFTER = 0, 1, 2
+
+# tarantool-python warns before raising NetworkError when a reconnect fails; the error
+# (as TarantoolUnreachable) says it already, and a worker retrying would repeat it.
+warnings.filterwarnings("ignore", category=tarantool.error.NetworkWarning)
+
+
+class TarantoolUnreachable(FairQueueError, ConnectionError):  # noqa: N818
+    """The server did not answer: nothing was done, or (for a call cut in flight) it is
+    unknown whether it was. A ``ConnectionError``, so workers wait and try again."""
+
+    def __init__(self, address: str, reason: object) -> None:
+        self.address = address
+        super().__init__(f"cannot reach Tarantool at {address}: {_one_line(reason)}")
+
+
+def _one_line(reason: object) -> str:
+    text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+    return " ".join(text.split()) or type(reason).__name__
+
+
+@dataclass(frozen=True)
+class TarantoolAddress:
+    """``tarantool://[user[:password]@]host[:port]``; guest when no user is given."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    user: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> TarantoolAddress:
+        parts = urlsplit(url)
+        if parts.scheme != "tarantool" or not parts.hostname:
+            raise InvalidInput("url", f"expected tarantool://host:port, got {url!r}")
+        try:
+            port = parts.port or DEFAULT_PORT
+        except ValueError:
+            raise InvalidInput("url", f"bad port in {url!r}") from None
+        user = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        return cls(parts.hostname, port, user, password)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class TarantoolCall(Generic[T]):
+    """One call of the stored function: its operation, arguments, and reply parser."""
+
+    op: str
+    args: tuple[Any, ...]
+    parse: Callable[[Any], T]
+
+
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp() * MICROS)
+
+
+def _time(micros: int) -> datetime:
+    return datetime.fromtimestamp(micros / MICROS, timezone.utc)
+
+
+def _bytes(value: bytes | str) -> bytes:
+    # A Lua string goes back as a MessagePack str; asynctnt decodes one that is valid
+    # UTF-8 to str, so the payload's exact bytes are its UTF-8 encoding.
+    return value.encode() if isinstance(value, str) else value
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class TarantoolOps:
+    """The sans-IO core: seed 004 requests (and the Manager's board) as calls of
+    ``fairque_storage(op, namespace, ...)``, and their replies as fairque types."""
+
+    def __init__(self, namespace: str = "default", visibility_timeout: float | None = None):
+        if not isinstance(namespace, str) or not 1 <= len(namespace) <= 200:
+            raise InvalidInput("namespace", "must be a string of 1 to 200 characters")
+        self.namespace = namespace
+        self.visibility_timeout = check_visibility(visibility_timeout)
+
+    def _call(self, op: str, args: Sequence[Any], parse: Callable[[Any], T]) -> TarantoolCall[T]:
+        return TarantoolCall(op, (op, self.namespace, *args), parse)
+
+    def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> TarantoolCall[list[StorageTask]]:
+        check_queue_num(queue_num)
+        check_count(count)
+        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
+
+        def parse(rows: list[list[Any]]) -> list[StorageTask]:
+            return [
+                StorageTask(
+                    row[0],
+                    queue_num,
+                    _bytes(row[1]),
+                    row[2],
+                    _time(row[3]),
+                    _time(row[4]),
+                    None if row[5] is None else _time(row[5]),
+                )
+                for row in rows
+            ]
+
+        return self._call("get", (queue_num, count, int(seconds * MICROS)), parse)
+
+    def done_task(self, task_ids: Sequence[int]) -> TarantoolCall[int]:
+        return self._call("done", (check_ids(task_ids),), int)
+
+    def retry_task(self, retries: Sequence[RetryInfo]) -> TarantoolCall[int]:
+        rows = [[task_id, _micros(moment)] for task_id, moment in check_retries(retries)]
+        return self._call("retry", (rows,), int)
+
+    def _put_rows(self, requests: Sequence[PutTaskRequest]) -> list[list[Any]]:
+        rows = []
+        for request, (start, delay) in zip(requests, check_requests(requests), strict=True):
+            if start is not None:
+                how, when = _PUT_AT, _micros(start)
+            elif delay is not None:
+                how, when = _PUT_AFTER, int(delay.total_seconds() * MICROS)
+            else:
+                how, when = _PUT_NOW, 0
+            rows.append([request.queue_num, how, when, request.data])
+        return rows
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> TarantoolCall[list[int]]:
+        return self._call("put", (self._put_rows(requests),), list)
+
+    def put_task(self, request: PutTaskRequest) -> TarantoolCall[int]:
+        return self._call("put", (self._put_rows([request]),), lambda ids: int(ids[0]))
+
+    def get_stat(self) -> TarantoolCall[Stats]:
+        def parse(rows: list[list[int]]) -> Stats:
+            return Stats({row[0]: QueueStat(*row) for row in sorted(rows)})
+
+        return self._call("stat", (), parse)
+
+    def beat(self, report: WorkerReport, ttl: float) -> TarantoolCall[list[int] | None]:
+        args = (check_report(report).worker_id, encode_report(report), int(check_ttl(ttl) * MICROS))
+        return self._call("beat", args, lambda queues: None if queues is None else list(queues))
+
+    def workers(self) -> TarantoolCall[list[WorkerReport]]:
+        return self._call("workers", (), lambda blobs: decode_reports([_bytes(b) for b in blobs]))
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> TarantoolCall[int]:
+        rows = [[worker, queues] for worker, queues in check_plan(plan).items()]
+        return self._call("publish", (rows,), int)
+
+    def read_plan(self) -> TarantoolCall[dict[str, list[int]]]:
+        def parse(rows: list[list[Any]]) -> dict[str, list[int]]:
+            return {_text(worker): list(queues) for worker, queues in rows}
+
+        return self._call("plan", (), parse)
+
+
+@cache
+def procedures() -> str:
+    """The Lua source of the stored procedures."""
+    return resources.files(__package__).joinpath("tarantool_procedures.lua").read_text("utf-8")
+
+
+def function_body(source: str) -> str:
+    """The persistent function's body: the procedures' chunk, loaded on the first call
+    (a body is evaluated where ``require`` is not available yet)."""
+    level = 1
+    while f"]{'=' * level}]" in source:
+        level += 1
+    quoted = f"[{'=' * level}[{source}]{'=' * level}]"
+    return (
+        "(function() local run; return function(...) if run == nil then "
+        f"run = assert(loadstring({quoted}, '={FUNCTION}'))() end return run(...) end end)()"
+    )
+
+
+# Evaluated by the client with (source, name, body): runs the chunk's 'install'.
+INSTALL = (
+    "local source, name, body = ...; return assert(loadstring(source))()('install', name, body)"
+)
+
+
+def _install_args() -> tuple[str, str, str]:
+    source = procedures()
+    return source, FUNCTION, function_body(source)
+
+
+def _database_error(address: TarantoolAddress, code: int, message: bytes | str) -> FairQueueError:
+    text = _text(message)
+    if text.startswith("INVALID "):
+        return from_script_error(text)
+    return FairQueueError(f"Tarantool at {address}: {_one_line(text)} (error {code})")
+
+
+class TarantoolStorage:
+    """Blocking :class:`~fairque.storage.Storage` on Tarantool; safe across threads (one
+    connection, one call at a time)."""
+
+    def __init__(
+        self,
+        url: str = f"tarantool://127.0.0.1:{DEFAULT_PORT}",
+        namespace: str = "default",
+        *,
+        visibility_timeout: float | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self.address = TarantoolAddress.parse(url)
+        self.ops = TarantoolOps(namespace, visibility_timeout)
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._installed = False
+
+    def _connect(self) -> Any:
+        if self._connection is None:
+            self._connection = tarantool.Connection(
+                self.address.host,
+                self.address.port,
+                user=self.address.user,
+                password=self.address.password,
+                encoding=None,  # payloads are bytes, never decoded
+                fetch_schema=False,
+                connection_timeout=self.connect_timeout,
+                socket_timeout=self.request_timeout,
+                reconnect_max_attempts=0,  # one try per call: callers decide on retries
+                reconnect_delay=0,
+            )
+        if not self._installed:
+            try:
+                self._connection.eval(INSTALL, *_install_args())
+            except tarantool.DatabaseError as exc:
+                if exc.code != _ACCESS_DENIED:
+                    raise
+            self._installed = True
+        return self._connection
+
+    def _send(self, call: TarantoolCall[T]) -> T:
+        try:
+            reply = self._connect().call(FUNCTION, *call.args)
+        except tarantool.DatabaseError as exc:
+            if isinstance(exc, tarantool.error.NetworkError):
+                raise
+            if exc.code != _NO_SUCH_PROC or not self._installed:
+                raise _database_error(self.address, exc.code, exc.message) from None
+            self._installed = False  # the server lost it (a new data folder): once more
+            reply = self._connect().call(FUNCTION, *call.args)
+        return call.parse(reply.data[0])
+
+    def execute(self, call: TarantoolCall[T]) -> T:
+        """Sends one call and parses its reply."""
+        with self._lock:
+            try:
+                return self._send(call)
+            except (tarantool.error.NetworkError, OSError) as exc:
+                self._drop()
+                raise TarantoolUnreachable(str(self.address), exc) from None
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._connection = None
+
+    def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]:
+        return self.execute(self.ops.get_task(queue_num, count, visibility_timeout))
+
+    def done_task(self, task_ids: Sequence[int]) -> int:
+        return self.execute(self.ops.done_task(task_ids))
+
+    def retry_task(self, retries: Sequence[RetryInfo]) -> int:
+        return self.execute(self.ops.retry_task(retries))
+
+    def put_task(self, request: PutTaskRequest) -> int:
+        return self.execute(self.ops.put_task(request))
+
+    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
+        return self.execute(self.ops.put_tasks(requests))
+
+    def get_stat(self) -> Stats:
+        return self.execute(self.ops.get_stat())
+
+    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return self.execute(self.ops.beat(report, ttl))
+
+    def workers(self) -> list[WorkerReport]:
+        return self.execute(self.ops.workers())
+
+    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return self.execute(self.ops.publish_plan(plan))
+
+    def read_plan(self) -> dict[str, list[int]]:
+        return self.execute(self.ops.read_plan())
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> TarantoolStorage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+_ASYNC_NETWORK = (asynctnt.exceptions.TarantoolNetworkError, OSError, asyncio.TimeoutError)
+
+
+class AsyncTarantoolStorage:
+    """:class:`TarantoolStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`):
+    calls from many coroutines share one connection, in flight together."""
+
+    def __init__(
+        self,
+        url: str = f"tarantool://127.0.0.1:{DEFAULT_PORT}",
+        namespace: str = "default",
+        *,
+        visibility_timeout: float | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self.address = TarantoolAddress.parse(url)
+        self.ops = TarantoolOps(namespace, visibility_timeout)
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._connection: Any = None
+        self._connecting: asyncio.Lock | None = None
+        self._installed = False
+
+    async def _connect(self) -> Any:
+        connection = self._connection
+        if connection is not None and connection.is_connected and self._installed:
+            return connection
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:  # one connect for the calls that wait for it
+            if self._connection is None or not self._connection.is_connected:
+                if self._connection is not None:
+                    await self._connection.disconnect()
+                self._connection = asynctnt.Connection(
+                    host=self.address.host,
+                    port=self.address.port,
+                    username=self.address.user,
+                    password=self.address.password,
+                    fetch_schema=False,
+                    auto_refetch_schema=False,
+                    connect_timeout=self.connect_timeout,
+                    request_timeout=self.request_timeout,
+                    reconnect_timeout=0,  # reconnect on the next call, not in the background
+                )
+                await self._connection.connect()
+            if not self._installed:
+                try:
+                    await self._connection.eval(INSTALL, list(_install_args()))
+                except asynctnt.exceptions.TarantoolDatabaseError as exc:
+                    if exc.code != _ACCESS_DENIED:
+                        raise
+                self._installed = True
+            return self._connection
+
+    async def _send(self, call: TarantoolCall[T]) -> T:
+        try:
+            reply = await (await self._connect()).call(FUNCTION, list(call.args))
+        except asynctnt.exceptions.TarantoolDatabaseError as exc:
+            if exc.code != _NO_SUCH_PROC or not self._installed:
+                raise _database_error(self.address, exc.code, exc.message) from None
+            self._installed = False  # the server lost it (a new data folder): once more
+            reply = await (await self._connect()).call(FUNCTION, list(call.args))
+        return call.parse(reply.body[0])
+
+    async def execute(self, call: TarantoolCall[T]) -> T:
+        """Sends one call and parses its reply."""
+        try:
+            return await self._send(call)
+        except _ASYNC_NETWORK as exc:
+            raise TarantoolUnreachable(str(self.address), exc) from None
+
+    async def get_task(
+        self, queue_num: int, count: int, visibility_timeout: float | None = None
+    ) -> list[StorageTask]:
+        return await self.execute(self.ops.get_task(queue_num, count, visibility_timeout))
+
+    async def done_task(self, task_ids: Sequence[int]) -> int:
+        return await self.execute(self.ops.done_task(task_ids))
+
+    async def retry_task(self, retries: Sequence[RetryInfo]) -> int:
+        return await self.execute(self.ops.retry_task(retries))
+
+    async def put_task(self, request: PutTaskRequest) -> int:
+        return await self.execute(self.ops.put_task(request))
+
+    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
+        return await self.execute(self.ops.put_tasks(requests))
+
+    async def get_stat(self) -> Stats:
+        return await self.execute(self.ops.get_stat())
+
+    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
+        return await self.execute(self.ops.beat(report, ttl))
+
+    async def workers(self) -> list[WorkerReport]:
+        return await self.execute(self.ops.workers())
+
+    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
+        return await self.execute(self.ops.publish_plan(plan))
+
+    async def read_plan(self) -> dict[str, list[int]]:
+        return await self.execute(self.ops.read_plan())
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.disconnect()
+        self._connection = None
+
+    async def __aenter__(self) -> AsyncTarantoolStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

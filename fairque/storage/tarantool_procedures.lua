@@ -1,0 +1,288 @@
+-- Seed 004's storage inside Tarantool: every operation is one call of the persistent
+-- function `fairque_storage(op, namespace, ...)`, run in one memtx transaction, so it is
+-- atomic like the Redis scripts. Times are microseconds since the epoch, from the
+-- server's clock (never the client's), held in Lua numbers (exact below 2^53).
+--
+-- This chunk returns that function. fairque/storage/tarantool.py installs it: the chunk
+-- is evaluated once with op 'install', which creates the spaces and stores the chunk's
+-- source as the body of the persistent function, so it survives restarts and clients
+-- of every process call the same code.
+--
+-- Tasks: one tuple each in `fairque_tasks`, by namespace and id (ids count per namespace
+-- in `fairque_ids`, as on Redis); `state` is 'queued' (ready, or delayed while
+-- its start is in the future) or 'taken' (leased until `deadline`). Expired leases are
+-- returned by the calls that read them (get, retry, stat), as the Redis scripts do, so
+-- no background fiber is needed and a restarted server needs no recovery step.
+-- Workers and the Manager's plan (fairque/storage/plan.py): `fairque_workers` holds each
+-- worker's last report until its beat expires; `fairque_plans` the queue each of its
+-- processors should serve.
+
+local clock = require('clock')
+
+local MICROS = 1000000
+local MAX_QUEUE_NUM = 2147483647
+local REAP_LIMIT = 10000 -- expired leases returned per call (the rest by the next calls)
+
+local function now_us() return tonumber(clock.realtime64() / 1000ULL) end
+
+-- MessagePack integers from about 2^50 on arrive as 64-bit cdata (microsecond times do);
+-- as Lua numbers they stay exact below 2^53, and compare and add like the others.
+local function int(x)
+  if type(x) == 'cdata' then return tonumber(x) end
+  return x
+end
+
+local function invalid(field, text) error('INVALID ' .. field .. ' ' .. text, 0) end
+
+local function check_queue(n)
+  if type(n) ~= 'number' or n < 0 or n > MAX_QUEUE_NUM or n % 1 ~= 0 then
+    invalid('queue_num', 'must be an integer from 0 to ' .. MAX_QUEUE_NUM)
+  end
+end
+
+local function tasks() return box.space.fairque_tasks end
+
+-- Taken tasks whose visibility timeout is over go back to their queue, available now:
+-- attempts + 1, prev_start_time = the start they were taken at (seed 004's table).
+local function reap(ns, now)
+  local expired = {}
+  for _, t in tasks().index.lease:pairs({ns, 'taken'}, {iterator = 'GE'}) do
+    if t.ns ~= ns or t.state ~= 'taken' or t.deadline > now or #expired >= REAP_LIMIT then
+      break
+    end
+    expired[#expired + 1] = t
+  end
+  for _, t in ipairs(expired) do
+    tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+      {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', now}})
+  end
+end
+
+local ops = {}
+
+-- rows: {queue, how, when, data}: how 0 = now, 1 = at `when` (absolute us), 2 = `when`
+-- us from now. All of them or none. Returns the ids, in order.
+function ops.put(ns, rows)
+  for i, row in ipairs(rows) do
+    check_queue(row[1])
+    row[3] = int(row[3])
+    if type(row[2]) ~= 'number' or type(row[3]) ~= 'number' or type(row[4]) ~= 'string' then
+      invalid('requests', 'row ' .. i .. ' is not {queue, how, when, data}')
+    end
+  end
+  local now = now_us()
+  return box.atomic(function()
+    -- Ids count per namespace, as on Redis: one counter update per call.
+    local counter = box.space.fairque_ids:get(ns)
+    local last = counter == nil and 0 or counter.last
+    local ids = {}
+    for i, row in ipairs(rows) do
+      local start = now
+      if row[2] == 1 then start = row[3] elseif row[2] == 2 then start = now + row[3] end
+      ids[i] = last + i
+      tasks():insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, row[4]})
+    end
+    box.space.fairque_ids:replace({ns, last + #rows})
+    return ids
+  end)
+end
+
+-- Up to `count` ready tasks of `queue`, oldest start first, leased for `visibility` us.
+-- Returns rows {id, data, attempts, created_at, start_time, prev_start_time or nil}.
+function ops.get(ns, queue, count, visibility)
+  check_queue(queue)
+  local now = now_us()
+  return box.atomic(function()
+    reap(ns, now)
+    local ready = {}
+    for _, t in tasks().index.queue:pairs({ns, queue, 'queued'}, {iterator = 'GE'}) do
+      if #ready >= count or t.ns ~= ns or t.queue ~= queue or t.state ~= 'queued'
+          or t.start > now then
+        break
+      end
+      ready[#ready + 1] = t
+    end
+    local rows = {}
+    for i, t in ipairs(ready) do
+      local deadline = now + int(visibility)
+      tasks():update({ns, t.id}, {{'=', 'state', 'taken'}, {'=', 'deadline', deadline}})
+      local prev = t.prev
+      if prev == nil then prev = box.NULL end -- keeps its place in the row
+      rows[i] = {t.id, t.data, t.attempts, t.created, t.start, prev}
+    end
+    return rows
+  end)
+end
+
+-- Removes the namespace's tasks among `ids`, whatever their state; returns how many.
+function ops.done(ns, ids)
+  return box.atomic(function()
+    local removed = 0
+    for _, id in ipairs(ids) do
+      if tasks():delete({ns, id}) ~= nil then removed = removed + 1 end
+    end
+    return removed
+  end)
+end
+
+-- rows: {id, next start (us)}. Taken tasks go back, available at their next start:
+-- attempts + 1, prev_start_time = the start they were taken at. Returns how many.
+function ops.retry(ns, rows)
+  local now = now_us()
+  return box.atomic(function()
+    reap(ns, now) -- a retry after the visibility timeout finds the task returned already
+    local returned = 0
+    for _, row in ipairs(rows) do
+      local t = tasks():get({ns, row[1]})
+      if t ~= nil and t.state == 'taken' then
+        tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+          {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', int(row[2])}})
+        returned = returned + 1
+      end
+    end
+    return returned
+  end)
+end
+
+-- Per queue holding tasks: {queue, total, ready, taken, delayed}.
+function ops.stat(ns)
+  local now = now_us()
+  box.atomic(reap, ns, now)
+  local index = tasks().index.queue
+  local rows = {}
+  local first = index:select({ns}, {iterator = 'GE', limit = 1})[1]
+  while first ~= nil and first.ns == ns do
+    local queue = first.queue
+    local queued = index:count({ns, queue, 'queued'})
+    local taken = index:count({ns, queue, 'taken'})
+    local delayed = 0 -- counted from the latest start down: usually the fewer
+    for _, t in index:pairs({ns, queue, 'queued'}, {iterator = 'LE'}) do
+      if t.ns ~= ns or t.queue ~= queue or t.state ~= 'queued' or t.start <= now then break end
+      delayed = delayed + 1
+    end
+    rows[#rows + 1] = {queue, queued + taken, queued - delayed, taken, delayed}
+    first = index:select({ns, queue}, {iterator = 'GT', limit = 1})[1]
+  end
+  return rows
+end
+
+-- Workers whose beat expired leave the registry and the plan.
+local function drop_expired(ns, now)
+  local gone = {}
+  for _, w in box.space.fairque_workers:pairs({ns}, {iterator = 'EQ'}) do
+    if w.expires <= now then gone[#gone + 1] = w.worker end
+  end
+  for _, worker in ipairs(gone) do
+    box.space.fairque_workers:delete({ns, worker})
+    box.space.fairque_plans:delete({ns, worker})
+  end
+end
+
+-- A worker's beat: its report is kept for `ttl` us. Returns its plan (nil: none).
+function ops.beat(ns, worker, report, ttl)
+  local now = now_us()
+  box.atomic(function()
+    drop_expired(ns, now)
+    box.space.fairque_workers:replace({ns, worker, now + int(ttl), report})
+  end)
+  local plan = box.space.fairque_plans:get({ns, worker})
+  if plan == nil then return box.NULL end
+  return plan.queues
+end
+
+-- The reports of the live workers.
+function ops.workers(ns)
+  local now = now_us()
+  box.atomic(drop_expired, ns, now)
+  local reports = {}
+  for _, w in box.space.fairque_workers:pairs({ns}, {iterator = 'EQ'}) do
+    reports[#reports + 1] = w.report
+  end
+  return reports
+end
+
+-- Replaces the plan with `plan` ({worker, queues} rows); workers not registered (gone
+-- meanwhile) are left out. Returns how many workers have a plan.
+function ops.publish(ns, plan)
+  local now = now_us()
+  return box.atomic(function()
+    drop_expired(ns, now)
+    local old = {}
+    for _, p in box.space.fairque_plans:pairs({ns}, {iterator = 'EQ'}) do
+      old[#old + 1] = p.worker
+    end
+    for _, worker in ipairs(old) do box.space.fairque_plans:delete({ns, worker}) end
+    local stored = 0
+    for _, row in ipairs(plan) do
+      if box.space.fairque_workers:get({ns, row[1]}) ~= nil then
+        box.space.fairque_plans:replace({ns, row[1], row[2]})
+        stored = stored + 1
+      end
+    end
+    return stored
+  end)
+end
+
+-- The plan: {worker, queues} rows of the live workers.
+function ops.plan(ns)
+  local now = now_us()
+  box.atomic(drop_expired, ns, now)
+  local rows = {}
+  for _, p in box.space.fairque_plans:pairs({ns}, {iterator = 'EQ'}) do
+    rows[#rows + 1] = {p.worker, p.queues}
+  end
+  return rows
+end
+
+-- Creates what is missing and stores `body` as the function `name` (replacing an older
+-- body: a new fairque version brings new procedures). Run by eval, with admin rights.
+local function install(name, body)
+  local space = box.schema.space.create('fairque_tasks', {if_not_exists = true, format = {
+    {name = 'ns', type = 'string'},
+    {name = 'id', type = 'unsigned'},
+    {name = 'queue', type = 'unsigned'},
+    {name = 'state', type = 'string'},
+    {name = 'start', type = 'integer'},
+    {name = 'deadline', type = 'integer'},
+    {name = 'created', type = 'integer'},
+    {name = 'prev', type = 'integer', is_nullable = true},
+    {name = 'attempts', type = 'unsigned'},
+    {name = 'data', type = 'any'},
+  }})
+  space:create_index('primary', {if_not_exists = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
+  local ids = box.schema.space.create('fairque_ids', {if_not_exists = true, format = {
+    {name = 'ns', type = 'string'}, {name = 'last', type = 'unsigned'}}})
+  ids:create_index('primary', {if_not_exists = true, parts = {{field = 'ns', type = 'string'}}})
+  space:create_index('queue', {if_not_exists = true, unique = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'queue', type = 'unsigned'},
+    {field = 'state', type = 'string'}, {field = 'start', type = 'integer'},
+    {field = 'id', type = 'unsigned'}}})
+  space:create_index('lease', {if_not_exists = true, unique = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'state', type = 'string'},
+    {field = 'deadline', type = 'integer'}, {field = 'id', type = 'unsigned'}}})
+  local workers = box.schema.space.create('fairque_workers', {if_not_exists = true, format = {
+    {name = 'ns', type = 'string'}, {name = 'worker', type = 'string'},
+    {name = 'expires', type = 'integer'}, {name = 'report', type = 'any'}}})
+  workers:create_index('primary', {if_not_exists = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'worker', type = 'string'}}})
+  local plans = box.schema.space.create('fairque_plans', {if_not_exists = true, format = {
+    {name = 'ns', type = 'string'}, {name = 'worker', type = 'string'},
+    {name = 'queues', type = 'array'}}})
+  plans:create_index('primary', {if_not_exists = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'worker', type = 'string'}}})
+  local stored = box.space._func.index.name:get(name)
+  if stored ~= nil and stored.body == body and stored.setuid == 1 then return false end
+  if stored ~= nil then box.schema.func.drop(name) end
+  -- setuid: it runs with its creator's rights, so a client user needs nothing but the
+  -- right to execute it (box.schema.user.grant(user, 'execute', 'function', name)).
+  box.schema.func.create(name, {body = body, setuid = true})
+  return true
+end
+
+return function(op, ...)
+  if op == 'install' then return install(...) end
+  local run = ops[op]
+  if run == nil then error('INVALID op unknown operation ' .. tostring(op), 0) end
+  return run(...)
+end
