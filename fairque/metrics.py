@@ -48,6 +48,45 @@ class _StateCollector:
         return [family]
 
 
+class _QueueCollector:
+    """A fair queue's tasks per state and its maintenance, from one stats call a scrape."""
+
+    def __init__(self, queue: Queue, namespace: str) -> None:
+        self.queue, self.namespace = queue, namespace
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            stats = self.queue.stats()
+        except (FairQueueError, RedisError) as exc:
+            log.warning("cannot read fairque_tasks: %s", exc)  # the other metrics still serve
+            return []
+        labels = [self.namespace]
+        tasks = GaugeMetricFamily(
+            "fairque_tasks", "Tasks of a fairque namespace by state.", labels=["namespace", "state"]
+        )
+        for state, count in stats.states.items():
+            tasks.add_metric([*labels, state.value], count)
+        maintenance = stats.maintenance
+        last_run = GaugeMetricFamily(
+            "fairque_maintenance_last_run_timestamp_seconds",
+            "When the namespace's last maintenance round ran (server clock; the oldest shard's).",
+            labels=["namespace"],
+        )
+        if maintenance.last_run_at is not None:
+            last_run.add_metric(labels, maintenance.last_run_at)
+        rounds = CounterMetricFamily(
+            "fairque_maintenance_rounds", "Maintenance rounds run.", labels=["namespace"]
+        )
+        rounds.add_metric(labels, maintenance.rounds)
+        dropped = CounterMetricFamily(
+            "fairque_maintenance_dropped",
+            "Expired ended tasks dropped from the registries by maintenance.",
+            labels=["namespace"],
+        )
+        dropped.add_metric(labels, maintenance.dropped)
+        return [tasks, last_run, rounds, dropped]
+
+
 class _SchedulerCollector:
     """Seed 002's scheduler figures, read from the instance's in-process metrics."""
 
@@ -172,15 +211,11 @@ class Metrics:
         self.registry.register(_StateCollector("queue_tasks", help_text, labels, read))
 
     def watch_queue(self, queue: Queue, namespace: str) -> None:
-        """Adds ``fairque_tasks{namespace, state}``: the fair queue's tasks per state (of
-        all its shards, for a sharded queue)."""
-
-        def read() -> Iterable[tuple[list[str], int]]:
-            return [([namespace, s.value], n) for s, n in queue.stats().states.items()]
-
-        help_text = "Tasks of a fairque namespace by state."
-        labels = ["namespace", "state"]
-        self.registry.register(_StateCollector("fairque_tasks", help_text, labels, read))
+        """Adds ``fairque_tasks{namespace, state}``, the fair queue's tasks per state (of
+        all its shards, for a sharded queue), and its maintenance:
+        ``fairque_maintenance_last_run_timestamp_seconds``, ``..._rounds_total`` and
+        ``..._dropped_total`` (``{namespace}``)."""
+        self.registry.register(_QueueCollector(queue, namespace))
 
     def watch_scheduler(self, metrics: SchedulerMetrics) -> None:
         """Adds a scheduler instance's figures: ``fairque_scheduler_runs_total{outcome}``,

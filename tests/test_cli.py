@@ -13,6 +13,7 @@ from fairque import FairQueue, ShardedQueue, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
 from fairque.engine.embedded import HOME_ENV, LocalServer
+from fairque.queue import WorkerInfo
 
 runner = CliRunner()
 
@@ -60,7 +61,7 @@ def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     where = ["--url", server.url, "--namespace", namespace]
     pushed = runner.invoke(app, ["push", "add", "--user", "alice", "--args", "[1, 2]", *where])
     assert pushed.exit_code == 0, pushed.output
-    task_id = pushed.output.strip()
+    task_id = pushed.stdout.strip()
     with FairQueue(server.url, namespace) as queue:
         info = queue.get(task_id)
     assert info is not None
@@ -76,6 +77,26 @@ def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     watched = runner.invoke(app, ["stats", "--watch", "0.01", "--rounds", "2", *where])
     assert watched.exit_code == 0
     assert "alice" in watched.output
+
+
+def test_push_warns_when_no_live_worker_serves_the_function(
+    server: LocalServer, namespace: str
+) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    pushed = runner.invoke(app, ["push", "add", "--user", "alice", *where])
+    assert pushed.exit_code == 0
+    assert "no live worker serves add" in pushed.stderr
+    with FairQueue(server.url, namespace) as queue:
+        queue.register_worker(WorkerInfo("w-1", "host-a", 42, ("add",), 8, 0, 1.7e9), ttl=60)
+        pushed = runner.invoke(app, ["push", "add", "--user", "alice", *where])
+        assert pushed.exit_code == 0
+        assert "warning" not in pushed.stderr
+        listed = runner.invoke(app, ["workers", *where])
+        assert listed.exit_code == 0
+        assert "w-1" in listed.stdout
+        assert "host-a" in listed.stdout
+        queue.unregister_worker("w-1")
+    assert "no live worker" in runner.invoke(app, ["workers", *where]).stdout
 
 
 @pytest.mark.cluster

@@ -15,7 +15,7 @@ from fairque.engine import scripts
 from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
-from fairque.queue import LeasedTask, Priority, QueueOps
+from fairque.queue import LeasedTask, Priority, QueueOps, WorkerInfo
 from fairque.scheduler import Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, Plan, SchedulerOps
@@ -32,8 +32,9 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "jobs/push", "jobs/result",
         "namespace/cancel", "namespace/due", "namespace/get", "namespace/promote",
         "namespace/reap", "namespace/retry", "namespace/stats", "namespace/tasks",
-        "queue/extend", "queue/fail", "queue/finish", "queue/pop", "queue/push",
-        "queue/release", "queue/retry_failed", "queue/xcom_pull", "queue/xcom_push",
+        "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
+        "queue/push", "queue/release", "queue/retry_failed", "queue/workers",
+        "queue/xcom_pull", "queue/xcom_push",
         "scheduler/due", "scheduler/failed", "scheduler/fire", "scheduler/instance",
         "scheduler/lock", "scheduler/pause", "scheduler/read", "scheduler/remove",
         "scheduler/save", "scheduler/unlock",
@@ -117,6 +118,10 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue retry_failed": lambda: QUEUE.retry_failed("alice"),
     "queue xcom_push": lambda: QUEUE.xcom_push("t1", "k", 1, None),
     "queue xcom_pull": lambda: QUEUE.xcom_pull("t1", "k"),
+    "queue workers": lambda: QUEUE.register_worker(
+        WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9), 10.0
+    ),
+    "queue hand_over": lambda: QUEUE.hand_over([_leased()], 1.0, 60.0),
     "namespace cancel": lambda: QUEUE.cancel("t1"),
     "namespace retry": lambda: QUEUE.retry("t1"),
     "namespace get": lambda: QUEUE.get("t1"),

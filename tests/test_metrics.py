@@ -37,6 +37,11 @@ def double(x: int) -> int:
     return 2 * x
 
 
+@task(into=functions, name="broken")
+def broken() -> None:
+    raise RuntimeError("always")
+
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -102,7 +107,14 @@ def test_task_counts_by_state(metrics: Metrics, server: LocalServer, namespace: 
         q.push(Task(user_id="alice"))
         metrics.watch_storage(storage)
         metrics.watch_queue(q, namespace)
+        before = scrape(metrics)
+        q.reap()
         samples = scrape(metrics)
+    label = (("namespace", namespace),)
+    assert ("fairque_maintenance_last_run_timestamp_seconds", label) not in before  # never ran
+    assert samples[("fairque_maintenance_rounds_total", label)] == 1
+    assert samples[("fairque_maintenance_dropped_total", label)] == 0
+    assert samples[("fairque_maintenance_last_run_timestamp_seconds", label)] > 1.7e9
     for state, count in (("ready", 0), ("taken", 1), ("delayed", 1)):
         assert samples[("queue_tasks", (("queue_num", "2"), ("state", state)))] == count
     fair = {key[1][1][1]: value for key, value in samples.items() if key[0] == "fairque_tasks"}
@@ -110,17 +122,21 @@ def test_task_counts_by_state(metrics: Metrics, server: LocalServer, namespace: 
 
 
 def test_an_unreachable_server_drops_only_its_metric(metrics: Metrics) -> None:
-    with RedisStorage("redis://127.0.0.1:1/0") as storage:
+    with (
+        RedisStorage("redis://127.0.0.1:1/0") as storage,
+        FairQueue("redis://127.0.0.1:1/0") as queue,
+    ):
         metrics.watch_storage(storage)
+        metrics.watch_queue(queue, "default")
         samples = scrape(metrics)
     assert ("queue_running_workers", ()) in samples
-    assert not any(name == "queue_tasks" for name, _ in samples)
+    assert not any(name in {"queue_tasks", "fairque_tasks"} for name, _ in samples)
 
 
 async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namespace: str) -> None:
     async with AsyncFairQueue(server.url, namespace) as queue:
         await queue.push_many([double.build(user_id="u", args=[n]) for n in range(4)])
-        await queue.push(Task(user_id="u", name="missing", max_retries=0))
+        await queue.push(broken.build(user_id="u", max_retries=0))
         config = WorkerConfig(redis_url=server.url, namespace=namespace)
         worker = Worker(config, functions, metrics=metrics)
         running = asyncio.create_task(worker.run_async())
@@ -131,7 +147,7 @@ async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namesp
     samples = scrape(metrics)
     finished = (("name", "double"), ("outcome", "finished"))
     assert samples[("fairque_task_duration_seconds_count", finished)] == 4
-    failed = (("name", "missing"), ("outcome", "failed"))
+    failed = (("name", "broken"), ("outcome", "failed"))
     assert samples[("fairque_task_duration_seconds_count", failed)] == 1
 
 

@@ -38,7 +38,7 @@ from fairque import (
 )
 from fairque.engine.calls import Call
 from fairque.jobs import LeasedJob, Success
-from fairque.queue import LeasedTask, Priority
+from fairque.queue import LeasedTask, Priority, WorkerInfo
 from fairque.storage import AsyncTarantoolStorage, QueueReport, TarantoolStorage, WorkerReport
 
 PAIRS: list[tuple[type[Any], type[Any]]] = [
@@ -139,6 +139,7 @@ def _job() -> LeasedJob:
 
 
 NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
+WORKER = WorkerInfo("w1", "host", 7, ("add", "resize"), 4, 1, 1.7e9)
 REPORT = WorkerReport(worker_id="w1", processors=2, queues={1: QueueReport(batch_size=3)})
 CONSTRAINT = Constraint(match=[Matcher(field="name", op="equals", value="a")], rate=5)
 
@@ -163,6 +164,11 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("get_record", ("t1",), {}),
         ("stats", (), {}),
         ("reap", (50,), {}),
+        ("maintain", (5.0,), {}),
+        ("register_worker", (WORKER, 10.0), {}),
+        ("unregister_worker", ("w1",), {}),
+        ("workers", (), {}),
+        ("hand_over", ([_leased()], 0.5, 30.0), {}),
         ("next_due", (), {}),
         ("promote", (50,), {}),
     ],

@@ -17,6 +17,7 @@ from fairque.http.master import MasterConfig, create_master
 from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
+from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
 from tests.conftest import namespace_keys, wait_for
 
@@ -156,6 +157,7 @@ def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQ
 def test_workers_holding_leases_and_http_workers(client: TestClient[Any], queue: FairQueue) -> None:
     queue.push_many([Task(user_id="u") for _ in range(3)])
     leased = queue.pop(count=3, worker_id="host:42")
+    queue.register_worker(WorkerInfo("idle-1", "host-b", 7, ("report",), 5, 0, 1.7e9), ttl=60)
     registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
     assert client.put("/workers/hw-1", json=registration).status_code == 200
     workers = get(client, "/workers")
@@ -163,6 +165,8 @@ def test_workers_holding_leases_and_http_workers(client: TestClient[Any], queue:
     assert (holder["worker_id"], holder["running"]) == ("host:42", 3)
     assert sorted(holder["task_ids"]) == sorted(t.task_id for t in leased)
     assert [(w["id"], w["capacity"]) for w in workers["http"]] == [("hw-1", 4)]
+    (idle,) = workers["live"]  # a fair-queue worker that runs nothing is listed too
+    assert (idle["worker_id"], idle["functions"], idle["in_flight"]) == ("idle-1", ["report"], 0)
     assert client.delete("/workers/hw-1").status_code == 204
 
 

@@ -19,6 +19,7 @@ from fairque import (
     Priority,
     QueueSettings,
     Task,
+    TaskState,
 )
 from fairque.errors import from_script_error
 from tests.conftest import namespace_keys
@@ -44,6 +45,17 @@ pytestmark = pytest.mark.cluster
         ({"timeout": 0}, "timeout"),
         ({"timeout": 10 * 24 * 3600}, "timeout"),
         ({"unknown": 1}, "unknown"),
+        # Numbers the scripts could not store exactly, which would then fail every read.
+        ({"max_retries": 2**62}, "max_retries"),
+        ({"max_retries": 2**70}, "max_retries"),
+        ({"delay": float("inf")}, "delay"),
+        ({"delay": float("nan")}, "delay"),
+        ({"delay": 1e300}, "delay"),
+        ({"delay": timedelta(days=99_999)}, "delay"),
+        ({"execute_after": datetime(5000, 1, 1, tzinfo=timezone.utc)}, "execute_after"),
+        ({"execute_after": datetime(1969, 12, 31, tzinfo=timezone.utc)}, "execute_after"),
+        ({"user_id": "lone \ud800 surrogate"}, "user_id"),
+        ({"name": "\udcff"}, "name"),
     ],
 )
 def test_task_fields_are_validated(fields: dict[str, Any], field: str) -> None:
@@ -70,12 +82,18 @@ def test_valid_tasks_are_accepted() -> None:
         (object(), "cannot be serialised"),
         (2**70, "cannot be serialised"),
         ("x" * 2000, "over the 1024 limit"),
+        ("lone \ud800", "cannot be serialised"),
+        (pytest.param("nested", "nested too deeply", id="5000-levels")),
     ],
 )
 def test_bad_payloads_write_nothing(
     make_queue: Callable[..., FairQueue], namespace: str, payload: Any, message: str
 ) -> None:
     queue = make_queue(QueueSettings(max_payload_bytes=1024))
+    if payload == "nested":
+        payload = []
+        for _ in range(5000):
+            payload = [payload]
     queue.push(Task(user_id="u", payload="first"))
     before = namespace_keys(queue.redis, namespace)
     good = Task(user_id="u", payload="fine")
@@ -144,9 +162,37 @@ def test_bad_namespace(namespace: str) -> None:
     assert raised.value.field == "namespace"
 
 
-def test_settings_are_validated() -> None:
-    with pytest.raises(ValueError, match="retry_backoff_max"):
-        QueueSettings(retry_backoff_max=0)
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"retry_backoff_max": 0},
+        {"finished_ttl": float("inf")},
+        {"failed_ttl": 1e20},
+        {"retry_backoff_base": float("nan")},
+        {"max_payload_bytes": 2**40},
+    ],
+)
+def test_settings_are_validated(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(fields))):
+        QueueSettings(**fields)
+
+
+def test_a_record_that_cannot_be_read_fails_alone(queue: FairQueue) -> None:
+    """A task written by something else (here: a raw write) never reaches a worker, never
+    strands the rest of its batch, and is failed with an error naming the field."""
+    broken = queue.push(Task(user_id="a", task_id="broken", max_retries=5))
+    fine = queue.push(Task(user_id="b", payload={"n": 1}))
+    queue.redis.hset(queue.namespace.key(f"task:{broken}"), "payload", b"\xc1")  # not MessagePack
+    leased = queue.pop(count=2)
+    assert [task.task_id for task in leased] == [fine]
+    with pytest.raises(InvalidInput, match="broken: stored record unreadable"):
+        queue.get(broken)
+    state, error = queue.redis.hmget(queue.namespace.key(f"task:{broken}"), "state", "last_error")
+    assert state == b"failed"  # for good, whatever its max_retries
+    assert isinstance(error, bytes)
+    assert b"stored record unreadable: payload" in error
+    queue.finish(leased[0])
+    assert queue.stats().states[TaskState.FAILED] == 1
 
 
 def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace: str) -> None:

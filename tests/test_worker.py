@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from fairque import AsyncFairQueue, QueueSettings, Task, TaskState
+from fairque import AsyncFairQueue, InvalidInput, QueueSettings, Task, TaskState
 from fairque.engine.embedded import LocalServer
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import until
@@ -136,7 +136,8 @@ async def test_unknown_functions_and_bad_payloads_fail_without_retry(
 ) -> None:
     unknown = await pusher.push(Task(user_id="u", name="os.system", payload={"args": ["ls"]}))
     malformed = await pusher.push(Task(user_id="u", name="add", payload=[1, 2]))
-    worker = Worker(config(server, namespace), functions)
+    settings = config(server, namespace, hand_over_delay_seconds=0.05, unserved_grace_seconds=0.3)
+    worker = Worker(settings, functions)
 
     async def both_failed() -> bool:
         return (await pusher.stats()).counters.get("failed", 0) == 2
@@ -145,10 +146,58 @@ async def test_unknown_functions_and_bad_payloads_fail_without_retry(
     unknown_info, malformed_info = await pusher.get(unknown), await pusher.get(malformed)
     assert unknown_info is not None
     assert malformed_info is not None
-    assert unknown_info.last_error == "unknown task function 'os.system'"
+    # Handed back until the grace ran out with no live worker serving it: never run.
+    assert unknown_info.last_error == "no live worker serves os.system"
+    assert unknown_info.attempts == 1
     assert malformed_info.last_error is not None
     assert "payload" in malformed_info.last_error
     assert calls == []
+
+
+other_functions = Registry()
+
+
+@task(into=other_functions, name="elsewhere")
+async def elsewhere(marker: str) -> None:
+    calls.append(marker)
+
+
+async def test_a_task_goes_to_a_live_worker_that_serves_its_function(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """Two deployments share a namespace: each task reaches a worker that has its
+    function, with no attempt used, and both are listed in the registry."""
+    calls.clear()
+    tasks = [elsewhere.build(user_id=f"u{n}", args=[f"e{n}"]) for n in range(20)]
+    tasks += [add.build(user_id=f"v{n}", args=[n, n]) for n in range(20)]
+    await pusher.push_many(tasks)
+    quick = {"hand_over_delay_seconds": 0.05, "maintenance_interval_seconds": 0.1}
+    mine = Worker(config(server, namespace, id="mine", **quick), functions)
+    theirs = Worker(config(server, namespace, id="theirs", **quick), other_functions)
+
+    async def all_ran() -> bool:
+        return await finished(pusher, 40)
+
+    listed: list[list[str]] = []
+
+    async def probe() -> bool:
+        listed.append([worker.worker_id for worker in await pusher.workers()])
+        return await all_ran()
+
+    await run_workers([mine, theirs], probe)
+    assert len(calls) == 40  # each task once, by the worker that has its function
+    assert {call for call in calls if isinstance(call, str)} == {f"e{n}" for n in range(20)}
+    assert ["mine", "theirs"] in listed
+    stats = await pusher.stats()
+    assert stats.counters.get("failed", 0) == 0
+    assert (await pusher.workers()) == []  # both left the registry when they stopped
+
+
+async def test_a_worker_without_functions_refuses_to_start(
+    server: LocalServer, namespace: str
+) -> None:
+    with pytest.raises(InvalidInput, match="no task functions"):
+        await Worker(config(server, namespace), Registry()).run_async()
 
 
 async def test_a_task_over_its_timeout_fails_as_a_timeout(

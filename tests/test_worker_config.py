@@ -77,10 +77,15 @@ def test_a_bad_environment_value_names_the_field() -> None:
     ("text", "field"),
     [
         ("worker: [1, 2", "config"),
-        ("workers:\n  id: x\n", "config"),
+        ("workers:\n  id: x\n", "workers"),  # the unknown key is named
         ("- a\n- b\n", "config"),
         ("redis: 5\n", "redis"),
         ("worker:\n  lease_seconds: 0\n", "lease_seconds"),
+        ("worker:\n  colour: blue\n", "colour"),
+        ("redis:\n  hots: localhost\n", "redis.hots"),
+        ("redis:\n  port: seventy\n", "redis.port"),
+        ("redis:\n  db: -1\n", "redis.db"),
+        ("redis:\n  url: redis://x\n  port: 1\n", "redis.url"),
     ],
 )
 def test_bad_files_are_refused(tmp_path: Path, text: str, field: str) -> None:
@@ -89,6 +94,12 @@ def test_bad_files_are_refused(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(InvalidInput) as raised:
         load_config(path, env={})
     assert raised.value.field == field
+
+
+def test_seed_001_redis_section_with_credentials(tmp_path: Path) -> None:
+    path = tmp_path / "worker.yaml"
+    path.write_text("redis:\n  host: h.example\n  port: 6380\n  db: 2\n  password: 'p@ss'\n")
+    assert load_config(path, env={}).redis_url == "redis://:p%40ss@h.example:6380/2"
 
 
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:

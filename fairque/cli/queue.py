@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from fairque.cli.common import (
     SHARDS_OPTION,
     URL_OPTION,
     console,
+    errors,
     fail,
     import_module,
     parse_json,
@@ -25,7 +27,7 @@ from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.queue.models import QueueStats, Task
 from fairque.queue.sharded import open_queue
-from fairque.worker import Worker, load_config
+from fairque.worker import Worker, load_config, registry
 from fairque.worker.processes import run_processes
 
 
@@ -46,11 +48,13 @@ def worker(
         settings = load_config(config, overrides={k: v for k, v in given.items() if v is not None})
     except FairQueueError as exc:
         raise fail(str(exc)) from None
+    if processes > 1 and metrics_port is not None:
+        raise fail("--metrics-port serves one process: use it with --processes 1")
     for module in tasks:
         import_module(module, "--tasks")
+    if not registry.functions:
+        raise fail("no task functions: give --tasks MODULE, a module of @task functions")
     if processes > 1:
-        if metrics_port is not None:
-            raise fail("--metrics-port serves one process: use it with --processes 1")
         raise typer.Exit(run_processes(settings, processes, tasks))
     metrics = None
     if metrics_port is not None:
@@ -78,8 +82,37 @@ def push(
         task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay)
         with open_queue(url, namespace, shards) as queue:
             console.print(queue.push(task))
+            serving = [worker for worker in queue.workers() if name in worker.functions]
     except FairQueueError as exc:
         raise fail(str(exc)) from None
+    if not serving:
+        errors.print(
+            f"[yellow]warning:[/yellow] no live worker serves {name}: the task waits for one",
+            soft_wrap=True,
+        )
+
+
+def workers(
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Live workers: what they serve, concurrency, tasks in flight, last beat."""
+    try:
+        with open_queue(url, namespace, shards) as queue:
+            live = queue.workers()
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+    table = Table(title=f"live workers of {namespace}")
+    for column in ("worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"):
+        table.add_column(column)
+    for worker in live:
+        beat = datetime.fromtimestamp(worker.seen_at, timezone.utc).strftime("%H:%M:%S UTC")
+        table.add_row(
+            worker.worker_id, worker.host, str(worker.pid), ", ".join(worker.functions),
+            str(worker.concurrency), str(worker.in_flight), beat,
+        )  # fmt: skip
+    console.print(table if live else "no live worker")
 
 
 def _stats_table(stats: QueueStats, namespace: str) -> Table:
@@ -127,5 +160,5 @@ def demo(
 
 def register(app: typer.Typer) -> None:
     """Adds this module's commands to ``app``."""
-    for command in (worker, push, stats, demo):
+    for command in (worker, push, stats, workers, demo):
         app.command()(command)

@@ -51,7 +51,9 @@ def encode(value: Any, field: str, limit: int) -> bytes:
     """MessagePack bytes of ``value``; refuses what cannot be serialised or is too big."""
     try:
         data = _encoder.encode(value)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except RecursionError:
+        raise InvalidInput(field, "is nested too deeply to be serialised") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidInput(field, f"cannot be serialised with MessagePack: {exc}") from None
     if len(data) > limit:
         raise InvalidInput(field, f"is {len(data)} bytes serialised, over the {limit} limit")

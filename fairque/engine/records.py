@@ -10,9 +10,11 @@ the reader that fits.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 
 MAX_ID_LENGTH = 256
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+MAX_RETRIES = 1_000_000
+MAX_DELAY_SECONDS = 10 * 366 * 24 * 3600.0
+# Scripts count time in microseconds since 1970 in Lua numbers, exact below 2**53, that is
+# until the year 2255: every moment stored is checked to lie in [1970, 2200).
+EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
 
 
 class TaskState(str, Enum):
@@ -55,14 +63,34 @@ READERS = {
 
 
 def check_identifier(value: str) -> str:
-    """Refuses empty, over-long or control-character identifiers (they end up in keys)."""
+    """Refuses empty, over-long, control-character or non-UTF-8 identifiers (they end up
+    in keys); raises ValueError, which the models turn into InvalidInput."""
     if not value:
         raise ValueError("must not be empty")
     if len(value) > MAX_ID_LENGTH:
         raise ValueError(f"must be at most {MAX_ID_LENGTH} characters, got {len(value)}")
-    if not value.isprintable() and any(unicodedata.category(c) == "Cc" for c in value):
-        raise ValueError("must not contain control characters")
+    if not value.isprintable():
+        if any(unicodedata.category(c) == "Cc" for c in value):
+            raise ValueError("must not contain control characters")
+        if any(unicodedata.category(c) == "Cs" for c in value):
+            raise ValueError("must be text that UTF-8 can encode (it holds a lone surrogate)")
     return value
+
+
+def check_moment(value: datetime) -> datetime:
+    """Refuses a naive datetime, or one outside [1970, 2200) (see LATEST); ValueError."""
+    if value.tzinfo is None:
+        raise ValueError("must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(f"must lie between 1970 and {LATEST.year}, got {value.isoformat()}")
+    return value
+
+
+def check_delay(seconds: float) -> float:
+    """Refuses a delay that is not a finite number from 0 to MAX_DELAY_SECONDS; ValueError."""
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
+        raise ValueError(f"must be 0 to {MAX_DELAY_SECONDS:g} s (10 years), got {seconds!r}")
+    return seconds
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings
 from fairque.engine.executor import AsyncExecutor
+from fairque.engine.outage import OUTAGE
+from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
 from fairque.http.protocol import (
@@ -46,6 +49,9 @@ from fairque.jobs import (
 from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import JobState, Name, validate
 from fairque.queue import AsyncFairQueue
+from fairque.queue.client import MAINTENANCE_INTERVAL
+
+log = logging.getLogger("fairque.master")
 
 # Every route speaks MessagePack, and its OpenAPI operation offers JSON too.
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation)
@@ -116,13 +122,29 @@ class Master:
         )
         self._dispatcher = Dispatcher(self._jobs, config.heartbeat, config.poll, config.token)
         dispatching = asyncio.create_task(self._dispatcher.run())
+        stopping = asyncio.Event()
+        maintaining = asyncio.create_task(self._maintain(stopping))
         try:
             yield
         finally:
+            stopping.set()
             self._dispatcher.stop()
             await dispatching
+            await maintaining
             await self._dispatcher.close()
             await executor.close()
+
+    async def _maintain(self, stopping: asyncio.Event) -> None:
+        """Tidies the namespace while the master runs (one round per interval, shared with
+        every other process that does so)."""
+        while not await wait_event(stopping, MAINTENANCE_INTERVAL):
+            await self._maintain_once()
+
+    async def _maintain_once(self) -> None:
+        try:
+            await self.queue.maintain(MAINTENANCE_INTERVAL)
+        except OUTAGE as exc:
+            log.warning("maintenance skipped: the server is unreachable (%s)", exc)
 
 
 JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]

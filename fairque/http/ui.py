@@ -45,7 +45,7 @@ from fairque.http.wire import (
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
-from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats
+from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats, WorkerInfo
 from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
@@ -141,10 +141,12 @@ class LeaseHolder:
 
 @dataclass(frozen=True)
 class Workers:
-    """HTTP workers registered with the master, and every worker holding leases."""
+    """Live workers of the fair queue (idle ones too), HTTP workers registered with the
+    master, and every worker holding leases."""
 
     http: list[WorkerStatus]
     leases: list[LeaseHolder]
+    live: list[WorkerInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -407,7 +409,7 @@ async def workers(ui: NamedDependency[Dashboard]) -> Workers:
     for task in started.tasks:
         held.setdefault(task.worker_id or "?", []).append(task.task_id)
     holders = [LeaseHolder(worker, len(ids), ids) for worker, ids in sorted(held.items())]
-    return Workers(ui.http_workers(), holders)
+    return Workers(ui.http_workers(), holders, await ui.queue.workers())
 
 
 @get("/schedules", summary="Schedules: state, next and last run, failures")

@@ -9,6 +9,8 @@
 from fairque.queue.client import AsyncFairQueue, FairQueue
 from fairque.queue.models import (
     LeasedTask,
+    Maintenance,
+    MaintenanceStatus,
     Priority,
     QueueStats,
     Task,
@@ -16,8 +18,9 @@ from fairque.queue.models import (
     TaskPage,
     TaskSummary,
     TenantStats,
+    WorkerInfo,
 )
-from fairque.queue.ops import Maintenance, QueueOps
+from fairque.queue.ops import QueueOps
 from fairque.queue.protocol import AsyncQueue, Queue
 from fairque.queue.sharded import AsyncShardedQueue, ShardedQueue
 
@@ -28,6 +31,7 @@ __all__ = [
     "FairQueue",
     "LeasedTask",
     "Maintenance",
+    "MaintenanceStatus",
     "Priority",
     "Queue",
     "QueueOps",
@@ -38,4 +42,5 @@ __all__ = [
     "TaskPage",
     "TaskSummary",
     "TenantStats",
+    "WorkerInfo",
 ]

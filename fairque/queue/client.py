@@ -16,10 +16,21 @@ from fairque.engine.connect import AsyncClient, SyncClient
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, TaskState
-from fairque.queue.models import LeasedTask, QueueStats, Task, TaskInfo, TaskPage
-from fairque.queue.ops import Maintenance, QueueOps
+from fairque.queue.models import (
+    LeasedTask,
+    Maintenance,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskPage,
+    WorkerInfo,
+)
+from fairque.queue.ops import QueueOps
 
 T = TypeVar("T")
+MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
+HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
+UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
 
 
 class FairQueue:
@@ -89,9 +100,15 @@ class FairQueue:
         worker_id: str | None = None,
         lease_seconds: float | None = None,
     ) -> list[LeasedTask]:
-        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready.
+
+        A task whose stored record cannot be read is failed (its error names the field)
+        instead of being returned; the others are."""
         call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
-        return self.executor.execute(call)
+        leased = self.executor.execute(call)
+        for unreadable in leased.unreadable:
+            self.executor.execute(self.ops.fail_unreadable(unreadable))
+        return leased
 
     def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
@@ -167,6 +184,13 @@ class FairQueue:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
         return self.executor.execute(self.ops.reap(limit))
 
+    def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
+        """A maintenance round if the namespace's last one (by any process) is ``interval``
+        seconds old. Workers, the master and the scheduler call this every few seconds, so a
+        namespace tidies itself; ``ran`` is False when no round was due."""
+        batch = self.ops.settings.maintenance_batch
+        return self.executor.execute(self.ops.maintain(batch * 10, interval))
+
     def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
         return self.executor.execute(self.ops.next_due())
@@ -174,6 +198,28 @@ class FairQueue:
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
         return self.executor.execute(self.ops.promote(limit))
+
+    def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
+        """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
+        self.executor.execute(self.ops.register_worker(worker, ttl))
+
+    def unregister_worker(self, worker_id: str) -> None:
+        """Takes a stopping worker out of the registry."""
+        self.executor.execute(self.ops.unregister_worker(worker_id))
+
+    def workers(self) -> list[WorkerInfo]:
+        """The live workers: what they serve, their concurrency, tasks in flight."""
+        return self.executor.execute(self.ops.workers())
+
+    def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]:
+        """Gives back leased tasks whose function this worker lacks (no attempt counted);
+        one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
+        return self.executor.execute(self.ops.hand_over(tasks, delay, grace))
 
     def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""
@@ -254,9 +300,13 @@ class AsyncFairQueue:
         worker_id: str | None = None,
         lease_seconds: float | None = None,
     ) -> list[LeasedTask]:
-        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready."""
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready
+        (see :meth:`FairQueue.pop`)."""
         call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
-        return await self.executor.execute(call)
+        leased = await self.executor.execute(call)
+        for unreadable in leased.unreadable:
+            await self.executor.execute(self.ops.fail_unreadable(unreadable))
+        return leased
 
     async def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
@@ -332,6 +382,11 @@ class AsyncFairQueue:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
         return await self.executor.execute(self.ops.reap(limit))
 
+    async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
+        """A maintenance round if one is due (see :meth:`FairQueue.maintain`)."""
+        batch = self.ops.settings.maintenance_batch
+        return await self.executor.execute(self.ops.maintain(batch * 10, interval))
+
     async def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
         return await self.executor.execute(self.ops.next_due())
@@ -339,6 +394,28 @@ class AsyncFairQueue:
     async def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
         return await self.executor.execute(self.ops.promote(limit))
+
+    async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
+        """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
+        await self.executor.execute(self.ops.register_worker(worker, ttl))
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Takes a stopping worker out of the registry."""
+        await self.executor.execute(self.ops.unregister_worker(worker_id))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The live workers: what they serve, their concurrency, tasks in flight."""
+        return await self.executor.execute(self.ops.workers())
+
+    async def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]:
+        """Gives back leased tasks whose function this worker lacks (see
+        :meth:`FairQueue.hand_over`)."""
+        return await self.executor.execute(self.ops.hand_over(tasks, delay, grace))
 
     async def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""

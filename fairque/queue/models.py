@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.engine.records import MAX_TIMEOUT_SECONDS, TaskState, check_identifier
+from fairque.engine.records import (
+    MAX_RETRIES,
+    MAX_TIMEOUT_SECONDS,
+    TaskState,
+    check_delay,
+    check_identifier,
+    check_moment,
+)
 from fairque.errors import InvalidInput, validated
 
 
@@ -44,7 +51,7 @@ class Task(BaseModel):
     payload: Any = None
     name: str | None = None
     task_id: str | None = None
-    max_retries: int | None = Field(default=3, ge=0)
+    max_retries: int | None = Field(default=3, ge=0, le=MAX_RETRIES)
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     keep_result: bool = False
     execute_after: AwareDatetime | None = None
@@ -86,15 +93,20 @@ class Task(BaseModel):
     @classmethod
     def _to_timedelta(cls, value: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return timedelta(seconds=value)
+            return timedelta(seconds=check_delay(value))  # before timedelta can overflow
         return value
 
     @pydantic.field_validator("delay")
     @classmethod
     def _check_delay(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value < timedelta(0):
-            raise ValueError(f"must not be negative, got {value.total_seconds()} s")
+        if value is not None:
+            check_delay(value.total_seconds())
         return value
+
+    @pydantic.field_validator("execute_after")
+    @classmethod
+    def _check_execute_after(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else check_moment(value)
 
 
 @dataclass(slots=True)
@@ -188,9 +200,46 @@ class TenantStats:
 
 
 @dataclass(frozen=True)
+class WorkerInfo:
+    """A live worker of the namespace, as it registered itself (see ``FairQueue.workers``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    functions: tuple[str, ...]  # the task function names it serves
+    concurrency: int
+    in_flight: int  # tasks running at its last beat
+    started_at: float  # epoch seconds
+    seen_at: float = 0.0  # its last beat, epoch seconds (server clock)
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What one maintenance round did (see ``FairQueue.reap`` and ``maintain``)."""
+
+    expired: int  # leases that had expired, returned to the queue or failed
+    promoted: int  # scheduled tasks made ready
+    dropped: int  # ids of expired finished/failed/canceled tasks dropped from registries
+    orphaned: int  # deferred tasks canceled because a dependency no longer exists
+    ran: bool = True  # False: the namespace's last round is recent, none was due
+    more: bool = False  # a bound was reached: the next round is due at once
+
+
+@dataclass(frozen=True)
+class MaintenanceStatus:
+    """The namespace's maintenance as stored by its rounds (all shards, when sharded)."""
+
+    last_run_at: float | None = None  # epoch seconds (server clock); None: never ran
+    rounds: int = 0
+    dropped: int = 0  # registry entries dropped by all rounds
+    last: Maintenance | None = None  # what the last round did (one namespace only)
+
+
+@dataclass(frozen=True)
 class QueueStats:
     """Tasks per state now, lifetime counters, and per-tenant figures."""
 
     states: dict[TaskState, int]
     counters: dict[str, int]
     tenants: dict[str, TenantStats] = field(default_factory=dict)
+    maintenance: MaintenanceStatus = field(default_factory=MaintenanceStatus)

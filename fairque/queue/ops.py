@@ -40,6 +40,8 @@ from fairque.engine.records import (
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.models import (
     LeasedTask,
+    Maintenance,
+    MaintenanceStatus,
     Priority,
     QueueStats,
     Task,
@@ -47,22 +49,13 @@ from fairque.queue.models import (
     TaskPage,
     TaskSummary,
     TenantStats,
+    WorkerInfo,
 )
 
 T = TypeVar("T")
 
 MAX_TENANTS_PER_POP = 1_000
 _POP_ROW = 13
-
-
-@dataclass(frozen=True)
-class Maintenance:
-    """What one maintenance pass did."""
-
-    expired: int  # leases that had expired, returned to the queue or failed
-    promoted: int  # scheduled tasks made ready
-    dropped: int  # ids of expired finished/failed/canceled tasks dropped from registries
-    orphaned: int  # deferred tasks canceled because a dependency no longer exists
 
 
 def _max_retries(raw: bytes | str) -> int | None:
@@ -189,8 +182,8 @@ class QueueOps:
         steal_targets: Sequence[str] | None = None,
         worker_id: str | None = None,
         lease_seconds: float | None = None,
-    ) -> Call[list[LeasedTask]]:
-        """Leases up to ``count`` tasks by the fair policy."""
+    ) -> Call[Leased]:
+        """Leases up to ``count`` tasks by the fair policy (see :class:`Leased`)."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
             raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
         if lease_seconds is not None:
@@ -212,6 +205,44 @@ class QueueOps:
             steal = _tenant_list(steal_targets, "steal_targets")
             args += (1, len(assigned), *assigned, len(steal), *steal)
         return self.namespace.call("queue/pop", args, _parse_leased)
+
+    def register_worker(self, worker: WorkerInfo, ttl: float) -> Call[None]:
+        """Registers (or keeps registered) a live worker for ``ttl`` seconds."""
+        _check_name(worker.worker_id, "worker_id")
+        _check_positive(ttl, "ttl", 3600.0)
+        for name in worker.functions:
+            _check_name(name, "functions")
+        record = {
+            "id": worker.worker_id, "host": worker.host, "pid": worker.pid,
+            "functions": list(worker.functions), "concurrency": worker.concurrency,
+            "in_flight": worker.in_flight, "started_at": worker.started_at,
+        }  # fmt: skip
+        args = ("beat", worker.worker_id, encode(record, "worker", 1024 * 1024), int(ttl * MICROS))
+        return self.namespace.call("queue/workers", args, lambda _reply: None)
+
+    def unregister_worker(self, worker_id: str) -> Call[None]:
+        """A worker that stops leaves the registry at once."""
+        _check_name(worker_id, "worker_id")
+        return self.namespace.call("queue/workers", ("leave", worker_id), lambda _reply: None)
+
+    def workers(self) -> Call[list[WorkerInfo]]:
+        """The live workers, by id."""
+        return self.namespace.call("queue/workers", ("list",), _parse_workers)
+
+    def hand_over(self, tasks: Sequence[LeasedTask], delay: float, grace: float) -> Call[list[str]]:
+        """Gives back tasks whose function this worker lacks (no attempt counted), due again
+        after ``delay`` s for a worker that has it; one that no live worker has served for
+        ``grace`` s fails. Parses to the ids whose lease was lost."""
+        _check_positive(delay, "delay", 3600.0)
+        _check_positive(grace, "grace", 7 * 24 * 3600.0)
+        rows = [(task.task_id, task.lease_token) for task in tasks]
+        args = (len(rows), pack(rows), int(delay * MICROS), int(grace * MICROS))
+        return self.namespace.call("queue/hand_over", args, _lost_ids(tasks))
+
+    def fail_unreadable(self, task: Unreadable) -> Call[TaskState]:
+        """Fails, for good, a task a pop leased but could not read (its error names the
+        field): it never reaches a worker, and the rest of its batch is delivered."""
+        return self.fail(task, task.error, retry=False)
 
     def finish(
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
@@ -246,7 +277,7 @@ class QueueOps:
         rows = [(task.task_id, task.lease_token) for task in tasks]
         return self.namespace.call("queue/release", (len(tasks), pack(rows)), _lost_ids(tasks))
 
-    def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
+    def fail(self, task: LeasedTask | Unreadable, error: str, retry: bool) -> Call[TaskState]:
         """Ends an attempt as failed; the reply parses to the task's new state."""
         args = (task.task_id, task.lease_token, error[:MAX_ERROR_LENGTH], int(retry))
         return self.namespace.call("queue/fail", args, lambda reply: TaskState(reply.decode()))
@@ -341,10 +372,14 @@ class QueueOps:
         return self.namespace.call("namespace/stats", (), _parse_stats)
 
     def reap(self, limit: int) -> Call[Maintenance]:
-        """One maintenance pass of at most ``limit`` leases and scheduled tasks."""
-        return self.namespace.call(
-            "namespace/reap", (limit,), lambda reply: Maintenance(*map(int, reply))
-        )
+        """One maintenance round now, of at most ``limit`` of each kind of work."""
+        return self.maintain(limit, 0.0)
+
+    def maintain(self, limit: int, interval: float) -> Call[Maintenance]:
+        """A maintenance round if the namespace's last one is ``interval`` seconds old
+        (whoever ran it); parses to what it did (``ran`` False: none was due)."""
+        micros = max(0, int(interval * MICROS))
+        return self.namespace.call("namespace/reap", (limit, micros), _parse_maintenance)
 
     def next_due(self) -> Call[float | None]:
         """Seconds until a scheduled task is due or a lease expires; None if neither exists."""
@@ -369,26 +404,95 @@ def _lost_ids(tasks: Sequence[LeasedTask]) -> Callable[[list[int]], list[str]]:
 _PRIORITY_OF = {str(int(priority)).encode(): priority for priority in Priority}
 
 
-def _parse_leased(reply: list[Any]) -> list[LeasedTask]:
+# The fields of one leased task in the reply of queue/pop, in order, and how each is read.
+_POP_FIELDS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("task_id", bytes.decode),
+    ("user_id", bytes.decode),
+    ("priority", _PRIORITY_OF.__getitem__),
+    ("name", lambda raw: raw.decode() or None),
+    ("payload", decode),
+    ("attempts", int),
+    ("lease_deadline", lambda raw: raw / MICROS),
+    ("lease_token", str),
+    ("timeout", float),
+    ("max_retries", _max_retries),
+    ("created_at", lambda raw: int(raw) / MICROS),
+    ("start_time", lambda raw: int(raw) / MICROS),
+    ("prev_start_time", seconds),
+)
+# What reading a field written by something other than fairque's checked clients can raise.
+_UNREADABLE = (KeyError, ValueError, TypeError, OverflowError, RecursionError)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A leased task whose stored record cannot be read: it is failed, not delivered."""
+
+    task_id: str
+    lease_token: str
+    error: str
+
+
+class Leased(list[LeasedTask]):
+    """The tasks a pop leased, and those it leased but could not read (``unreadable``)."""
+
+    unreadable: list[Unreadable]
+
+
+def _parse_leased(reply: list[Any]) -> Leased:
+    leased = Leased()
+    leased.unreadable = []
+    try:
+        leased.extend([_read_leased(reply, i) for i in range(0, len(reply), _POP_ROW)])
+    except _UNREADABLE:  # a record written by something else: read the rows one by one
+        rows = [_read_or_name(reply[i : i + _POP_ROW]) for i in range(0, len(reply), _POP_ROW)]
+        leased[:] = [row for row in rows if isinstance(row, LeasedTask)]
+        leased.unreadable = [row for row in rows if isinstance(row, Unreadable)]
+    return leased
+
+
+def _read_leased(reply: list[Any], i: int) -> LeasedTask:
     # The hot path of every worker: positional arguments, no per-field helpers.
-    return [
-        LeasedTask(
-            reply[i].decode(),  # task_id
-            reply[i + 1].decode(),  # user_id
-            _PRIORITY_OF[reply[i + 2]],
-            reply[i + 3].decode() or None,  # name
-            decode(reply[i + 4]),  # payload
-            int(reply[i + 5]),  # attempts
-            reply[i + 6] / MICROS,  # lease_deadline
-            str(reply[i + 7]),  # lease_token
-            float(reply[i + 8]),  # timeout
-            _max_retries(reply[i + 9]),
-            int(reply[i + 10]) / MICROS,  # created_at
-            int(reply[i + 11]) / MICROS,  # start_time
-            seconds(reply[i + 12]),  # prev_start_time
-        )
-        for i in range(0, len(reply), _POP_ROW)
-    ]
+    return LeasedTask(
+        reply[i].decode(),  # task_id
+        reply[i + 1].decode(),  # user_id
+        _PRIORITY_OF[reply[i + 2]],
+        reply[i + 3].decode() or None,  # name
+        decode(reply[i + 4]),  # payload
+        int(reply[i + 5]),  # attempts
+        reply[i + 6] / MICROS,  # lease_deadline
+        str(reply[i + 7]),  # lease_token
+        float(reply[i + 8]),  # timeout
+        _max_retries(reply[i + 9]),
+        int(reply[i + 10]) / MICROS,  # created_at
+        int(reply[i + 11]) / MICROS,  # start_time
+        seconds(reply[i + 12]),  # prev_start_time
+    )
+
+
+def _read_or_name(row: list[Any]) -> LeasedTask | Unreadable:
+    try:
+        return _read_leased(row, 0)
+    except _UNREADABLE:
+        return _unreadable(row)
+
+
+def _unreadable(row: list[Any]) -> Unreadable:
+    """Names the first field of ``row`` that cannot be read (the slow path of a pop)."""
+    fields = zip(_POP_FIELDS, row, strict=True)
+    problems = (_problem(field, read, raw) for (field, read), raw in fields)
+    problem = next((found for found in problems if found), "unknown field")
+    task_id = row[0].decode(errors="replace")
+    return Unreadable(task_id, str(row[7]), f"stored record unreadable: {problem}")
+
+
+def _problem(field: str, read: Callable[[Any], Any], raw: Any) -> str | None:
+    """What is wrong with one field, or None if it reads."""
+    try:
+        read(raw)
+    except _UNREADABLE as exc:
+        return f"{field}: {type(exc).__name__}: {exc}"[:200]
+    return None
 
 
 def _task_info(record: Record | None) -> TaskInfo | None:
@@ -396,9 +500,19 @@ def _task_info(record: Record | None) -> TaskInfo | None:
 
 
 def task_info(record: Record) -> TaskInfo:
-    """The :class:`TaskInfo` of a fair-queue task's record; InvalidInput for another kind."""
+    """The :class:`TaskInfo` of a fair-queue task's record; InvalidInput for another kind,
+    or for a record written by something else that cannot be read."""
     if record.kind is not RecordKind.TASK:
         raise record.wrong_reader("task_id")
+    try:
+        return _task_info_of(record)
+    except _UNREADABLE as exc:
+        problem = f"{type(exc).__name__}: {exc}"[:200]
+        unreadable = f"{record.record_id}: stored record unreadable: {problem}"
+        raise InvalidInput("task_id", unreadable) from None
+
+
+def _task_info_of(record: Record) -> TaskInfo:
     fields = record.fields
     state = record.state
     running = state is TaskState.STARTED
@@ -455,8 +569,47 @@ def _pairs(flat: list[bytes]) -> dict[str, int]:
     return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+def _parse_workers(reply: list[Any]) -> list[WorkerInfo]:
+    workers = []
+    for packed in reply[1:]:
+        record = decode(packed)
+        workers.append(
+            WorkerInfo(
+                worker_id=record["id"],
+                host=record["host"],
+                pid=record["pid"],
+                functions=tuple(record["functions"]),
+                concurrency=record["concurrency"],
+                in_flight=record["in_flight"],
+                started_at=record["started_at"],
+                seen_at=record["seen_at"] / MICROS,
+            )
+        )
+    return sorted(workers, key=lambda worker: worker.worker_id)
+
+
+def _parse_maintenance(reply: list[int]) -> Maintenance:
+    ran, expired, promoted, dropped, orphaned, more = map(int, reply)
+    return Maintenance(expired, promoted, dropped, orphaned, bool(ran), bool(more))
+
+
+def _maintenance_status(flat: list[bytes]) -> MaintenanceStatus:
+    fields = {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    if not fields:
+        return MaintenanceStatus()
+    last = Maintenance(
+        fields["last_expired"],
+        fields["last_promoted"],
+        fields["last_dropped"],
+        fields["last_orphaned"],
+    )
+    return MaintenanceStatus(
+        fields["last_at"] / MICROS, fields["rounds"], fields.get("dropped", 0), last
+    )
+
+
 def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
-    states_flat, counters_flat, ready_flat = reply
+    states_flat, counters_flat, ready_flat, maintenance_flat = reply
     states = {TaskState(name): count for name, count in _pairs(states_flat).items()}
     counters: dict[str, int] = {}
     per_tenant: dict[str, dict[str, int]] = {}
@@ -473,4 +626,9 @@ def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
         tenant: TenantStats(**{k: v for k, v in values.items() if k in known})
         for tenant, values in sorted(per_tenant.items())
     }
-    return QueueStats(states=states, counters=counters, tenants=tenants)
+    return QueueStats(
+        states=states,
+        counters=counters,
+        tenants=tenants,
+        maintenance=_maintenance_status(maintenance_flat),
+    )

@@ -14,8 +14,16 @@ from typing import Any, Protocol
 
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.records import Record, TaskState
-from fairque.queue.models import LeasedTask, QueueStats, Task, TaskInfo, TaskPage
-from fairque.queue.ops import Maintenance
+from fairque.queue.client import HAND_OVER_DELAY, MAINTENANCE_INTERVAL, UNSERVED_GRACE
+from fairque.queue.models import (
+    LeasedTask,
+    Maintenance,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskPage,
+    WorkerInfo,
+)
 
 
 class Queue(Protocol):
@@ -80,6 +88,21 @@ class Queue(Protocol):
     def stats(self) -> QueueStats: ...
 
     def reap(self, limit: int = 1000) -> Maintenance: ...
+
+    def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance: ...
+
+    def register_worker(self, worker: WorkerInfo, ttl: float) -> None: ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def workers(self) -> list[WorkerInfo]: ...
+
+    def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]: ...
 
     def next_due(self) -> float | None: ...
 
@@ -161,6 +184,21 @@ class AsyncQueue(Protocol):
     async def stats(self) -> QueueStats: ...
 
     async def reap(self, limit: int = 1000) -> Maintenance: ...
+
+    async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance: ...
+
+    async def register_worker(self, worker: WorkerInfo, ttl: float) -> None: ...
+
+    async def unregister_worker(self, worker_id: str) -> None: ...
+
+    async def workers(self) -> list[WorkerInfo]: ...
+
+    async def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]: ...
 
     async def next_due(self) -> float | None: ...
 

@@ -29,9 +29,24 @@ from fairque.engine.connect import AsyncClient, SyncClient
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.records import Record, TaskState
 from fairque.errors import InvalidInput
-from fairque.queue.client import AsyncFairQueue, FairQueue
-from fairque.queue.models import LeasedTask, QueueStats, Task, TaskInfo, TaskPage, TenantStats
-from fairque.queue.ops import Maintenance
+from fairque.queue.client import (
+    HAND_OVER_DELAY,
+    MAINTENANCE_INTERVAL,
+    UNSERVED_GRACE,
+    AsyncFairQueue,
+    FairQueue,
+)
+from fairque.queue.models import (
+    LeasedTask,
+    Maintenance,
+    MaintenanceStatus,
+    QueueStats,
+    Task,
+    TaskInfo,
+    TaskPage,
+    TenantStats,
+    WorkerInfo,
+)
 
 MAX_SHARDS = 1024
 
@@ -108,7 +123,19 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
             counters[name] = counters.get(name, 0) + value
         for tenant, figures in part.tenants.items():
             tenants[tenant] = _add(tenants[tenant], figures) if tenant in tenants else figures
-    return QueueStats(states=states, counters=counters, tenants=dict(sorted(tenants.items())))
+    rounds = [part.maintenance for part in parts]
+    ran = [status.last_run_at for status in rounds if status.last_run_at is not None]
+    maintenance = MaintenanceStatus(
+        last_run_at=min(ran) if len(ran) == len(rounds) else None,  # the shard longest idle
+        rounds=sum(status.rounds for status in rounds),
+        dropped=sum(status.dropped for status in rounds),
+    )
+    return QueueStats(
+        states=states,
+        counters=counters,
+        tenants=dict(sorted(tenants.items())),
+        maintenance=maintenance,
+    )
 
 
 def _add(left: TenantStats, right: TenantStats) -> TenantStats:
@@ -120,15 +147,30 @@ def _add(left: TenantStats, right: TenantStats) -> TenantStats:
 
 def merge_maintenance(parts: Sequence[Maintenance]) -> Maintenance:
     """What maintenance did on all shards."""
-    return Maintenance(**{
-        field.name: sum(getattr(part, field.name) for part in parts)
-        for field in dataclasses.fields(Maintenance)
-    })  # fmt: skip
+    return Maintenance(
+        expired=sum(part.expired for part in parts),
+        promoted=sum(part.promoted for part in parts),
+        dropped=sum(part.dropped for part in parts),
+        orphaned=sum(part.orphaned for part in parts),
+        ran=any(part.ran for part in parts),
+        more=any(part.more for part in parts),
+    )
 
 
 def soonest(dues: Iterable[float | None]) -> float | None:
     """The earliest of the shards' next-due delays; None if no shard has anything due."""
     return min((due for due in dues if due is not None), default=None)
+
+
+def merge_workers(parts: Sequence[Sequence[WorkerInfo]]) -> list[WorkerInfo]:
+    """The workers registered on the shards (each registers on all), each once."""
+    latest: dict[str, WorkerInfo] = {}
+    for part in parts:
+        for worker in part:
+            known = latest.get(worker.worker_id)
+            if known is None or worker.seen_at > known.seen_at:
+                latest[worker.worker_id] = worker
+    return [latest[worker_id] for worker_id in sorted(latest)]
 
 
 def _tenants(tasks: Sequence[Task] | Sequence[LeasedTask]) -> list[str]:
@@ -300,6 +342,10 @@ class ShardedQueue:
         """Maintenance on every shard."""
         return merge_maintenance([shard.reap(limit) for shard in self.shards])
 
+    def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
+        """A maintenance round on every shard where one is due."""
+        return merge_maintenance([shard.maintain(interval) for shard in self.shards])
+
     def next_due(self) -> float | None:
         """The soonest of the shards' next due times."""
         return soonest(shard.next_due() for shard in self.shards)
@@ -307,6 +353,32 @@ class ShardedQueue:
     def promote(self, limit: int = 1000) -> int:
         """Promotes due tasks on every shard."""
         return sum(shard.promote(limit) for shard in self.shards)
+
+    def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
+        """Registers a live worker on every shard (it serves them all)."""
+        for shard in self.shards:
+            shard.register_worker(worker, ttl)
+
+    def unregister_worker(self, worker_id: str) -> None:
+        """Takes a stopping worker out of every shard's registry."""
+        for shard in self.shards:
+            shard.unregister_worker(worker_id)
+
+    def workers(self) -> list[WorkerInfo]:
+        """The live workers, each once."""
+        return merge_workers([shard.workers() for shard in self.shards])
+
+    def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]:
+        """Gives back tasks whose function this worker lacks, one call per shard."""
+        lost: list[str] = []
+        for shard, positions in by_shard(_tenants(tasks), len(self.shards)).items():
+            lost += self.shards[shard].hand_over([tasks[i] for i in positions], delay, grace)
+        return lost
 
     def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""
@@ -492,6 +564,11 @@ class AsyncShardedQueue:
         parts = await asyncio.gather(*(shard.reap(limit) for shard in self.shards))
         return merge_maintenance(parts)
 
+    async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
+        """A maintenance round on every shard where one is due."""
+        parts = await asyncio.gather(*(shard.maintain(interval) for shard in self.shards))
+        return merge_maintenance(parts)
+
     async def next_due(self) -> float | None:
         """The soonest of the shards' next due times."""
         return soonest(await asyncio.gather(*(shard.next_due() for shard in self.shards)))
@@ -499,6 +576,32 @@ class AsyncShardedQueue:
     async def promote(self, limit: int = 1000) -> int:
         """Promotes due tasks on every shard."""
         return sum(await asyncio.gather(*(shard.promote(limit) for shard in self.shards)))
+
+    async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
+        """Registers a live worker on every shard (it serves them all)."""
+        await asyncio.gather(*(shard.register_worker(worker, ttl) for shard in self.shards))
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Takes a stopping worker out of every shard's registry."""
+        await asyncio.gather(*(shard.unregister_worker(worker_id) for shard in self.shards))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The live workers, each once."""
+        return merge_workers(await asyncio.gather(*(shard.workers() for shard in self.shards)))
+
+    async def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]:
+        """Gives back tasks whose function this worker lacks, one call per shard."""
+        groups = by_shard(_tenants(tasks), len(self.shards))
+        lost = await asyncio.gather(*(
+            self.shards[shard].hand_over([tasks[i] for i in positions], delay, grace)
+            for shard, positions in groups.items()
+        ))  # fmt: skip
+        return [task_id for part in lost for task_id in part]
 
     async def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.engine.records import MAX_TIMEOUT_SECONDS, check_identifier
+from fairque.engine.records import MAX_RETRIES, MAX_TIMEOUT_SECONDS, check_identifier, check_moment
 from fairque.errors import InvalidInput, validated
 from fairque.queue.models import Priority, Task
 from fairque.scheduler import cron
@@ -43,7 +44,7 @@ class TaskTemplate(BaseModel):
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     priority: int = Priority.NORMAL
-    max_retries: int | None = Field(default=3, ge=0)
+    max_retries: int | None = Field(default=3, ge=0, le=MAX_RETRIES)
     timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     keep_result: bool = False
 
@@ -93,7 +94,7 @@ class Schedule(BaseModel):
     start_at: AwareDatetime | None = None  # first run of an interval schedule (default: now)
     missed: MissedRuns = MissedRuns.RUN_ONCE
     # A run later than this (s) is missed; later runs within it are caught up one by one.
-    misfire_grace: float = Field(default=10.0, gt=0)
+    misfire_grace: float = Field(default=10.0, gt=0, le=MAX_INTERVAL_SECONDS)
     schedule_id: str | None = None  # generated when not given
 
     @pydantic.model_validator(mode="wrap")
@@ -116,6 +117,11 @@ class Schedule(BaseModel):
     @classmethod
     def _check_id(cls, value: str | None) -> str | None:
         return None if value is None else check_identifier(value)
+
+    @pydantic.field_validator("start_at")
+    @classmethod
+    def _check_start(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else check_moment(value)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import msgspec
 from fairque.engine.calls import MICROS, Arg, Call, decode, encode
 from fairque.engine.keys import Namespace
 from fairque.errors import InvalidInput
-from fairque.queue import QueueOps
+from fairque.queue import Maintenance, QueueOps
 from fairque.scheduler import cron
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.models import MissedRuns, Schedule, ScheduleInfo, ScheduleState
@@ -178,6 +178,11 @@ class SchedulerOps:
         """A scheduler script's call; ``locking`` names the schedule whose lock it uses."""
         params = None if locking is None else {"id": locking}
         return self.namespace.call(f"scheduler/{name}", args, parse, params)
+
+    def maintain(self, interval: float) -> Call[Maintenance]:
+        """A maintenance round of the namespace if one is due (see ``FairQueue.maintain``):
+        a scheduler tidies the namespace it submits to, as workers do."""
+        return self._tasks.maintain(self.namespace.settings.maintenance_batch * 10, interval)
 
     def save(
         self,

@@ -32,6 +32,7 @@ from fairque.scheduler.ops import Grant, SchedulerOps, plan_run
 log = logging.getLogger("fairque.scheduler")
 
 CONTENDED_PAUSE = 0.1  # wait before looking again at a schedule another instance holds
+MAINTENANCE_INTERVAL = 2.0  # seconds between maintenance rounds of the namespace
 
 
 def default_instance_id() -> str:
@@ -59,6 +60,7 @@ class SchedulerRunner:
         self._held: dict[str, str] = {}  # schedule id -> token of a lock not yet released
         self._stopping = asyncio.Event()
         self._started = time.time()
+        self._maintain_at = 0.0  # monotonic time of this instance's next maintenance call
 
     def stop(self) -> None:
         """Asks the scheduler to stop after the current cycle (from its event loop)."""
@@ -112,6 +114,9 @@ class SchedulerRunner:
     async def cycle(self) -> float:
         """Handles the due schedules once; returns how long to wait before the next cycle."""
         await self._release_held()  # left over from a cycle the server went away in
+        if time.monotonic() >= self._maintain_at:
+            self._maintain_at = time.monotonic() + MAINTENANCE_INTERVAL
+            await self.executor.execute(self.ops.maintain(MAINTENANCE_INTERVAL))
         record = self._record("running")
         due = await self.executor.execute(self.ops.due(self.instance, record, self.config.batch))
         contended = False

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from fairque.engine.records import check_delay, check_moment
 from fairque.errors import InvalidInput
 
 MAX_QUEUE_NUM = 2**31 - 1
@@ -113,9 +114,10 @@ def check_ids(task_ids: Sequence[int]) -> list[int]:
 def _aware(value: object, name: str) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidInput(name, f"must be a datetime, got {value!r}")
-    if value.tzinfo is None:
-        raise InvalidInput(name, "must be timezone-aware (e.g. datetime.now(timezone.utc))")
-    return value
+    try:
+        return check_moment(value)
+    except ValueError as exc:
+        raise InvalidInput(name, str(exc)) from None
 
 
 def check_retries(retries: Sequence[RetryInfo]) -> list[tuple[int, datetime]]:
@@ -152,11 +154,16 @@ def check_request(request: PutTaskRequest) -> tuple[datetime | None, timedelta |
     delay = request.delay
     if delay is None:
         return start, None
-    if isinstance(delay, (int, float)) and not isinstance(delay, bool):
-        delay = timedelta(seconds=delay)
-    if not isinstance(delay, timedelta) or delay < timedelta(0):
-        raise InvalidInput("delay", f"must be seconds or a timedelta, not negative: {delay!r}")
-    return None, delay
+    if isinstance(delay, timedelta):
+        seconds: object = delay.total_seconds()
+    else:
+        seconds = delay
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise InvalidInput("delay", f"must be seconds or a timedelta, got {delay!r}")
+    try:
+        return None, timedelta(seconds=check_delay(seconds))
+    except ValueError as exc:
+        raise InvalidInput("delay", str(exc)) from None
 
 
 def check_requests(

@@ -21,12 +21,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairque.engine.calls import default_worker_id
+from fairque.engine.records import MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
 
 ENV_PREFIX = "FAIRQUE_"
@@ -42,10 +44,18 @@ class WorkerConfig(BaseModel):
     assigned_users: list[str] | None = None  # these tenants first ...
     steal_targets: list[str] | None = None  # ... then these (work stealing)
     poll_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
-    task_timeout_seconds: float = Field(default=300.0, gt=0)
+    task_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     concurrency: int = Field(default=10, ge=1, le=10_000)  # tasks run at once
-    lease_seconds: float = Field(default=30.0, gt=0)  # extended by heartbeat while running
-    grace_seconds: float = Field(default=10.0, ge=0)  # on SIGTERM, before handing back
+    # Extended by heartbeat while running.
+    lease_seconds: float = Field(default=30.0, gt=0, le=MAX_TIMEOUT_SECONDS)
+    grace_seconds: float = Field(default=10.0, ge=0, le=3600)  # on SIGTERM, before handing back
+    # How often the namespace is tidied (a round runs when the last one, by any process, is
+    # this old): expired leases, due tasks, registries of expired ended tasks.
+    maintenance_interval_seconds: float = Field(default=2.0, gt=0, le=3600)
+    # A task whose function this worker lacks goes back, due again after this delay, for a
+    # worker that has it; it fails when no live worker has served it for the grace.
+    hand_over_delay_seconds: float = Field(default=1.0, gt=0, le=3600)
+    unserved_grace_seconds: float = Field(default=60.0, gt=0, le=7 * 24 * 3600)
     namespace: str = "default"
     shards: int = Field(default=1, ge=1, le=1024)  # > 1: serve namespace:0 .. namespace:N-1
     redis_url: str | None = None  # None: $FAIRQUE_REDIS_URL, else the embedded Valkey
@@ -64,18 +74,43 @@ def _from_yaml(path: Path) -> dict[str, Any]:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidInput("config", f"cannot read {path}: {exc}") from None
-    if not isinstance(document, dict) or set(document) - {"worker", "redis"}:
+    if not isinstance(document, dict):
         raise InvalidInput("config", f"{path} must have a 'worker' and/or 'redis' section")
+    for section in document:
+        if section not in ("worker", "redis"):
+            raise InvalidInput(str(section), "unknown section (expected 'worker' or 'redis')")
     values = dict(document.get("worker") or {})
     redis = document.get("redis") or {}
     if not isinstance(redis, dict):
         raise InvalidInput("redis", "must be a mapping (url, or host / port / db)")
+    for key in redis:
+        if key not in _REDIS_KEYS:
+            raise InvalidInput(f"redis.{key}", f"unknown key (expected one of {_REDIS_KEYS})")
     if "url" in redis:
+        if set(redis) != {"url"}:
+            raise InvalidInput("redis.url", "give url, or host / port / db / password: not both")
         values["redis_url"] = redis["url"]
     elif redis:
-        host, port, db = redis.get("host", "127.0.0.1"), redis.get("port", 6379), redis.get("db", 0)
-        values["redis_url"] = f"redis://{host}:{port}/{db}"
+        values["redis_url"] = _url_of(redis)
     return values
+
+
+_REDIS_KEYS = ("url", "host", "port", "db", "username", "password")
+
+
+def _url_of(redis: Mapping[str, Any]) -> str:
+    """The URL of seed 001's host / port / db section (and credentials, if given)."""
+    host, port, db = redis.get("host", "127.0.0.1"), redis.get("port", 6379), redis.get("db", 0)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidInput("redis.port", f"must be a port number, got {port!r}")
+    if isinstance(db, bool) or not isinstance(db, int) or not 0 <= db < 2**16:
+        raise InvalidInput("redis.db", f"must be a database number, got {db!r}")
+    credentials = ""
+    if "password" in redis:
+        user = quote(str(redis.get("username", "")), safe="")
+        credentials = f"{user}:{quote(str(redis['password']), safe='')}@"
+    host_text = f"[{host}]" if ":" in str(host) else str(host)
+    return f"redis://{credentials}{host_text}:{port}/{db}"
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:

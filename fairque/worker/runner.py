@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.queue.models import LeasedTask
+from fairque.queue.models import LeasedTask, WorkerInfo
 from fairque.queue.protocol import AsyncQueue, Queue
 from fairque.queue.sharded import open_async_queue, open_queue
 from fairque.worker.config import WorkerConfig
@@ -98,6 +100,7 @@ class Worker:
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
         self._sync_queue: Queue | None = None
+        self._started_at = time.time()
 
     def stop(self) -> None:
         """Asks the worker to stop (from the worker's event loop)."""
@@ -111,6 +114,9 @@ class Worker:
     async def run_async(self, handle_signals: bool = False) -> None:
         """Runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
         config = self.config
+        if not self.functions.functions:
+            # It would lease every task and run none of them.
+            raise InvalidInput("tasks", "no task functions registered: import a module of @task")
         queue = self._queue or open_async_queue(config.redis_url, config.namespace, config.shards)
         if handle_signals:
             loop = asyncio.get_running_loop()
@@ -118,6 +124,7 @@ class Worker:
                 loop.add_signal_handler(signum, self.stop)
         wake = await _subscribe_wake(queue)
         heartbeat = asyncio.create_task(self._heartbeat(queue))
+        maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
         try:
@@ -125,6 +132,8 @@ class Worker:
             await self._hand_back(queue)
         finally:
             heartbeat.cancel()
+            self._stopping.set()  # also when the fetch loop ended by an error
+            await maintenance  # it ends by itself once stopping is set, never mid-call
             # The acknowledger sends what is pending, then ends (never cut off mid-call).
             self._closing = True
             self._acks_waiting.set()
@@ -168,8 +177,14 @@ class Worker:
             worker_id=self.config.id,
             lease_seconds=self.config.lease_seconds,
         )
+        foreign = [task for task in leased if self.functions.get(task.name) is None]
+        if foreign:  # another deployment's tasks: back, for a worker that has them
+            await queue.hand_over(
+                foreign, self.config.hand_over_delay_seconds, self.config.unserved_grace_seconds
+            )
         for task in leased:
-            self._start(queue, task)
+            if self.functions.get(task.name) is not None:
+                self._start(queue, task)
         if not leased:
             await self._idle(queue, wake)
 
@@ -283,6 +298,37 @@ class Worker:
             config = self.config
             self._sync_queue = open_queue(config.redis_url, config.namespace, config.shards)
         return self._sync_queue
+
+    async def _maintain(self, queue: AsyncQueue) -> None:
+        """While the worker runs: keeps it in the namespace's registry of live workers, and
+        tidies the namespace (a round runs when the last one, by any process, is
+        ``maintenance_interval_seconds`` old)."""
+        interval = self.config.maintenance_interval_seconds
+        while True:
+            try:
+                await queue.register_worker(self._record(), max(10.0, 5 * interval))
+                done = await queue.maintain(interval)
+                if done.ran and (done.dropped or done.expired or done.orphaned):
+                    log.debug("maintenance: %s", done)
+            except OUTAGE as exc:
+                log.warning("registry and maintenance skipped (%s); trying in %g s", exc, interval)
+            if await wait_event(self._stopping, interval):
+                break
+        try:
+            await queue.unregister_worker(self.config.id)
+        except OUTAGE:
+            log.warning("could not leave the registry: the entry expires by itself")
+
+    def _record(self) -> WorkerInfo:
+        return WorkerInfo(
+            worker_id=self.config.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            functions=tuple(sorted(self.functions.functions)),
+            concurrency=self.config.concurrency,
+            in_flight=len(self._running),
+            started_at=self._started_at,
+        )
 
     async def _heartbeat(self, queue: AsyncQueue) -> None:
         """Keeps the leases of running tasks ahead of their deadline."""

@@ -165,6 +165,12 @@ const pages = {
     const data = await api("/workers");
     live.replaceChildren(
       h("h1", {}, "Workers"),
+      h("h2", {}, "Live workers (registered, idle ones too)"),
+      table(
+        ["worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"],
+        data.live.map((w) => [w.worker_id, w.host, w.pid, w.functions.join(", "), w.concurrency, w.in_flight, when(w.seen_at)]),
+        "No worker is registered.",
+      ),
       h("h2", {}, "Workers holding leases"),
       table(
         ["worker", "running", "current tasks"],

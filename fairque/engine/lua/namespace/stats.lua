@@ -1,9 +1,10 @@
 -- stats: records per state (fair tasks, strict jobs and storage tasks), counters, and
 -- ready tasks per tenant. Reads one entry per tenant with ready work: fine for an
 -- operator call, not the hot path.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues maintenance
 -- ARGV[1..5] the namespace head (include/base.lua)
--- Returns {flat state/count list, flat counter/value list, flat tenant/ready list}.
+-- Returns {flat state/count list, flat counter/value list, flat tenant/ready list, flat
+-- field/value list of the maintenance hash (see namespace/reap.lua)}.
 --@include ready
 
 local now = clock_now()
@@ -38,4 +39,4 @@ for state, registry in pairs({finished = K['state:finished'], failed = K['state:
   states[#states + 1] = state
   states[#states + 1] = redis.call('ZCOUNT', registry, '(' .. int(now), '+inf')
 end
-return {states, redis.call('HGETALL', K.stats), per_tenant}
+return {states, redis.call('HGETALL', K.stats), per_tenant, redis.call('HGETALL', K.maintenance)}

@@ -1,0 +1,41 @@
+-- queue/hand_over: a worker leased tasks whose function it does not have (another
+-- deployment's). Each goes back without counting an attempt, due again after `delay`, so
+-- that a worker that serves its function takes it; when no live worker has served it for
+-- `grace`, it fails for good ("no live worker serves NAME") instead of waiting forever.
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints workers workers:expiry workers:functions
+-- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[6] the number of tasks n
+-- ARGV[7] MessagePack array of n rows {id, lease token}
+-- ARGV[8] delay before the task is offered again (us)
+-- ARGV[9] grace: how long a task may wait for a worker that serves it (us)
+-- Returns, per task, 1 if handed over (or failed), 0 if the caller no longer held its lease.
+--@include ending
+--@include workers
+
+local rows = read_rows(ARGV[6], ARGV[7])
+if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
+local delay, grace = tonumber(ARGV[8]), tonumber(ARGV[9])
+local now = clock_now()
+drop_expired_workers(now, 1000)
+local wanted = {'name', 'unserved_since'}
+local handed = each_held_lease(rows, wanted, function(row, f)
+  local id, name = row[1], f[1] or ''
+  local key = task_key(id)
+  local since = tonumber(f[2])
+  if served(name) then
+    since = nil
+    redis.call('HDEL', key, 'unserved_since')
+  elseif since == nil then
+    since = now
+    redis.call('HSET', key, 'unserved_since', now)
+  end
+  if since ~= nil and now - since >= grace then
+    retry_or_fail(id, now, 'no live worker serves ' .. (name ~= '' and name or 'unnamed tasks'),
+      false)
+    return
+  end
+  redis.call('HSET', key, 'state', 'scheduled', 'execute_after', now + delay)
+  redis.call('ZADD', K.scheduled, now + delay, id)
+  count('handed_over')
+end)
+return flush(now, handed)

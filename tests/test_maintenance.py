@@ -1,0 +1,116 @@
+"""A namespace tidies itself: workers, the master and the scheduler run bounded
+maintenance rounds, one at a time per namespace, so nothing relies on calling reap()."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from fairque import AsyncFairQueue, AsyncShardedQueue, FairQueue, QueueSettings, Task, TaskState
+from fairque.engine.embedded import LocalServer
+from fairque.worker import Registry, Worker, WorkerConfig, task
+from tests.conftest import Server, until, wait_for
+
+pytestmark = pytest.mark.cluster
+
+SHORT = QueueSettings(finished_ttl=1, failed_ttl=1)
+functions = Registry()
+
+
+@task(into=functions, name="noop")
+async def noop() -> None:
+    pass
+
+
+def registry_sizes(queue: FairQueue) -> list[int]:
+    keys = (queue.namespace.key(f"state:{state}") for state in ("finished", "failed", "canceled"))
+    return [int(queue.redis.zcard(key)) for key in keys]
+
+
+async def test_a_lone_worker_keeps_its_namespace_bounded(
+    server: LocalServer, namespace: str
+) -> None:
+    """No reap() anywhere: after the TTLs, the ended tasks have left the registries and the
+    counts, and the server holds about what it held before."""
+    queue = AsyncFairQueue(server.url, namespace, settings=SHORT)
+    sync = FairQueue(server.url, namespace, settings=SHORT)
+    try:
+        await queue.push_many(
+            [noop.build(user_id=f"tenant-{n % 20}", max_retries=0) for n in range(2000)]
+        )
+        config = WorkerConfig(redis_url=server.url, namespace=namespace, concurrency=50,
+                              maintenance_interval_seconds=0.2)  # fmt: skip
+        worker = Worker(config, functions, queue=queue)
+        running = asyncio.create_task(worker.run_async())
+
+        async def drained_and_tidied() -> bool:
+            stats = await queue.stats()
+            ended = stats.counters.get("finished", 0) == 2000
+            return ended and registry_sizes(sync) == [0, 0, 0]
+
+        await until(drained_and_tidied, timeout=60)
+        worker.stop()
+        await running
+        stats = await queue.stats()
+        assert stats.states[TaskState.FINISHED] == 0  # counts hold no expired task
+        assert stats.maintenance.rounds > 0
+        assert stats.maintenance.dropped == 2000
+        assert stats.maintenance.last_run_at is not None
+        keys = sorted(key.decode() for key in sync.redis.scan_iter(f"fq:{{{namespace}}}:*"))
+        # What stays is per namespace and per tenant, never per task.
+        names = ("clock", "deps:cursor", "maintenance", "stats")
+        assert keys == [sync.namespace.key(name) for name in names]
+        held = sum(int(sync.redis.memory_usage(key) or 0) for key in keys)
+        assert held < 10_000  # bytes, for 2,000 tasks processed
+    finally:
+        await queue.close()
+        sync.close()
+
+
+def test_rounds_run_once_per_interval_whoever_asks(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    first, second = make_queue(), make_queue()
+    assert first.maintain(interval=60).ran
+    assert not second.maintain(interval=60).ran  # another process's round was recent
+    assert not first.maintain(interval=60).ran
+    assert second.reap().ran  # reap() runs a round now, whatever the interval
+    assert second.stats().maintenance.rounds == 2
+
+
+def test_a_round_is_bounded_and_the_next_one_goes_on(queue: FairQueue) -> None:
+    settings_limit = QueueSettings(finished_ttl=0.001, maintenance_batch=1)  # 10 per round
+    tight = FairQueue(namespace=queue.namespace.name, settings=settings_limit,
+                      executor=queue.executor)  # fmt: skip
+    tight.push_many([Task(user_id="u") for _ in range(25)])
+    tight.finish_many(tight.pop(count=25))
+
+    def expired() -> bool:
+        seconds, micros = queue.redis.time()
+        key = queue.namespace.key("state:finished")
+        now = seconds * 1_000_000 + micros
+        return int(queue.redis.zcount(key, f"({now}", "+inf")) == 0  # every entry expired
+
+    wait_for(expired)
+    rounds = [tight.maintain(interval=60) for _ in range(4)]
+    assert [(done.ran, done.dropped, done.more) for done in rounds] == [
+        (True, 10, True),
+        (True, 10, True),  # a round that hit its bound makes the next one due at once
+        (True, 5, False),
+        (False, 0, False),
+    ]
+    assert registry_sizes(queue) == [0, 0, 0]
+
+
+async def test_the_sharded_and_async_queues_maintain_every_shard(
+    server: Server, namespace: str
+) -> None:
+    async with AsyncShardedQueue(server.url, namespace, shards=3) as sharded:
+        done = await sharded.maintain(interval=60)
+        assert done.ran
+        assert not (await sharded.maintain(interval=60)).ran
+        stats = await sharded.stats()
+        assert stats.maintenance.rounds == 3
+        assert stats.maintenance.last_run_at is not None
