@@ -45,7 +45,7 @@ def make_jobs(make_queue: Callable[..., FairQueue]) -> Callable[..., JobQueue]:
 def fair(jobs: JobQueue) -> FairQueue:
     """The fair queue of the jobs' namespace, on the same connection pool."""
     namespace = jobs.namespace
-    return FairQueue(namespace=namespace.name, settings=namespace.settings, executor=jobs.executor)
+    return FairQueue(namespace=namespace.name, executor=jobs.executor)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 
 from fairque import Constraint, Job, Matcher, PutTaskRequest, QueueSettings, RetryInfo, Task
 from fairque.engine import scripts
+from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
@@ -22,7 +23,7 @@ from fairque.scheduler.ops import Grant, Plan, SchedulerOps
 from fairque.storage.ops import StorageOps
 
 SCRIPTS = scripts.names()
-NAMESPACE = Namespace("headers", QueueSettings())
+NAMESPACE = Namespace("headers")
 KEY_REFERENCE = re.compile(r"\bK\.(\w+)|\bK\['([^']+)'\]")
 
 
@@ -31,7 +32,8 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "jobs/complete", "jobs/constraint_set", "jobs/constraints", "jobs/list", "jobs/pop",
         "jobs/push", "jobs/result",
         "namespace/cancel", "namespace/due", "namespace/get", "namespace/promote",
-        "namespace/reap", "namespace/retry", "namespace/stats", "namespace/tasks",
+        "namespace/reap", "namespace/retry", "namespace/settings", "namespace/stats",
+        "namespace/tasks",
         "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
         "queue/push", "queue/release", "queue/retry_failed", "queue/workers",
         "queue/xcom_pull", "queue/xcom_push",
@@ -127,6 +129,9 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "namespace get": lambda: QUEUE.get("t1"),
     "namespace tasks": lambda: QUEUE.tasks("queued", "alice", "n", 0, 10),
     "namespace stats": QUEUE.stats,
+    "namespace settings": lambda: settings_store.write(
+        NAMESPACE, QueueSettings(finished_ttl=5, maintenance_batch=7)
+    ),
     "namespace reap": lambda: QUEUE.reap(100),
     "namespace due": QUEUE.next_due,
     "namespace promote": lambda: QUEUE.promote(100),
@@ -183,3 +188,17 @@ def test_a_call_sends_the_keys_and_arguments_its_script_declares(case: str) -> N
     else:
         assert len(call.args) == script.arg_count
     assert call.args[0] == NAMESPACE.prefix
+
+
+def test_the_scripts_defaults_are_the_settings_defaults() -> None:
+    """A setting nobody wrote reads the same in a script as in QueueSettings."""
+    source = scripts.load("namespace/reap").source
+    table = source[
+        source.index("local DEFAULT_SETTINGS = {") : source.index(
+            "}", source.index("local DEFAULT_SETTINGS")
+        )
+    ]
+    defaults = dict(re.findall(r"(\w+) = ([\d.]+),", table))
+    assert {name: float(value) for name, value in defaults.items()} == {
+        name: float(value) for name, value in QueueSettings().model_dump().items()
+    }

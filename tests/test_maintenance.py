@@ -42,7 +42,7 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         )
         config = WorkerConfig(redis_url=server.url, namespace=namespace, concurrency=50,
                               maintenance_interval_seconds=0.2)  # fmt: skip
-        worker = Worker(config, functions, queue=queue)
+        worker = Worker(config, functions)  # it applies the settings the pusher wrote
         running = asyncio.create_task(worker.run_async())
 
         async def drained_and_tidied() -> bool:
@@ -60,7 +60,7 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         assert stats.maintenance.last_run_at is not None
         keys = sorted(key.decode() for key in sync.redis.scan_iter(f"fq:{{{namespace}}}:*"))
         # What stays is per namespace and per tenant, never per task.
-        names = ("clock", "deps:cursor", "maintenance", "stats")
+        names = ("clock", "deps:cursor", "maintenance", "settings", "stats")
         assert keys == [sync.namespace.key(name) for name in names]
         held = sum(int(sync.redis.memory_usage(key) or 0) for key in keys)
         assert held < 10_000  # bytes, for 2,000 tasks processed

@@ -168,6 +168,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("register_worker", (WORKER, 10.0), {}),
         ("unregister_worker", ("w1",), {}),
         ("workers", (), {}),
+        ("namespace_settings", (), {}),
         ("hand_over", ([_leased()], 0.5, 30.0), {}),
         ("next_due", (), {}),
         ("promote", (50,), {}),

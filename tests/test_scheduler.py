@@ -74,17 +74,13 @@ async def add_due(
 def queue_of(scheduler: AsyncTaskScheduler) -> AsyncFairQueue:
     """The fair queue the scheduler submits to, on the scheduler's connection pool."""
     namespace = scheduler.ops.namespace
-    return AsyncFairQueue(
-        namespace=namespace.name, settings=namespace.settings, executor=scheduler.executor
-    )
+    return AsyncFairQueue(namespace=namespace.name, executor=scheduler.executor)
 
 
 def sync_queue_of(scheduler: TaskScheduler) -> FairQueue:
     """:func:`queue_of` for the blocking scheduler."""
     namespace = scheduler.ops.namespace
-    return FairQueue(
-        namespace=namespace.name, settings=namespace.settings, executor=scheduler.executor
-    )
+    return FairQueue(namespace=namespace.name, executor=scheduler.executor)
 
 
 def lock_of(queue: AsyncFairQueue, schedule_id: str) -> str:
@@ -354,7 +350,10 @@ async def test_missed_runs_never_come_as_a_burst(
         assert len(times) == info.runs == 1  # the missed runs became one
         assert times[0] == round(first * 1e6)
     else:
-        assert times == []
+        # None of the missed runs; at most the first run after the outage, if a slow
+        # machine let the second cycle come after it.
+        assert all(time > round((first + 0.55) * 1e6) for time in times)
+        assert len(times) <= 1
         assert info.skipped == 1
     assert info.next_run is not None
     assert info.next_run > first + 0.55
@@ -420,10 +419,22 @@ async def test_update_and_remove_take_effect_on_the_next_cycle(
 
 
 def payload_refusing(server: Server, namespace: str, retries: int) -> AsyncTaskScheduler:
-    """An instance whose queue settings refuse a 2 kB payload: it cannot submit such runs."""
+    """An instance that sets the namespace's payload limit to 100 bytes: no instance can
+    submit a run with a 2 kB payload until the limit is raised again (see ``raise_limit``)."""
     config = FAST.model_copy(update={"max_submit_retries": retries})
     settings = QueueSettings(max_payload_bytes=100)
     return AsyncTaskScheduler(server.url, namespace, config=config, settings=settings)
+
+
+async def raise_limit(instance: AsyncTaskScheduler) -> None:
+    """Sets the namespace's payload limit back to its default (the settings live in the
+    server: the last writer's apply to every client)."""
+    namespace = instance.ops.namespace
+    async with AsyncFairQueue(
+        namespace=namespace.name, settings=QueueSettings(max_payload_bytes=1024 * 1024),
+        executor=instance.executor,
+    ) as queue:  # fmt: skip
+        await queue.stats()  # its first call writes its settings
 
 
 BIG = {**TEMPLATE, "args": ["x" * 2000]}
@@ -444,6 +455,7 @@ async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
     assert info.next_run is not None
     assert info.next_run >= start.timestamp() + FAST.retry_backoff_base
     assert await queue_of(instance).pop() == []
+    await raise_limit(instance)
     await wait_server_time_past(queue_of(instance), info.next_run)
     await instance.runner.cycle()
     [task] = await queue_of(instance).pop()

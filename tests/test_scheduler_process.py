@@ -116,7 +116,7 @@ def test_sigterm_stops_an_instance_and_records_it(
     port = free_port()
     with TaskScheduler(server.url, namespace) as scheduler:
         process = start_scheduler("--metrics-port", str(port))
-        wait_for(scheduler.instances)  # it has run a cycle
+        wait_for(scheduler.instances, timeout=30)  # it has started and run a cycle
         assert "fairque_scheduler_cycles_total" in wait_for(lambda: scrape(port))
         stop([process])
         [record] = scheduler.instances().values()

@@ -32,9 +32,7 @@ pytestmark = pytest.mark.cluster
 def fair(storage: RedisStorage) -> FairQueue:
     """The fair queue of the storage's namespace, on the same connection pool."""
     namespace = storage.ops.namespace
-    return FairQueue(
-        namespace=namespace.name, settings=namespace.settings, executor=storage.executor
-    )
+    return FairQueue(namespace=namespace.name, executor=storage.executor)
 
 
 @pytest.fixture
@@ -129,7 +127,7 @@ def test_scripts_refuse_a_queue_key_that_does_not_match(storage: RedisStorage) -
     with pytest.raises(InvalidInput):
         storage.executor.execute(wrong_put)
     retry = storage.ops.retry_task([RetryInfo.after(1, 1.0)])
-    bad_rows = Call(retry.script, retry.keys, (*retry.args[:-3], 2, *retry.args[-2:]), int)
+    bad_rows = Call(retry.script, retry.keys, (*retry.args[:-2], 2, retry.args[-1]), int)
     with pytest.raises(InvalidInput):
         storage.executor.execute(bad_rows)
     assert storage.get_stat().queues == {}

@@ -6,13 +6,14 @@
 - :mod:`~fairque.cli.http`: ``master``, ``dashboard``, ``http-worker``
 - :mod:`~fairque.cli.storage`: ``storage-worker``, ``storage-manager``
 - :mod:`~fairque.cli.server`: ``server status|stop``
+- :mod:`~fairque.cli.settings`: ``settings show|set``
 """
 
 from __future__ import annotations
 
 import typer
 
-from fairque.cli import http, queue, scheduler, server, storage
+from fairque.cli import http, queue, scheduler, server, settings, storage
 
 app = typer.Typer(
     help="fairque: a task queue that is fair between tenants, on Redis or Valkey.",
@@ -23,6 +24,7 @@ storage.register(app)
 http.register(app)
 app.add_typer(scheduler.app, name="scheduler")
 app.add_typer(server.app, name="server")
+app.add_typer(settings.app, name="settings")
 
 
 def main() -> None:

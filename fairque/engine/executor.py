@@ -31,6 +31,12 @@ class Executor:
 
     def __init__(self, client: SyncClient) -> None:
         self.client = client
+        self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
+
+    def send_first(self, prefix: str, call: Call[Any]) -> None:
+        """Sends ``call`` just before the next call to the namespace of ``prefix`` (a
+        client's settings, written on first use rather than when it is made)."""
+        self._first[prefix] = call
 
     @classmethod
     def connect(cls, url: str | None = None) -> Executor:
@@ -39,6 +45,20 @@ class Executor:
 
     def execute(self, call: Call[T]) -> T:
         """Sends ``call``; its parsed reply."""
+        if self._first:
+            self._send_first(str(call.args[0]))
+        return self._send(call)
+
+    def _send_first(self, prefix: str) -> None:
+        first = self._first.pop(prefix, None)
+        if first is not None:
+            try:
+                self._send(first)
+            except BaseException:
+                self._first.setdefault(prefix, first)  # sent with the next call instead
+                raise
+
+    def _send(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
@@ -54,6 +74,8 @@ class Executor:
         replicated.check(replicas, timeout)
         if not replicas:
             return self.execute(call)
+        if self._first:
+            self._send_first(str(call.args[0]))
         pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)
         results = pipe.execute(raise_on_error=False)
         if replicated.needs_source(results):
@@ -71,6 +93,12 @@ class AsyncExecutor:
 
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
+        self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
+
+    def send_first(self, prefix: str, call: Call[Any]) -> None:
+        """Sends ``call`` just before the next call to the namespace of ``prefix`` (see
+        :meth:`Executor.send_first`)."""
+        self._first[prefix] = call
 
     @classmethod
     def connect(cls, url: str | None = None) -> AsyncExecutor:
@@ -87,6 +115,20 @@ class AsyncExecutor:
 
     async def execute(self, call: Call[T]) -> T:
         """Sends ``call``; its parsed reply."""
+        if self._first:
+            await self._send_first(str(call.args[0]))
+        return await self._send(call)
+
+    async def _send_first(self, prefix: str) -> None:
+        first = self._first.pop(prefix, None)
+        if first is not None:
+            try:
+                await self._send(first)
+            except BaseException:
+                self._first.setdefault(prefix, first)  # sent with the next call instead
+                raise
+
+    async def _send(self, call: Call[T]) -> T:
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
@@ -102,6 +144,8 @@ class AsyncExecutor:
         replicated.check(replicas, timeout)
         if not replicas:
             return await self.execute(call)
+        if self._first:
+            await self._send_first(str(call.args[0]))
         if isinstance(self.client, AsyncRedisCluster):
             await self.client.initialize()  # the pipeline needs the slot's node
         pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)

@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from fairque.config import QueueSettings
 from fairque.engine.calls import Arg, Call
 from fairque.engine.scripts import Script, load
 from fairque.errors import InvalidInput
@@ -36,21 +35,14 @@ def namespace_prefix(namespace: str) -> str:
 class Namespace:
     """One namespace's keys, and the calls of its scripts.
 
-    Every call starts with the namespace head, ``ARGV[1..5]``: the key prefix (for the
-    keys a script makes from ids) and the queue settings the scripts apply.
+    Every call's ``ARGV[1]`` is the key prefix, for the keys a script makes from ids. The
+    settings the scripts apply live in the namespace's ``settings`` hash, in the server
+    (:mod:`fairque.engine.settings`), not in the calls.
     """
 
-    def __init__(self, name: str, settings: QueueSettings) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.settings = settings
         self.prefix = namespace_prefix(name)
-        self.head: tuple[Arg, ...] = (
-            self.prefix,
-            repr(settings.retry_backoff_base),
-            repr(settings.retry_backoff_max),
-            repr(settings.finished_ttl),
-            repr(settings.failed_ttl),
-        )
         self._fixed: dict[str, tuple[Script, tuple[str, ...]]] = {}
 
     def key(self, name: str) -> str:
@@ -83,7 +75,7 @@ class Namespace:
             if script.variadic_key is not None:  # storage:queue:<n>...: its values follow
                 stem = self.prefix + script.variadic_key[: script.variadic_key.index("<")]
                 keys += tuple(stem + value for value in more_keys)
-        return Call(script, keys, (*self.head, *args), parse)
+        return Call(script, keys, (self.prefix, *args), parse)
 
     def _fixed_keys(self, script_name: str) -> tuple[Script, tuple[str, ...]]:
         # The hot path (push, pop, finish): a script without parameters always gets the

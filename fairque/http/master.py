@@ -70,7 +70,7 @@ class MasterConfig:
     url: str | None = None  # Redis / Valkey; None: $FAIRQUE_REDIS_URL or the embedded one
     namespace: str = "default"
     token: str | None = None
-    settings: QueueSettings = QueueSettings()  # noqa: RUF009 - frozen, shared safely
+    settings: QueueSettings | None = None  # written for the namespace at start, if given
     result_ttl: float = RESULT_TTL  # seconds a kept result waits to be read
     lease_grace: float = LEASE_GRACE  # seconds a lease outlives the job's timeout
     heartbeat: float = 5.0  # seconds between worker heartbeats

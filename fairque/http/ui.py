@@ -79,7 +79,7 @@ class UiConfig:
 
     url: str | None = None
     namespace: str = "default"
-    settings: QueueSettings = QueueSettings()  # noqa: RUF009 - frozen, shared safely
+    settings: QueueSettings | None = None  # written for the namespace at start, if given
     shards: int = 1  # a sharded queue's tasks are shown from all of its shards
     sample_every: float = 2.0  # seconds between throughput samples
     history: float = 600.0  # seconds of samples kept
@@ -296,8 +296,8 @@ class Dashboard:
         self._queue = open_async_queue(
             None, name, config.shards, settings=settings, executor=executor
         )
-        self._jobs = AsyncJobQueue(namespace=name, settings=settings, executor=executor)
-        self._scheduler = AsyncTaskScheduler(namespace=name, settings=settings, executor=executor)
+        self._jobs = AsyncJobQueue(namespace=name, executor=executor)
+        self._scheduler = AsyncTaskScheduler(namespace=name, executor=executor)
         stopping = asyncio.Event()
         sampling = asyncio.create_task(self._sample_until(stopping))
         try:

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
 from fairque.engine.executor import AsyncBound, AsyncExecutor, Bound, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState
@@ -48,9 +49,10 @@ class JobQueue:
         lease_grace: float = LEASE_GRACE,
     ) -> None:
         if isinstance(url, str) or url is None:
-            self.ops = JobOps(Namespace(namespace, settings or QueueSettings()))
+            self.ops = JobOps(Namespace(namespace))
             self.owns_executor = executor is None
             self.executor = executor or Executor.connect(url)
+            settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
         else:  # another client of the namespace: its pool and settings
             self.ops = JobOps(url.namespace)
             self.owns_executor = False
@@ -148,9 +150,10 @@ class AsyncJobQueue:
         lease_grace: float = LEASE_GRACE,
     ) -> None:
         if isinstance(url, str) or url is None:
-            self.ops = JobOps(Namespace(namespace, settings or QueueSettings()))
+            self.ops = JobOps(Namespace(namespace))
             self.owns_executor = executor is None
             self.executor = executor or AsyncExecutor.connect(url)
+            settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
         else:  # another client of the namespace: its pool and settings
             self.ops = JobOps(url.namespace)
             self.owns_executor = False

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from fairque.config import MAX_PAYLOAD_BYTES
 from fairque.engine import records
 from fairque.engine.calls import (
     MAX_BATCH,
@@ -47,19 +48,21 @@ def _time(micros: bytes | None) -> datetime | None:
     return datetime.fromtimestamp(int(micros) / MICROS, timezone.utc)
 
 
+MAX_DEFINITION_BYTES = 1024 * 1024  # a constraint's matchers, serialised
+
+
 class JobOps:
     """Builds the strict-policy calls of one namespace."""
 
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
-        self.settings = namespace.settings
 
     def push(self, jobs: Sequence[Job]) -> Call[list[str]]:
         """Enqueues ``jobs`` atomically; the reply parses to their new ids."""
         if not 1 <= len(jobs) <= MAX_BATCH:
             raise InvalidInput("jobs", f"push 1 to {MAX_BATCH} jobs, got {len(jobs)}")
         ids = new_ids(len(jobs))
-        limit = self.settings.max_payload_bytes
+        limit = MAX_PAYLOAD_BYTES  # the namespace's own limit is checked by the script
         arguments: list[Arg] = []
         rows = []
         for given, job_id in zip(jobs, ids, strict=True):
@@ -86,7 +89,7 @@ class JobOps:
         """Leases up to ``count`` jobs (of ``names`` only, if given) for timeout + grace s."""
         if not 1 <= count <= MAX_POP:
             raise InvalidInput("count", f"must be 1 to {MAX_POP}, got {count}")
-        args: list[Arg] = [worker_id, count, repr(grace), self.settings.maintenance_batch]
+        args: list[Arg] = [worker_id, count, repr(grace)]
         return self.namespace.call("jobs/pop", [*args, *names], _parse_leased)
 
     def complete(self, job: LeasedJob, outcome: JobOutcome, result_ttl: float) -> Call[TaskState]:
@@ -96,7 +99,7 @@ class JobOps:
             kind, retry, message = "success", "0", ""
         else:
             kind, retry, message = "failure", str(int(outcome.should_retry)), outcome.message
-        kept = encode(msgspec.to_builtins(outcome), "result", self.settings.max_payload_bytes)
+        kept = encode(msgspec.to_builtins(outcome), "result", MAX_PAYLOAD_BYTES)
         args = (job.id, job.lease_token, kind, retry, message, kept, repr(result_ttl))
         return self.namespace.call("jobs/complete", args, _parse_state)
 
@@ -139,7 +142,7 @@ class JobOps:
         checked = validate(constraint, Constraint)
         matchers = [(m.field, m.op, m.value) for m in checked.match]
         definition = (matchers, checked.concurrency or 0, checked.rate or 0, checked.period)
-        blob = encode(definition, "match", self.settings.max_payload_bytes)
+        blob = encode(definition, "match", MAX_DEFINITION_BYTES)
         return self.namespace.call(
             "jobs/constraint_set", (_constraint_id(constraint_id), blob), int
         )

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient
 from fairque.engine.executor import AsyncExecutor, Executor
@@ -52,11 +53,12 @@ class FairQueue:
         client: SyncClient | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self.ops = QueueOps(Namespace(namespace, settings or QueueSettings()))
+        self.ops = QueueOps(Namespace(namespace))
         self.owns_executor = executor is None
         if executor is None:
             executor = Executor(client) if client is not None else Executor.connect(url)
         self.executor = executor
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
 
     @property
     def namespace(self) -> Namespace:
@@ -188,8 +190,7 @@ class FairQueue:
         """A maintenance round if the namespace's last one (by any process) is ``interval``
         seconds old. Workers, the master and the scheduler call this every few seconds, so a
         namespace tidies itself; ``ran`` is False when no round was due."""
-        batch = self.ops.settings.maintenance_batch
-        return self.executor.execute(self.ops.maintain(batch * 10, interval))
+        return self.executor.execute(self.ops.maintain(None, interval))
 
     def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
@@ -198,6 +199,10 @@ class FairQueue:
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
         return self.executor.execute(self.ops.promote(limit))
+
+    def namespace_settings(self) -> QueueSettings:
+        """The settings the namespace's scripts apply, as the server holds them."""
+        return self.executor.execute(settings_store.read(self.namespace))
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
@@ -254,11 +259,12 @@ class AsyncFairQueue:
         client: AsyncClient | None = None,
         executor: AsyncExecutor | None = None,
     ) -> None:
-        self.ops = QueueOps(Namespace(namespace, settings or QueueSettings()))
+        self.ops = QueueOps(Namespace(namespace))
         self.owns_executor = executor is None
         if executor is None:
             executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
         self.executor = executor
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
 
     @property
     def namespace(self) -> Namespace:
@@ -384,8 +390,7 @@ class AsyncFairQueue:
 
     async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
         """A maintenance round if one is due (see :meth:`FairQueue.maintain`)."""
-        batch = self.ops.settings.maintenance_batch
-        return await self.executor.execute(self.ops.maintain(batch * 10, interval))
+        return await self.executor.execute(self.ops.maintain(None, interval))
 
     async def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
@@ -394,6 +399,10 @@ class AsyncFairQueue:
     async def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
         return await self.executor.execute(self.ops.promote(limit))
+
+    async def namespace_settings(self) -> QueueSettings:
+        """The settings the namespace's scripts apply, as the server holds them."""
+        return await self.executor.execute(settings_store.read(self.namespace))
 
     async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from fairque.config import MAX_PAYLOAD_BYTES
 from fairque.engine import records
 from fairque.engine.calls import (
     MAX_BATCH,
@@ -133,7 +134,6 @@ class QueueOps:
 
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
-        self.settings = namespace.settings
 
     def push(self, tasks: Sequence[Task]) -> Call[list[str]]:
         """Stores ``tasks`` atomically; the reply parses to their ids, in order."""
@@ -151,7 +151,8 @@ class QueueOps:
             raise InvalidInput("task_id", "the same task_id appears twice in one push")
         rows: list[tuple[Any, ...]] = []
         payloads: list[Arg] = []
-        limit = self.settings.max_payload_bytes
+        # The namespace's own limit (its settings, in the server) is checked by the script.
+        limit = MAX_PAYLOAD_BYTES
         for index in _dependency_order(ids, tasks):
             task, task_id = tasks[index], ids[index]
             payloads.append(encode(task.payload, "payload", limit))
@@ -196,7 +197,6 @@ class QueueOps:
             worker,
             count,
             "" if lease_seconds is None else repr(lease_seconds),
-            self.settings.maintenance_batch,
         ]
         if assigned_users is None and steal_targets is None:
             args.append(0)
@@ -255,7 +255,7 @@ class QueueOps:
             raise InvalidInput("results", "must have one result per task")
         rows: list[tuple[str, str, int]] = []
         kept: list[Arg] = []
-        limit = self.settings.max_payload_bytes
+        limit = MAX_PAYLOAD_BYTES
         for task, result in zip(tasks, results, strict=True):
             if result is not None:
                 kept.append(encode(result, "result", limit))
@@ -305,10 +305,10 @@ class QueueOps:
         """Stores ``value`` under ``key`` for task ``task_id``'s dependents."""
         _check_name(task_id, "task_id")
         _check_name(key, "key")
-        lifetime = self.settings.xcom_ttl if ttl is None else ttl
-        _check_positive(lifetime, "ttl", 366 * 24 * 3600.0)
-        data = encode(value, "value", self.settings.max_payload_bytes)
-        args = (key, data, max(1, int(lifetime * 1000)))
+        if ttl is not None:
+            _check_positive(ttl, "ttl", 366 * 24 * 3600.0)
+        data = encode(value, "value", MAX_PAYLOAD_BYTES)
+        args = (key, data, "" if ttl is None else max(1, int(ttl * 1000)))
         return self.namespace.call(
             "queue/xcom_push", args, lambda _reply: None, params={"task": task_id}
         )
@@ -354,7 +354,7 @@ class QueueOps:
         (``maintenance_batch`` entries) from ``cursor``; parses to (next cursor, tasks
         queued again). Call it again with the cursor until the cursor is 0."""
         _check_name(user_id, "user_id")
-        args = (user_id, cursor, self.settings.maintenance_batch)
+        args = (user_id, cursor)
         return self.namespace.call(
             "queue/retry_failed", args, lambda reply: (int(reply[0]), int(reply[1]))
         )
@@ -375,11 +375,14 @@ class QueueOps:
         """One maintenance round now, of at most ``limit`` of each kind of work."""
         return self.maintain(limit, 0.0)
 
-    def maintain(self, limit: int, interval: float) -> Call[Maintenance]:
+    def maintain(self, limit: int | None, interval: float) -> Call[Maintenance]:
         """A maintenance round if the namespace's last one is ``interval`` seconds old
-        (whoever ran it); parses to what it did (``ran`` False: none was due)."""
+        (whoever ran it), of at most ``limit`` of each kind of work (None: ten times the
+        namespace's maintenance_batch); parses to what it did (``ran`` False: none was
+        due)."""
         micros = max(0, int(interval * MICROS))
-        return self.namespace.call("namespace/reap", (limit, micros), _parse_maintenance)
+        bound = "" if limit is None else limit
+        return self.namespace.call("namespace/reap", (bound, micros), _parse_maintenance)
 
     def next_due(self) -> Call[float | None]:
         """Seconds until a scheduled task is due or a lease expires; None if neither exists."""

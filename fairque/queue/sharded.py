@@ -354,6 +354,10 @@ class ShardedQueue:
         """Promotes due tasks on every shard."""
         return sum(shard.promote(limit) for shard in self.shards)
 
+    def namespace_settings(self) -> QueueSettings:
+        """The settings the shards' scripts apply (every shard is given the same ones)."""
+        return self.shards[0].namespace_settings()
+
     def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker on every shard (it serves them all)."""
         for shard in self.shards:
@@ -576,6 +580,10 @@ class AsyncShardedQueue:
     async def promote(self, limit: int = 1000) -> int:
         """Promotes due tasks on every shard."""
         return sum(await asyncio.gather(*(shard.promote(limit) for shard in self.shards)))
+
+    async def namespace_settings(self) -> QueueSettings:
+        """The settings the shards' scripts apply (every shard is given the same ones)."""
+        return await self.shards[0].namespace_settings()
 
     async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker on every shard (it serves them all)."""

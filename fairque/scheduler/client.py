@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
@@ -54,9 +55,10 @@ class TaskScheduler:
         executor: Executor | None = None,
     ) -> None:
         self.url = url
-        self.ops = SchedulerOps(Namespace(namespace, settings or QueueSettings()))
+        self.ops = SchedulerOps(Namespace(namespace))
         self.owns_executor = executor is None
         self.executor = executor or Executor.connect(url)
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
         self.config = config or SchedulerConfig()
         self.metrics = SchedulerMetrics()
         self._running: tuple[asyncio.AbstractEventLoop, SchedulerRunner] | None = None
@@ -165,9 +167,10 @@ class AsyncTaskScheduler:
         settings: QueueSettings | None = None,
         executor: AsyncExecutor | None = None,
     ) -> None:
-        self.ops = SchedulerOps(Namespace(namespace, settings or QueueSettings()))
+        self.ops = SchedulerOps(Namespace(namespace))
         self.owns_executor = executor is None
         self.executor = executor or AsyncExecutor.connect(url)
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
         self.config = config or SchedulerConfig()
         self.metrics = SchedulerMetrics()
         self.runner = SchedulerRunner(self.executor, self.ops, self.config, self.metrics)

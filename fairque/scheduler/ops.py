@@ -182,7 +182,7 @@ class SchedulerOps:
     def maintain(self, interval: float) -> Call[Maintenance]:
         """A maintenance round of the namespace if one is due (see ``FairQueue.maintain``):
         a scheduler tidies the namespace it submits to, as workers do."""
-        return self._tasks.maintain(self.namespace.settings.maintenance_batch * 10, interval)
+        return self._tasks.maintain(None, interval)
 
     def save(
         self,

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
@@ -34,10 +35,10 @@ class RedisStorage:
         settings: QueueSettings | None = None,
         executor: Executor | None = None,
     ) -> None:
-        namespace_keys = Namespace(namespace, settings or QueueSettings())
-        self.ops = StorageOps(namespace_keys, visibility_timeout)
+        self.ops = StorageOps(Namespace(namespace), visibility_timeout)
         self.owns_executor = executor is None
         self.executor = executor or Executor.connect(url)
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
 
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
@@ -100,10 +101,10 @@ class AsyncRedisStorage:
         settings: QueueSettings | None = None,
         executor: AsyncExecutor | None = None,
     ) -> None:
-        namespace_keys = Namespace(namespace, settings or QueueSettings())
-        self.ops = StorageOps(namespace_keys, visibility_timeout)
+        self.ops = StorageOps(Namespace(namespace), visibility_timeout)
         self.owns_executor = executor is None
         self.executor = executor or AsyncExecutor.connect(url)
+        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
 
     async def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None

@@ -45,11 +45,10 @@ def _time(micros: bytes | int) -> datetime:
 
 
 class StorageOps:
-    """Builds the storage calls of one namespace; ``ops`` gives its keys and settings."""
+    """Builds the storage calls of one namespace."""
 
     def __init__(self, namespace: Namespace, visibility_timeout: float | None = None) -> None:
         self.namespace = namespace
-        self.settings = namespace.settings
         self.visibility_timeout = check_visibility(visibility_timeout)
 
     def _call(
@@ -65,7 +64,7 @@ class StorageOps:
         check_queue_num(queue_num)
         check_count(count)
         seconds = check_visibility(visibility_timeout, self.visibility_timeout)
-        args = (queue_num, count, repr(seconds), self.settings.maintenance_batch)
+        args = (queue_num, count, repr(seconds))
 
         def parse(reply: list[Any]) -> list[StorageTask]:
             return [
@@ -88,7 +87,7 @@ class StorageOps:
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
         rows = [(str(task_id), _micros(moment)) for task_id, moment in check_retries(retries)]
-        args = (len(rows), pack(rows), self.settings.maintenance_batch)
+        args = (len(rows), pack(rows))
         return self._call("retry", args, int)
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
@@ -116,7 +115,7 @@ class StorageOps:
             rows = (reply[i : i + 5] for i in range(0, len(reply), 5))
             return Stats({int(row[0]): QueueStat(*map(int, row)) for row in sorted(rows)})
 
-        return self._call("stat", (self.settings.maintenance_batch,), parse)
+        return self._call("stat", (), parse)
 
     # The Manager's board (fairque/storage/plan.py), all in script storage/plan.
 

@@ -8,11 +8,14 @@ worker:
   poll_interval_seconds: 1.0
   task_timeout_seconds: 300
 redis:
-  url: "redis://localhost:6379/0"   # or host / port / db
+  url: "redis://localhost:6379/0"   # or host / port / db / username / password
+settings:                           # the namespace's QueueSettings, written at start
+  finished_ttl: 3600
 ```
 
 Every worker field can be set as ``FAIRQUE_<FIELD>`` (``FAIRQUE_WORKER_ID`` for ``id``;
-lists comma-separated), and the server as ``FAIRQUE_REDIS_URL``.
+lists comma-separated), every setting as ``FAIRQUE_<SETTING>`` (``FAIRQUE_FINISHED_TTL``),
+and the server as ``FAIRQUE_REDIS_URL``. Unknown sections and keys are refused, naming them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairque.config import QueueSettings
 from fairque.engine.calls import default_worker_id
 from fairque.engine.records import MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
@@ -59,6 +63,9 @@ class WorkerConfig(BaseModel):
     namespace: str = "default"
     shards: int = Field(default=1, ge=1, le=1024)  # > 1: serve namespace:0 .. namespace:N-1
     redis_url: str | None = None  # None: $FAIRQUE_REDIS_URL, else the embedded Valkey
+    # Written for the namespace when the worker starts (the settings live in the server and
+    # apply to every client of the namespace); None keeps what the namespace has.
+    settings: QueueSettings | None = None
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> WorkerConfig:
@@ -77,9 +84,11 @@ def _from_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise InvalidInput("config", f"{path} must have a 'worker' and/or 'redis' section")
     for section in document:
-        if section not in ("worker", "redis"):
-            raise InvalidInput(str(section), "unknown section (expected 'worker' or 'redis')")
+        if section not in _SECTIONS:
+            raise InvalidInput(str(section), f"unknown section (expected one of {_SECTIONS})")
     values = dict(document.get("worker") or {})
+    if document.get("settings") is not None:
+        values["settings"] = document["settings"]
     redis = document.get("redis") or {}
     if not isinstance(redis, dict):
         raise InvalidInput("redis", "must be a mapping (url, or host / port / db)")
@@ -96,6 +105,7 @@ def _from_yaml(path: Path) -> dict[str, Any]:
 
 
 _REDIS_KEYS = ("url", "host", "port", "db", "username", "password")
+_SECTIONS = ("worker", "redis", "settings")
 
 
 def _url_of(redis: Mapping[str, Any]) -> str:
@@ -117,10 +127,17 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name in WorkerConfig.model_fields:
         variable = ENV_PREFIX + ("WORKER_ID" if name == "id" else name.upper())
-        if variable in env:
+        if variable in env and name != "settings":
             raw = env[variable]
             values[name] = [part.strip() for part in raw.split(",") if part.strip()] if (
                 name in _LIST_FIELDS) else raw  # fmt: skip
+    settings = {
+        name: env[ENV_PREFIX + name.upper()]
+        for name in QueueSettings.model_fields
+        if ENV_PREFIX + name.upper() in env
+    }
+    if settings:
+        values["settings"] = settings
     return values
 
 
@@ -132,6 +149,9 @@ def load_config(
 ) -> WorkerConfig:
     """The configuration from ``path`` (YAML), then the environment, then ``overrides``."""
     values = _from_yaml(path) if path is not None else {}
-    values.update(_from_env(os.environ if env is None else env))
+    from_env = _from_env(os.environ if env is None else env)
+    if "settings" in values and "settings" in from_env:  # variables override file values
+        from_env["settings"] = {**values["settings"], **from_env["settings"]}
+    values.update(from_env)
     values.update(overrides or {})
     return WorkerConfig.from_values(values)

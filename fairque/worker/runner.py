@@ -117,7 +117,9 @@ class Worker:
         if not self.functions.functions:
             # It would lease every task and run none of them.
             raise InvalidInput("tasks", "no task functions registered: import a module of @task")
-        queue = self._queue or open_async_queue(config.redis_url, config.namespace, config.shards)
+        queue = self._queue or open_async_queue(
+            config.redis_url, config.namespace, config.shards, settings=config.settings
+        )
         if handle_signals:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):

@@ -5,15 +5,8 @@
 -- queues) share the namespace's `fq:{ns}:` prefix, passed as ARGV[1], so they hash to
 -- its cluster slot too.
 --
--- The namespace head, ARGV[1..5] of every script: the key prefix, then the queue
--- settings. A script's own arguments follow, from ARGV[6].
+-- ARGV[1] of every script is the key prefix; a script's own arguments follow, from ARGV[2].
 local PREFIX = ARGV[1]
-local SETTINGS = {
-  backoff_base = tonumber(ARGV[2]),
-  backoff_max = tonumber(ARGV[3]),
-  finished_ttl = tonumber(ARGV[4]),
-  failed_ttl = tonumber(ARGV[5]),
-}
 local CRITICAL = 6
 local MICROS = 1000000
 -- Lua's unpack() is limited by the C stack (8000 slots): multi-member writes go in chunks.

@@ -1,5 +1,6 @@
 -- How an attempt ends: finished, failed (retried with backoff or final), canceled.
 --@include ready
+--@include settings
 
 -- The registries of ended tasks: ids by the time their record expires (us).
 local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
@@ -9,8 +10,8 @@ local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
 -- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
 -- removes the task at once (seed 001: discard). Registry writes wait for flush().
 local function end_task(id, tenant, state, now, reason)
-  local ttl_seconds = SETTINGS.failed_ttl
-  if state == 'finished' then ttl_seconds = SETTINGS.finished_ttl end
+  local ttl_seconds = setting('failed_ttl')
+  if state == 'finished' then ttl_seconds = setting('finished_ttl') end
   local key = task_key(id)
   if ttl_seconds <= 0 then
     redis.call('DEL', key, result_key(id))
@@ -110,8 +111,8 @@ local function retry_or_fail(id, now, reason, retry)
   local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time')
   local tenant, attempts, max_retries = f[1], (tonumber(f[2]) or 0) + 1, tonumber(f[3])
   if retry and (max_retries < 0 or attempts <= max_retries) then
-    local delay = SETTINGS.backoff_base * 2 ^ (attempts - 1)
-    if delay > SETTINGS.backoff_max then delay = SETTINGS.backoff_max end
+    local delay = setting('retry_backoff_base') * 2 ^ (attempts - 1)
+    if delay > setting('retry_backoff_max') then delay = setting('retry_backoff_max') end
     local ready_at = now + math.floor(delay * MICROS)
     redis.call('HSET', key, 'state', 'scheduled', 'attempts', attempts,
       'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)

@@ -26,6 +26,8 @@ local function push_rows(rows, payload_at)
     if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
       return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
     end
+    local refused = too_big('payload', ARGV[payload_at + i])
+    if refused then return nil, refused end
     if seen[id] then return nil, redis.error_reply('DUPLICATE ' .. id) end
     if type(priority) ~= 'number' or priority < 1 or priority > CRITICAL or priority % 1 ~= 0 then
       return nil, redis.error_reply('INVALID priority ' .. tostring(priority))

@@ -1,22 +1,24 @@
 -- jobs/complete: the outcome of a leased strict-policy job (the seed 003 result object).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the id
--- ARGV[7] the lease token
--- ARGV[8] success, failure, or release (back to the queue, attempts unchanged: it
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the id
+-- ARGV[3] the lease token
+-- ARGV[4] success, failure, or release (back to the queue, attempts unchanged: it
 --   never reached a worker)
--- ARGV[9] 1 if a failure may be retried
--- ARGV[10] the error message
--- ARGV[11] the result object (MessagePack)
--- ARGV[12] seconds to keep it when the job asked for it (0: never)
+-- ARGV[5] 1 if a failure may be retried
+-- ARGV[6] the error message
+-- ARGV[7] the result object (MessagePack)
+-- ARGV[8] seconds to keep it when the job asked for it (0: never)
 -- Returns the job's new state, or an error if the caller no longer held the lease.
 --@include ending
 
-local id, token = ARGV[6], ARGV[7]
-local kind, retry = ARGV[8], ARGV[9] == '1'
-local message, result = ARGV[10], ARGV[11]
-local result_ttl = tonumber(ARGV[12])
+local id, token = ARGV[2], ARGV[3]
+local kind, retry = ARGV[4], ARGV[5] == '1'
+local message, result = ARGV[6], ARGV[7]
+local result_ttl = tonumber(ARGV[8])
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
+local refused = too_big('result', result)
+if refused then return refused end
 local now = clock_now()
 redis.call('ZREM', K.leases, id)
 local f = redis.call('HMGET', task_key(id), 'partition', 'keep_result', 'has_dependents')

@@ -1,14 +1,14 @@
 -- jobs/constraint_set: create or replace a constraint, then move the ready strict jobs
 -- into the partitions they now belong to (an operator call: it reads every ready job
 -- once, so that dispatch never has to).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the constraint id
--- ARGV[7] its definition (MessagePack, see strict.lua), or '' to delete it
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the constraint id
+-- ARGV[3] its definition (MessagePack, see strict.lua), or '' to delete it
 -- Returns the number of ready jobs that changed partition.
 --@include ending
 
-local cid, definition = ARGV[6], ARGV[7]
+local cid, definition = ARGV[2], ARGV[3]
 if definition == '' then
   redis.call('HDEL', K.constraints, cid)
   redis.call('DEL', running_key(cid), starts_key(cid))

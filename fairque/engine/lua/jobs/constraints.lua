@@ -1,6 +1,6 @@
 -- jobs/constraints: every constraint with its current use.
 -- KEYS: strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[1] the key prefix (include/base.lua)
 -- Returns per constraint: id, definition (MessagePack), jobs running, jobs started
 -- within its rate period.
 --@include strict

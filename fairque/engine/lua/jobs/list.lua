@@ -3,17 +3,17 @@
 -- order; the other states from their registry, newest first, and filtered by name, so a
 -- page may hold fewer than asked.
 -- KEYS: scheduled leases state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the state (queued, scheduled, started, finished, failed, canceled)
--- ARGV[7] the job name ('' any)
--- ARGV[8] the cursor (0 first)
--- ARGV[9] how many entries to look at
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the state (queued, scheduled, started, finished, failed, canceled)
+-- ARGV[3] the job name ('' any)
+-- ARGV[4] the cursor (0 first)
+-- ARGV[5] how many entries to look at
 -- Returns {next cursor (0: end), then per job: id, name, state, priority, attempts,
 -- created_at}.
 --@include strict
 
-local state, name = ARGV[6], ARGV[7]
-local cursor, size = tonumber(ARGV[8]), tonumber(ARGV[9])
+local state, name = ARGV[2], ARGV[3]
+local cursor, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids = {}
 
 local function page(next_cursor)

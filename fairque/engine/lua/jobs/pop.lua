@@ -1,21 +1,20 @@
 -- jobs/pop: lease up to `count` ready strict-policy jobs (seed 003, design section 5).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the worker id
--- ARGV[7] count
--- ARGV[8] seconds added to each job's timeout for its lease
--- ARGV[9] the reap / promote batch limit
--- ARGV[10..] the job names the worker serves (none: every name)
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the worker id
+-- ARGV[3] count
+-- ARGV[4] seconds added to each job's timeout for its lease
+-- ARGV[5..] the job names the worker serves (none: every name)
 -- Returns, per leased job: id, name, argument, priority, attempts, timeout, max_retries,
 -- lease token, lease deadline (us).
 --@include maintenance
 
-local worker_id, wanted = ARGV[6], tonumber(ARGV[7])
-local grace, limit = tonumber(ARGV[8]), tonumber(ARGV[9])
+local worker_id, wanted = ARGV[2], tonumber(ARGV[3])
+local grace, limit = tonumber(ARGV[4]), setting('maintenance_batch')
 local served = nil
-if #ARGV > 9 then
+if #ARGV > 4 then
   served = {}
-  for i = 10, #ARGV do served[ARGV[i]] = true end
+  for i = 5, #ARGV do served[ARGV[i]] = true end
 end
 
 local now = clock_now()

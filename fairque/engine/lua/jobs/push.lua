@@ -1,15 +1,15 @@
 -- jobs/push: enqueue strict-policy jobs (seed 003); all of them or none.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of jobs n
--- ARGV[7] MessagePack array of n rows {id, name, priority (int32), max_retries,
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of jobs n
+-- ARGV[3] MessagePack array of n rows {id, name, priority (int32), max_retries,
 --   timeout (s), keep_result (0/1)}
--- ARGV[8..] the n arguments (MessagePack, decoded here only to match constraints)
+-- ARGV[4..] the n arguments (MessagePack, decoded here only to match constraints)
 -- Returns the number of jobs stored.
 --@include ending
 
-local ARGUMENTS = 7
-local rows = read_rows(ARGV[6], ARGV[7])
+local ARGUMENTS = 3
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil or #ARGV ~= ARGUMENTS + #rows then
   return redis.error_reply('INVALID jobs do not match their count')
 end
@@ -23,6 +23,8 @@ for i, row in ipairs(rows) do
     return redis.error_reply('INVALID priority ' .. tostring(priority))
   end
   if redis.call('EXISTS', task_key(id)) == 1 then return redis.error_reply('DUPLICATE ' .. id) end
+  local refused = too_big('argument', ARGV[ARGUMENTS + i])
+  if refused then return refused end
 end
 
 local now = clock_now()

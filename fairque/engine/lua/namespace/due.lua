@@ -2,7 +2,7 @@
 -- (a delay or a retry backoff) or the earliest lease deadline (a worker that died), so
 -- an idle worker can wake for it.
 -- KEYS: scheduled leases
--- ARGV[1..5] the namespace head (include/base.lua)
+-- ARGV[1] the key prefix (include/base.lua)
 -- Returns microseconds (0: now), or -1 for nothing.
 --@include base
 

@@ -1,9 +1,9 @@
 -- promote: make scheduled tasks whose execute_after has come ready.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the batch limit
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the batch limit
 -- Returns the number promoted.
 --@include maintenance
 
 local now = clock_now()
-return flush(now, promote_due(now, tonumber(ARGV[6])))
+return flush(now, promote_due(now, tonumber(ARGV[2])))

@@ -8,15 +8,16 @@
 -- processes call it, the namespace is tidied about once per interval, one round at a
 -- time (a script runs alone). A round that hit its bound makes the next one due at once.
 -- The `maintenance` hash keeps when rounds ran and what they did, for stats and metrics.
--- KEYS: ring ready scheduled leases stats clock state:deferred deps:cursor state:finished state:failed state:canceled strict:partitions constraints maintenance
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the bound on each kind of work in one round
--- ARGV[7] the interval between rounds (us); 0 runs a round now
+-- KEYS: ring ready scheduled leases stats clock state:deferred deps:cursor state:finished state:failed state:canceled strict:partitions constraints maintenance settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the bound on each kind of work in one round ('': 10 x maintenance_batch)
+-- ARGV[3] the interval between rounds (us); 0 runs a round now
 -- Returns {1 if a round ran, leases expired, promoted, registry entries dropped,
 -- orphaned tasks canceled, 1 if work is left for the next round}.
 --@include maintenance
 
-local limit, interval = tonumber(ARGV[6]), tonumber(ARGV[7])
+local limit = tonumber(ARGV[2]) or 10 * setting('maintenance_batch')
+local interval = tonumber(ARGV[3])
 local now = clock_now()
 if interval > 0 and now < tonumber(redis.call('HGET', K.maintenance, 'next_at') or 0) then
   return {0, 0, 0, 0, 0, 0}

@@ -1,11 +1,11 @@
 -- retry: run a FAILED record again now (see requeue in include/ending.lua).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the id
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the id
 -- Returns the state the record was in; only failed ones are retried.
 --@include ending
 
-local id = ARGV[6]
+local id = ARGV[2]
 local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind')
 if not f[1] then return redis.error_reply('NOT_FOUND ' .. id) end
 if f[1] ~= 'failed' then return f[1] end

@@ -4,18 +4,18 @@
 -- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
 -- are filtered by tenant and name after reading, so a page may hold fewer than asked.
 -- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the state (scheduled, deferred, queued, started, finished, failed, canceled)
--- ARGV[7] the tenant ('' any)
--- ARGV[8] the name ('' any)
--- ARGV[9] the cursor (0 first)
--- ARGV[10] how many entries to look at
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the state (scheduled, deferred, queued, started, finished, failed, canceled)
+-- ARGV[3] the tenant ('' any)
+-- ARGV[4] the name ('' any)
+-- ARGV[5] the cursor (0 first)
+-- ARGV[6] how many entries to look at
 -- Returns {next cursor (0: end), then per task: id, tenant, name, state, priority,
 -- attempts, created_at, worker_id}.
 --@include ready
 
-local state, tenant, name = ARGV[6], ARGV[7], ARGV[8]
-local cursor, size = tonumber(ARGV[9]), tonumber(ARGV[10])
+local state, tenant, name = ARGV[2], ARGV[3], ARGV[4]
+local cursor, size = tonumber(ARGV[5]), tonumber(ARGV[6])
 local ids = {}
 
 local function page(next_cursor)

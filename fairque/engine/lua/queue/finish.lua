@@ -1,24 +1,27 @@
 -- finish: acknowledge leased tasks as FINISHED, keeping results that were asked for.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of tasks n
--- ARGV[7] MessagePack array of n rows {id, lease token, result slot}; a slot k > 0
---   means the result is ARGV[7 + k], 0 none
--- ARGV[8..] the results (opaque bytes)
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of tasks n
+-- ARGV[3] MessagePack array of n rows {id, lease token, result slot}; a slot k > 0
+--   means the result is ARGV[3 + k], 0 none
+-- ARGV[4..] the results (opaque bytes)
 -- Returns, per task, 1 if finished or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_rows(ARGV[6], ARGV[7])
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
+for i = 4, #ARGV do
+  local refused = too_big('result', ARGV[i])
+  if refused then return refused end
+end
 local now = clock_now()
 local wanted = {'tenant', 'keep_result', 'has_dependents'}
 local finished = each_held_lease(rows, wanted, function(row, f)
   local id, slot = row[1], row[3]
   end_task(id, f[1], 'finished', now, nil)
   if f[3] then release_dependents(id, now) end
-  if slot > 0 and f[2] == '1' and SETTINGS.finished_ttl > 0 then
-    redis.call('SET', result_key(id), ARGV[7 + slot], 'EX',
-      math.ceil(SETTINGS.finished_ttl))
+  if slot > 0 and f[2] == '1' and setting('finished_ttl') > 0 then
+    redis.call('SET', result_key(id), ARGV[3 + slot], 'EX', math.ceil(setting('finished_ttl')))
   end
 end)
 return flush(now, finished)

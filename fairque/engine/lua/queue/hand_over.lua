@@ -2,19 +2,19 @@
 -- deployment's). Each goes back without counting an attempt, due again after `delay`, so
 -- that a worker that serves its function takes it; when no live worker has served it for
 -- `grace`, it fails for good ("no live worker serves NAME") instead of waiting forever.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints workers workers:expiry workers:functions
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of tasks n
--- ARGV[7] MessagePack array of n rows {id, lease token}
--- ARGV[8] delay before the task is offered again (us)
--- ARGV[9] grace: how long a task may wait for a worker that serves it (us)
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints workers workers:expiry workers:functions settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of tasks n
+-- ARGV[3] MessagePack array of n rows {id, lease token}
+-- ARGV[4] delay before the task is offered again (us)
+-- ARGV[5] grace: how long a task may wait for a worker that serves it (us)
 -- Returns, per task, 1 if handed over (or failed), 0 if the caller no longer held its lease.
 --@include ending
 --@include workers
 
-local rows = read_rows(ARGV[6], ARGV[7])
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
-local delay, grace = tonumber(ARGV[8]), tonumber(ARGV[9])
+local delay, grace = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = clock_now()
 drop_expired_workers(now, 1000)
 local wanted = {'name', 'unserved_since'}

@@ -3,28 +3,27 @@
 -- Round robin is simulated inside the call on the tenants it can reach (the first
 -- `count` of the ring, or the named ones), then written back once: the result is the
 -- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the worker id
--- ARGV[7] count
--- ARGV[8] lease seconds ('' = each task's timeout)
--- ARGV[9] the reap / promote batch limit
--- ARGV[10] 1 when the worker names tenants, else 0 and nothing follows
--- ARGV[11..] the number of assigned tenants, those, the number of steal targets, those
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the worker id
+-- ARGV[3] count
+-- ARGV[4] lease seconds ('' = each task's timeout)
+-- ARGV[5] 1 when the worker names tenants, else 0 and nothing follows
+-- ARGV[6..] the number of assigned tenants, those, the number of steal targets, those
 -- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
 -- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
 --@include maintenance
 
-local worker_id = ARGV[6]
-local wanted = tonumber(ARGV[7])
-local lease_seconds = tonumber(ARGV[8])
-local limit = tonumber(ARGV[9])
+local worker_id = ARGV[2]
+local wanted = tonumber(ARGV[3])
+local lease_seconds = tonumber(ARGV[4])
+local limit = setting('maintenance_batch')
 local assigned, steal = nil, nil
-if ARGV[10] == '1' then
-  local n = tonumber(ARGV[11])
-  assigned = {unpack(ARGV, 12, 11 + n)}
-  local m = tonumber(ARGV[12 + n])
-  steal = {unpack(ARGV, 13 + n, 12 + n + m)}
+if ARGV[5] == '1' then
+  local n = tonumber(ARGV[6])
+  assigned = {unpack(ARGV, 7, 6 + n)}
+  local m = tonumber(ARGV[7 + n])
+  steal = {unpack(ARGV, 8 + n, 7 + n + m)}
 end
 
 local now = clock_now()

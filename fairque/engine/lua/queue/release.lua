@@ -1,13 +1,13 @@
 -- release: hand leased tasks back to the queue now (a worker shutting down), without
 -- counting an attempt; each goes back to its place in line (its start_time is kept).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of tasks n
--- ARGV[7] MessagePack array of n rows {id, lease token}
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of tasks n
+-- ARGV[3] MessagePack array of n rows {id, lease token}
 -- Returns, per task, 1 if handed back or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_rows(ARGV[6], ARGV[7])
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
 local wanted = {'kind', 'tenant', 'priority', 'start_time'}

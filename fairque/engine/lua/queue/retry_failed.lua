@@ -1,15 +1,14 @@
 -- retry_failed: queue the FAILED tasks of one tenant again, a slice of the failed
 -- registry at a time (the caller loops until the cursor is 0).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the tenant
--- ARGV[7] the cursor (0 first)
--- ARGV[8] how many entries to look at
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the tenant
+-- ARGV[3] the cursor (0 first)
 -- Returns {next cursor (0: end), tasks queued again}.
 --@include ending
 
-local tenant = ARGV[6]
-local cursor, size = tonumber(ARGV[7]), tonumber(ARGV[8])
+local tenant = ARGV[2]
+local cursor, size = tonumber(ARGV[3]), setting('maintenance_batch')
 local ids = redis.call('ZRANGE', K['state:failed'], cursor, cursor + size - 1)
 local now = clock_now()
 local retried = 0

@@ -1,11 +1,13 @@
 -- xcom_push: a task stores a value under a key for its dependents (seed 000 XCom).
--- KEYS: xcom:<task>
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the key
--- ARGV[7] the value (MessagePack)
--- ARGV[8] how long the task's values live (ms)
---@include base
+-- KEYS: settings xcom:<task>
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the key
+-- ARGV[3] the value (MessagePack)
+-- ARGV[4] how long the task's values live (ms; '': the namespace's xcom_ttl)
+--@include settings
 
-redis.call('HSET', K.xcom, ARGV[6], ARGV[7])
-redis.call('PEXPIRE', K.xcom, tonumber(ARGV[8]))
+local refused = too_big('value', ARGV[3])
+if refused then return refused end
+redis.call('HSET', K.xcom, ARGV[2], ARGV[3])
+redis.call('PEXPIRE', K.xcom, tonumber(ARGV[4]) or math.ceil(setting('xcom_ttl') * 1000))
 return 1

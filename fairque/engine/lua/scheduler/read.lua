@@ -1,14 +1,14 @@
 -- scheduler/read: schedules with their status and next run, and the instances.
 -- KEYS: schedules schedules:next schedules:status scheduler:instances
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] 'all' (every schedule) or 'some' (those named next)
--- ARGV[7..] the schedule ids
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] 'all' (every schedule) or 'some' (those named next)
+-- ARGV[3..] the schedule ids
 -- Returns {flat list of id, definition, status, next run (or false), ...; flat list of
 -- instance id, record, ...; server time}.
 --@include schedule
 
-local ids = {unpack(ARGV, 7)}
-if ARGV[6] == 'all' then ids = redis.call('HKEYS', K.schedules) end
+local ids = {unpack(ARGV, 3)}
+if ARGV[2] == 'all' then ids = redis.call('HKEYS', K.schedules) end
 local rows = {}
 for _, id in ipairs(ids) do
   local definition = redis.call('HGET', K.schedules, id)

@@ -2,17 +2,17 @@
 -- An update starts the schedule afresh: failures are forgotten, a failed schedule is
 -- active again, a paused one stays paused.
 -- KEYS: schedules schedules:next schedules:status scheduler:instances
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the schedule id
--- ARGV[7] 'add' or 'update'
--- ARGV[8] the definition (MessagePack)
--- ARGV[9] its next run (us)
--- ARGV[10] the version an update expects ('' = any)
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the schedule id
+-- ARGV[3] 'add' or 'update'
+-- ARGV[4] the definition (MessagePack)
+-- ARGV[5] its next run (us)
+-- ARGV[6] the version an update expects ('' = any)
 -- Returns the new version.
 --@include schedule
 
-local id, mode, definition = ARGV[6], ARGV[7], ARGV[8]
-local next_run, expected = tonumber(ARGV[9]), ARGV[10]
+local id, mode, definition = ARGV[2], ARGV[3], ARGV[4]
+local next_run, expected = tonumber(ARGV[5]), ARGV[6]
 local status = read_status(id)
 if mode == 'add' then
   if status then return redis.error_reply('DUPLICATE_SCHEDULE ' .. id) end

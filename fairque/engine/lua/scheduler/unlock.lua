@@ -1,10 +1,10 @@
 -- scheduler/unlock: release a lock if the owner token still owns it; the compare and
 -- the delete are one step.
 -- KEYS: schedules:next schedules:status scheduler:instances scheduler:lock:<id>
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the schedule id
--- ARGV[7] the owner token
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the schedule id
+-- ARGV[3] the owner token
 -- Returns 1 or 0.
 --@include schedule_lock
 
-return release_lock(ARGV[7])
+return release_lock(ARGV[3])

@@ -1,14 +1,14 @@
 -- storage/done: tasks are done and removed (seed 004 DoneTask), whatever their state;
 -- ids that are not storage tasks (or are gone already) are left alone.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6..] the task ids
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2..] the task ids
 -- Returns how many tasks were removed.
 --@include storage
 
 local now = clock_now()
 local unleased, removed, held = {}, 0, {}
-for i = 6, #ARGV do
+for i = 2, #ARGV do
   local id = ARGV[i]
   local f = redis.call('HMGET', task_key(id), 'queue', 'state', 'kind')
   if f[3] == 'storage' then

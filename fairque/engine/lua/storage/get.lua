@@ -2,21 +2,20 @@
 -- first (seed 004 GetTask). Each is leased for the visibility timeout: no other caller
 -- gets it until then, and if it is neither done nor retried by then it comes back
 -- (attempts + 1). Expired leases are reaped first, so no separate reaper is needed.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues storage:queue:<n>...
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the queue number (its key is the one variadic key)
--- ARGV[7] count
--- ARGV[8] the visibility timeout (s)
--- ARGV[9] the reap batch limit
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues settings storage:queue:<n>...
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the queue number (its key is the one variadic key)
+-- ARGV[3] count
+-- ARGV[4] the visibility timeout (s)
 -- Returns, per task: id, payload, attempts, created_at, start_time, prev_start_time ('').
 --@include storage
 
-local key = declared_queue_key(1, tonumber(ARGV[6]))
+local key = declared_queue_key(1, tonumber(ARGV[2]))
 if key == nil then return redis.error_reply('INVALID queue_num does not match its key') end
-local wanted = tonumber(ARGV[7])
-local visibility = tonumber(ARGV[8])
+local wanted = tonumber(ARGV[3])
+local visibility = tonumber(ARGV[4])
 local now = clock_now()
-reap_expired(now, tonumber(ARGV[9]))
+reap_expired(now, setting('maintenance_batch'))
 flush_ready(now) -- reaped tasks are written back before the queue is read
 
 local ids = redis.call('ZRANGEBYSCORE', key, '-inf', due_horizon(now), 'LIMIT', 0, wanted)

@@ -6,9 +6,9 @@
 -- zset (worker id by the time its beat expires, us, server clock), storage:plan a hash
 -- (worker id -> MessagePack array of queue numbers).
 -- KEYS: storage:workers storage:beats storage:plan
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the operation: beat, workers, publish or read
--- ARGV[7..] its arguments:
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the operation: beat, workers, publish or read
+-- ARGV[3..] its arguments:
 --   'beat' worker, report, ttl (us): keeps the report for ttl; returns the worker's plan
 --     (MessagePack) or false.
 --   'workers': returns the live workers' reports.
@@ -25,18 +25,18 @@ if #gone > 0 then
   call_chunked('HDEL', K['storage:plan'], gone)
 end
 
-local op = ARGV[6]
+local op = ARGV[2]
 if op == 'beat' then
-  local worker = ARGV[7]
-  redis.call('ZADD', K['storage:beats'], now + tonumber(ARGV[9]), worker)
-  redis.call('HSET', K['storage:workers'], worker, ARGV[8])
+  local worker = ARGV[3]
+  redis.call('ZADD', K['storage:beats'], now + tonumber(ARGV[5]), worker)
+  redis.call('HSET', K['storage:workers'], worker, ARGV[4])
   return redis.call('HGET', K['storage:plan'], worker)
 elseif op == 'workers' then
   return redis.call('HVALS', K['storage:workers'])
 elseif op == 'publish' then
   redis.call('DEL', K['storage:plan'])
   local stored = 0
-  for i = 7, #ARGV, 2 do
+  for i = 3, #ARGV, 2 do
     if redis.call('ZSCORE', K['storage:beats'], ARGV[i]) then
       redis.call('HSET', K['storage:plan'], ARGV[i], ARGV[i + 1])
       stored = stored + 1

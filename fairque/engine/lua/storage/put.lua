@@ -1,15 +1,15 @@
 -- storage/put: store tasks in numbered queues (seed 004 PutTask); all of them or none.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:ids storage:queues storage:queue:<n>...
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of tasks n
--- ARGV[7] MessagePack array of n rows {key slot (1 = the first queue key), queue number,
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:ids storage:queues settings storage:queue:<n>...
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of tasks n
+-- ARGV[3] MessagePack array of n rows {key slot (1 = the first queue key), queue number,
 --   start}; start is '' (now), absolute microseconds, or '+' relative microseconds
--- ARGV[8..] the n payloads (opaque bytes)
+-- ARGV[4..] the n payloads (opaque bytes)
 -- Returns the new task ids, in order.
 --@include storage
 
-local PAYLOADS = 7
-local rows = read_rows(ARGV[6], ARGV[7])
+local PAYLOADS = 3
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil or #ARGV ~= PAYLOADS + #rows then
   return redis.error_reply('INVALID requests do not match their count')
 end

@@ -2,15 +2,14 @@
 -- (seed 004 RetryTask): attempts + 1, prev_start_time = the start time they were taken
 -- at. Tasks that are not taken (not storage tasks, gone, or already back after their
 -- visibility timeout: expired leases are reaped first) are left alone.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the number of retries n
--- ARGV[7] MessagePack array of n rows {id, next start time (us)}
--- ARGV[8] the reap batch limit
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues settings
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the number of retries n
+-- ARGV[3] MessagePack array of n rows {id, next start time (us)}
 -- Returns how many tasks went back.
 --@include storage
 
-local rows = read_rows(ARGV[6], ARGV[7])
+local rows = read_rows(ARGV[2], ARGV[3])
 if rows == nil then return redis.error_reply('INVALID retries do not match their count') end
 for i, row in ipairs(rows) do
   if type(row[1]) ~= 'string' or type(row[2]) ~= 'number' or row[2] < 0 then
@@ -18,7 +17,7 @@ for i, row in ipairs(rows) do
   end
 end
 local now = clock_now()
-reap_expired(now, tonumber(ARGV[8]))
+reap_expired(now, setting('maintenance_batch'))
 local unleased = {}
 for _, row in ipairs(rows) do
   local id, task = row[1], task_key(row[1])

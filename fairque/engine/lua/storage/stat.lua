@@ -1,14 +1,13 @@
 -- storage/stat: per numbered queue, tasks held, ready, taken and delayed (seed 004
 -- GetStat). Expired leases are reaped first, so a task past its visibility timeout
 -- counts as ready, not taken.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues
--- ARGV[1..5] the namespace head (include/base.lua)
--- ARGV[6] the reap batch limit
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues settings
+-- ARGV[1] the key prefix (include/base.lua)
 -- Returns a flat list: queue number, total, ready, taken, delayed, for each queue.
 --@include storage
 
 local now = clock_now()
-reap_expired(now, tonumber(ARGV[6]))
+reap_expired(now, setting('maintenance_batch'))
 flush_ready(now)
 local horizon = due_horizon(now)
 local held = redis.call('HGETALL', K['storage:queues'])

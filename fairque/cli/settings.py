@@ -1,0 +1,74 @@
+"""``fairque settings show|set``: the settings a namespace's scripts apply, held by the
+server for every client of the namespace."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from pydantic import ValidationError
+
+from fairque.cli.common import NAMESPACE_OPTION, SHARDS_OPTION, URL_OPTION, console, fail
+from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
+from fairque.engine.executor import Executor
+from fairque.engine.keys import Namespace
+from fairque.errors import FairQueueError, InvalidInput
+from fairque.queue.sharded import shard_namespaces
+
+app = typer.Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
+
+
+def _namespaces(namespace: str, shards: int) -> list[Namespace]:
+    names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
+    return [Namespace(name) for name in names]
+
+
+@app.command("show")
+def show(
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """The namespace's settings (defaults where nobody wrote one), as JSON."""
+    try:
+        executor = Executor.connect(url)
+        try:
+            found = [
+                executor.execute(settings_store.read(ns)) for ns in _namespaces(namespace, shards)
+            ]
+        finally:
+            executor.close()
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+    console.print_json(json.dumps(found[0].model_dump()))
+
+
+@app.command("set")
+def set_(
+    assignments: list[str] = typer.Argument(..., help="KEY=VALUE, e.g. finished_ttl=3600."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Change settings for every client of the namespace (the others keep their values)."""
+    given: dict[str, str] = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise fail(f"{assignment!r}: expected KEY=VALUE, e.g. finished_ttl=3600")
+        given[key] = value
+    try:
+        settings = QueueSettings.model_validate(given)
+    except ValidationError as exc:
+        raise fail(str(InvalidInput.from_errors(exc.errors()))) from None
+    try:
+        executor = Executor.connect(url)
+        try:
+            for ns in _namespaces(namespace, shards):
+                executor.execute(settings_store.write(ns, settings, writer="fairque settings set"))
+        finally:
+            executor.close()
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+    console.print(f"set {', '.join(f'{k}={v}' for k, v in given.items())} for {namespace}")

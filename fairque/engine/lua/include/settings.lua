@@ -1,0 +1,36 @@
+-- The namespace's settings (QueueSettings in fairque/config.py), held by the server in
+-- K.settings so that every client and script of the namespace applies the same ones; a
+-- setting nobody wrote reads as its default (the same as QueueSettings', a test checks).
+-- Read once per call, and only by calls that need one.
+--@include base
+
+local DEFAULT_SETTINGS = {
+  max_payload_bytes = 1048576,
+  retry_backoff_base = 1.0,
+  retry_backoff_max = 3600.0,
+  finished_ttl = 86400.0,
+  failed_ttl = 604800.0,
+  maintenance_batch = 100,
+  xcom_ttl = 86400.0,
+}
+
+local stored_settings = nil
+local function setting(name)
+  if stored_settings == nil then
+    stored_settings = {}
+    local flat = redis.call('HGETALL', K.settings)
+    for i = 1, #flat, 2 do stored_settings[flat[i]] = tonumber(flat[i + 1]) end
+  end
+  return stored_settings[name] or DEFAULT_SETTINGS[name]
+end
+
+-- Refuses a value (a payload, a result) over the namespace's max_payload_bytes; nil if
+-- it is within the limit, else the error reply.
+local function too_big(field, value)
+  local limit = setting('max_payload_bytes')
+  if #value > limit then
+    return redis.error_reply('INVALID ' .. field .. ' is ' .. #value ..
+      ' bytes serialised, over the ' .. int(limit) .. ' limit')
+  end
+  return nil
+end
