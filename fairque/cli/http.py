@@ -39,9 +39,15 @@ def _host_option() -> Any:
     return typer.Option("127.0.0.1", "--host", metavar="HOST", help=HOST_HELP)
 
 
-def _port_option(default: int) -> Any:
+def _port_option(default: int, envvar: str) -> Any:
     return typer.Option(
-        default, "--port", min=0, max=65535, metavar="PORT", help="Port to bind (0: any free)."
+        default,
+        "--port",
+        min=0,
+        max=65535,
+        envvar=envvar,
+        metavar="PORT",
+        help="Port to bind (0: any free).",
     )
 
 
@@ -82,7 +88,7 @@ def _where(host: str, port: int) -> str:
 
 def master(
     host: str = _host_option(),
-    port: int = _port_option(MASTER_PORT),
+    port: int = _port_option(MASTER_PORT, "FAIRQUE_MASTER_PORT"),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     token: str | None = TOKEN_OPTION,
@@ -117,7 +123,7 @@ def master(
 
 def dashboard(
     host: str = _host_option(),
-    port: int = _port_option(DASHBOARD_PORT),
+    port: int = _port_option(DASHBOARD_PORT, "FAIRQUE_DASHBOARD_PORT"),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
@@ -145,7 +151,13 @@ def http_worker(
     tasks: list[str] = TASKS_OPTION,
     host: str = _host_option(),
     port: int = typer.Option(
-        HTTP_WORKER_PORT, "--port", min=1, max=65535, metavar="PORT", help="Port to bind."
+        HTTP_WORKER_PORT,
+        "--port",
+        min=1,
+        max=65535,
+        envvar="FAIRQUE_HTTP_WORKER_PORT",
+        metavar="PORT",
+        help="Port to bind.",
     ),
     public_url: str | None = typer.Option(
         None, "--public-url", metavar="URL", help="URL the master reaches us at."
