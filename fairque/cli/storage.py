@@ -162,6 +162,8 @@ def storage_manager(
         raise fail(str(exc)) from None
     except OUTAGE as exc:  # --once on an unreachable Redis (a Manager that runs retries)
         raise fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
+    if not once:
+        say("fairque storage-manager: stopped (its last plan stays in place)")
 
 
 def _storage_name(target: str | None) -> str:
