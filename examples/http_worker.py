@@ -3,8 +3,9 @@
     uv run fairque master                                  # in one shell
     uv run python examples/http_worker.py http://127.0.0.1:8080 8090
 
+(``uv run``: msgspec is installed in the project's environment, not system-wide.)
 Any language works the same way: register (and heartbeat) with PUT /workers/{id},
-answer POST /run with the seed 003 result object. This one serves the job "add".
+answer POST /run with the result object. This one serves the job "add".
 """
 
 from __future__ import annotations
@@ -49,4 +50,7 @@ def heartbeat() -> None:
 
 
 threading.Thread(target=heartbeat, daemon=True).start()
-ThreadingHTTPServer(("127.0.0.1", PORT), Worker).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Worker)
+print(f"http_worker.py: serving add at http://127.0.0.1:{PORT} for {MASTER} (Ctrl-C stops)",
+      file=sys.stderr, flush=True)  # fmt: skip
+server.serve_forever()

@@ -19,8 +19,11 @@ from fairque.errors import (
     InvalidInput,
     LeaseLost,
     NotReplicated,
+    ResultNotKept,
+    ResultTimeout,
     ScheduleChanged,
     ScheduleNotFound,
+    TaskFailed,
     TaskNotFound,
 )
 from fairque.jobs import AsyncJobQueue, Constraint, Job, JobQueue, Matcher
@@ -84,6 +87,8 @@ __all__ = [
     "QueueStats",
     "RecordKind",
     "RedisStorage",
+    "ResultNotKept",
+    "ResultTimeout",
     "RetryInfo",
     "Schedule",
     "ScheduleChanged",
@@ -92,6 +97,7 @@ __all__ = [
     "ShardedQueue",
     "Storage",
     "Task",
+    "TaskFailed",
     "TaskInfo",
     "TaskNotFound",
     "TaskScheduler",

@@ -74,6 +74,42 @@ class LeaseLost(FairQueueError):  # noqa: N818
         super().__init__(f"the lease on task {task_id!r} is no longer held by this caller")
 
 
+class TaskFailed(FairQueueError):  # noqa: N818 - reads as "except TaskFailed"
+    """A task waited for (``queue.result``) ended without a result: it failed for good
+    (``state`` ``"failed"``) or was canceled (``"canceled"``); ``error`` is its last
+    error, or the reason it was canceled."""
+
+    def __init__(self, task_id: str, state: str, error: str | None) -> None:
+        self.task_id = task_id
+        self.state = state
+        self.error = error
+        what = "failed" if state == "failed" else f"was {state}"
+        super().__init__(f"task {task_id!r} {what}: {error or 'no error recorded'}")
+
+
+class ResultNotKept(FairQueueError):  # noqa: N818
+    """``queue.result`` was asked for a task pushed without ``keep_result=True``: its
+    result is never stored, so there is nothing to wait for."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"task {task_id!r} was pushed without keep_result=True, so its result is not "
+            "stored: push it with keep_result=True to wait for its result"
+        )
+
+
+class ResultTimeout(FairQueueError, TimeoutError):  # noqa: N818
+    """``queue.result`` waited ``timeout`` seconds and the task had not ended (it may
+    still end later: wait again, or cancel it)."""
+
+    def __init__(self, task_id: str, timeout: float, state: str) -> None:
+        self.task_id = task_id
+        self.timeout = timeout
+        self.state = state
+        super().__init__(f"task {task_id!r} had not ended after {timeout:g} s (it is {state})")
+
+
 class ScheduleError(FairQueueError):
     """An operation on schedule ``schedule_id`` was refused; nothing was written."""
 

@@ -20,7 +20,7 @@ runner = CliRunner()
 
 def test_demo_runs_and_summarises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)
-    result = runner.invoke(app, ["demo", "--tasks", "60", "--tenants", "3"])
+    result = runner.invoke(app, ["demo", "--count", "60", "--tenants", "3"])
     assert result.exit_code == 0, result.output
     match = re.search(r"finished by completion (\d+) of (\d+)", result.output)
     assert match is not None
@@ -44,7 +44,7 @@ def test_server_status_and_stop_without_a_server(
 ) -> None:
     monkeypatch.setenv(HOME_ENV, str(tmp_path))
     status = runner.invoke(app, ["server", "status"])
-    assert status.exit_code == 0
+    assert status.exit_code == 1  # a script can test it: `fairque server status || ...`
     assert "not running" in status.output
     stop = runner.invoke(app, ["server", "stop"])
     assert "was not running" in stop.output
@@ -118,6 +118,9 @@ def test_push_and_stats_of_a_sharded_queue(server: LocalServer, namespace: str) 
     [
         (["--args", "[1,"], "--args"),
         (["--kwargs", "[]x"], "--kwargs"),
+        (["--args", '{"a": 1}'], "--args: must be a JSON list"),
+        (["--args", '"alice"'], "--args: must be a JSON list"),
+        (["--kwargs", "[1]"], "--kwargs: must be a JSON object"),
         (["--priority", "9"], "priority"),
         (["--user", ""], "user_id"),
     ],
@@ -129,6 +132,8 @@ def test_push_refuses_bad_input(
     result = runner.invoke(app, [*base, *arguments])
     assert result.exit_code == 2
     assert named in result.output
+    with FairQueue(server.url, namespace) as queue:
+        assert queue.stats().counters.get("pushed", 0) == 0  # refused before anything
 
 
 def test_worker_refuses_an_unknown_tasks_module() -> None:

@@ -162,6 +162,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("retry_failed", ("alice",), {}),
         ("get", ("t1",), {}),
         ("get_record", ("t1",), {}),
+        ("result", ("t1", 5.0), {}),
         ("stats", (), {}),
         ("reap", (50,), {}),
         ("maintain", (5.0,), {}),

@@ -64,7 +64,8 @@ def _run_worker(files: Path, storage: Storage, where: list[str]) -> None:
         "-c", str(files / "worker.yaml"), *where, "--metrics-port", "0", "--manager", "0.05",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(files)}
-    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
     try:
         assert worker.stdout is not None
         address = worker.stdout.readline().split()[-1]
@@ -74,13 +75,14 @@ def _run_worker(files: Path, storage: Storage, where: list[str]) -> None:
         text = wait_for(lambda: _scrape(address) if handled in _scrape(address) else "")
         assert "queue_running_job_processors 2.0" in text
         worker.send_signal(signal.SIGTERM)
-        output, _ = worker.communicate(timeout=30)
+        _, said = worker.communicate(timeout=30)  # start and stop lines go to stderr
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
     assert worker.returncode == 0
-    assert "stopped after 20 processed task(s)" in output
+    assert "fairque storage-worker: storage " in said
+    assert "stopped after 20 processed task(s)" in said
 
 
 def test_storage_worker_process(files: Path, server: LocalServer, namespace: str) -> None:

@@ -238,9 +238,10 @@ async def test_stop_hands_running_tasks_back_at_once(
 async def test_the_heartbeat_keeps_a_long_task_leased(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:
-    await pusher.push(slow.build(user_id="u", args=[0.8]))
-    worker = Worker(config(server, namespace, lease_seconds=0.2), functions)
-    rival = Worker(config(server, namespace, id="rival", lease_seconds=0.2), functions)
+    # Three lease periods long; beats every lease / 3, so a slow machine has some slack.
+    await pusher.push(slow.build(user_id="u", args=[1.5]))
+    worker = Worker(config(server, namespace, lease_seconds=0.5), functions)
+    rival = Worker(config(server, namespace, id="rival", lease_seconds=0.5), functions)
     await run_workers([worker, rival], lambda: finished(pusher, 1))
     assert calls == ["slow done"]
     assert "expired" not in (await pusher.stats()).counters

@@ -9,10 +9,17 @@ import pytest
 from fairque import InvalidInput
 from fairque.worker import WorkerConfig, load_config
 
-TEMPLATE = Path(__file__).parent.parent / "config" / "worker_config.yaml"
+CONFIG = Path(__file__).parent.parent / "config"
+TEMPLATE = CONFIG / "worker_config.assigned-tenants.yaml"
 
 
-def test_the_template_loads() -> None:
+def test_the_readme_template_serves_every_tenant_of_the_configured_server() -> None:
+    config = load_config(CONFIG / "worker_config.yaml", env={})
+    assert (config.assigned_users, config.steal_targets, config.redis_url) == (None, None, None)
+    assert config.namespace == "default"
+
+
+def test_the_full_example_loads() -> None:
     config = load_config(TEMPLATE, env={})
     assert config.id == "worker-001"
     assert config.assigned_users == ["user:1", "user:3", "user:5"]

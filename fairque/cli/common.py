@@ -1,38 +1,196 @@
-"""What every ``fairque`` command shares: options, output, and how a command fails."""
+"""What every ``fairque`` command shares: options, output, and how a command fails.
+
+A command that fails prints one line on stderr (``error: ...``) and exits with 2, with
+no traceback, whatever went wrong: a bad option, an unreachable server, a refused
+password, a bug. ``fairque --debug ...`` (or ``FAIRQUE_DEBUG=1``) shows the traceback.
+Long-running commands say on stderr where they run when they start (:func:`announce`)
+and what they did when they stop, so stdout stays for what a script reads.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import ipaddress
 import json
-from typing import Any
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
+from redis.exceptions import AuthenticationError, ResponseError
 from rich.console import Console
+from rich.markup import escape
 
 from fairque.config import URL_ENV
+from fairque.engine.outage import OUTAGE
+from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 
 console = Console()
 errors = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
 
-URL_OPTION = typer.Option(None, envvar=URL_ENV, help="Server URL (default: embedded Valkey).")
-NAMESPACE_OPTION = typer.Option("default", envvar="FAIRQUE_NAMESPACE", help="Queue namespace.")
+DEBUG_ENV = "FAIRQUE_DEBUG"
+NAMESPACE_ENV = "FAIRQUE_NAMESPACE"
+SHARDS_ENV = "FAIRQUE_SHARDS"
+TOKEN_ENV = "FAIRQUE_MASTER_TOKEN"  # noqa: S105 - the variable's name, not a token
+
+URL_OPTION = typer.Option(
+    None,
+    "--url",
+    envvar=URL_ENV,
+    metavar="URL",
+    help="Server URL: redis://, rediss://, unix://, redis+cluster:// or rediss+cluster:// "
+    "(default: the embedded Valkey).",
+)
+NAMESPACE_OPTION = typer.Option(
+    "default", "--namespace", envvar=NAMESPACE_ENV, metavar="NAME", help="Queue namespace."
+)
 SHARDS_OPTION = typer.Option(
-    1, min=1, max=1024, envvar="FAIRQUE_SHARDS", help="Shards of a sharded queue (1: not sharded)."
+    1,
+    "--shards",
+    min=1,
+    max=1024,
+    envvar=SHARDS_ENV,
+    metavar="N",
+    help="Shards of a sharded queue (1: not sharded).",
 )
 TOKEN_OPTION = typer.Option(
-    None, envvar="FAIRQUE_MASTER_TOKEN", help="Bearer token (required off loopback)."
+    None,
+    "--token",
+    envvar=TOKEN_ENV,
+    metavar="TOKEN",
+    help="Bearer token (required off loopback).",
 )
 METRICS_PORT_OPTION = typer.Option(
-    None, min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any)."
+    None,
+    "--metrics-port",
+    min=0,
+    max=65535,
+    metavar="PORT",
+    help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port).",
 )
+TENANT_NAMES = ("--tenant", "--user", "-u")  # --user: what the Python API calls user_id
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")
+HOST_HELP = "Address to bind (anything but loopback needs a token)."
+
+
+def _plain_arguments() -> None:
+    """typer (0.29) prints each positional argument's Python type beside it in help
+    ("ID <str>"); an argument with a metavar already says what it takes. A test of every
+    command's help holds this (it fails if typer changes the method's name)."""
+    argument: Any = typer.core.TyperArgument
+    typed = argument.display_type_rich
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if self.metavar else typed(self, ctx)
+
+    argument.display_type_rich = display_type_rich
+
+
+_plain_arguments()
+
+
+class State:
+    """Global options, set by the ``fairque`` callback before a command runs."""
+
+    debug = False
 
 
 def fail(message: str) -> typer.Exit:
     """Prints ``message`` as the command's one-line error; raise what it returns (exit 2)."""
-    errors.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line, however long
+    errors.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(2)
+
+
+def warn(message: str) -> None:
+    """Prints a one-line warning on stderr."""
+    errors.print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
+
+
+def say(message: str) -> None:
+    """Prints a line about the command itself (start, stop) on stderr."""
+    errors.print(message, soft_wrap=True, highlight=False, markup=False)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def explain(exc: BaseException) -> str:
+    """The one line that says what went wrong, for an exception a command let through."""
+    if isinstance(exc, FairQueueError):
+        return _one_line(exc)
+    text = str(exc)
+    # NOAUTH, or (RESP3) a HELLO refused before authenticating: no password was given.
+    if isinstance(exc, (AuthenticationError, ResponseError)) and (
+        text.startswith("NOAUTH") or "already authenticated" in text
+    ):
+        return (
+            "the server requires a password: give it in the URL "
+            "(redis://:PASSWORD@host:port or redis://USER:PASSWORD@host:port)"
+        )
+    if isinstance(exc, AuthenticationError) or (
+        isinstance(exc, ResponseError) and text.startswith(("WRONGPASS", "NOPERM"))
+    ):
+        return f"the server refused the credentials in the URL ({_one_line(exc)})"
+    if isinstance(exc, OUTAGE):
+        return (
+            f"cannot reach the server ({_one_line(exc)}); is it running, and is --url "
+            f"(or ${URL_ENV}) right?"
+        )
+    return f"{type(exc).__name__}: {_one_line(exc)} (run with --debug for the traceback)"
+
+
+def explained(command: F) -> F:
+    """Wraps a command so that whatever it raises ends it with one line and exit 2."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if State.debug:
+                raise
+            raise fail(explain(exc)) from None
+
+    return run  # type: ignore[return-value]
+
+
+class Typer(typer.Typer):
+    """A command group whose commands fail in one line (see :func:`explained`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        register = super().command(*args, **kwargs)
+
+        def decorate(command: F) -> F:
+            register(explained(command))
+            return command
+
+        return decorate
+
+
+def setup_logging() -> None:
+    """Shows the INFO lines of fairque's long-running loops on stderr (a worker's stop
+    line, a lost server and its return), warnings marked as such."""
+
+    class Lines(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            text = record.getMessage()
+            return f"warning: {text}" if record.levelno >= logging.WARNING else text
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Lines())
+    logger = logging.getLogger("fairque")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def parse_json(text: str | None, option: str) -> Any:
@@ -45,12 +203,34 @@ def parse_json(text: str | None, option: str) -> Any:
         raise fail(f"{option}: not valid JSON ({exc})") from None
 
 
+def parse_json_list(text: str | None, option: str) -> list[Any] | None:
+    """A JSON list of positional arguments, e.g. ``'["alice", 3]'``."""
+    value = parse_json(text, option)
+    if value is not None and not isinstance(value, list):
+        raise fail(f"{option}: must be a JSON list, e.g. '[\"alice\", 3]', got {text}")
+    return value
+
+
+def parse_json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """A JSON object of keyword arguments, e.g. ``'{"pages": 3}'``."""
+    value = parse_json(text, option)
+    if value is not None and not isinstance(value, dict):
+        raise fail(f"{option}: must be a JSON object, e.g. '{{\"pages\": 3}}', got {text}")
+    return value
+
+
 def import_module(module: str, option: str) -> Any:
-    """Imports ``module`` (so that its ``@task`` functions register themselves)."""
+    """Imports ``module`` (so that its ``@task`` functions register themselves), from the
+    current directory too, as celery and rq do: ``--tasks tasks`` next to ``tasks.py``."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise fail(f"{option} {module}: {exc}") from None
+        raise fail(
+            f"{option} {module}: {exc} (looked in {here} and the installed packages)"
+        ) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -66,10 +246,67 @@ def is_loopback(host: str) -> bool:
 def require_token_off_loopback(host: str, token: str | None) -> None:
     """Refuses to serve off loopback without a bearer token."""
     if not token and not is_loopback(host):
-        raise fail(f"--host {host}: set a token (--token or $FAIRQUE_MASTER_TOKEN) off loopback")
+        raise fail(f"--host {host}: set a token (--token or ${TOKEN_ENV}) off loopback")
 
 
 def serve_metrics(metrics: Metrics, port: int) -> None:
-    """Serves ``metrics`` on 127.0.0.1:``port`` and says where."""
+    """Serves ``metrics`` on 127.0.0.1:``port`` and says where, first thing on stdout
+    (port 0 picks a free one: a script reads the address there)."""
     server = metrics.serve(port)
-    console.print(f"metrics on http://127.0.0.1:{server.port}/metrics")
+    typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics")
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (never printed)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    hosts = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
+
+
+def server_name(url: str | None) -> str:
+    """How a start line names the server: the URL (without password), or the embedded
+    Valkey and its socket. Resolving the embedded one starts it if needed."""
+    from fairque.config import redis_url
+
+    if url or os.environ.get(URL_ENV):
+        return redacted(redis_url(url))
+    return f"the embedded Valkey ({redis_url(None)})"
+
+
+def unreachable(url: str | None) -> str | None:
+    """Why the server at ``url`` does not answer PING now; None when it does."""
+    from fairque.config import redis_url
+    from fairque.engine.connect import sync_client
+
+    try:
+        client = sync_client(redis_url(url), socket_connect_timeout=2, socket_timeout=2)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except FairQueueError:
+        raise
+    except Exception as exc:
+        return explain(exc)
+    return None
+
+
+def announce(command: str, *facts: str) -> None:
+    """The start line of a long-running command: what it is, where, and how to stop it."""
+    say(f"fairque {command}: " + "; ".join(fact for fact in facts if fact) + " (Ctrl-C stops)")
+
+
+def print_json(value: Any) -> None:
+    """``value`` as JSON on stdout (bytes as text, times as numbers)."""
+    typer.echo(json.dumps(value, default=_jsonable, ensure_ascii=False, sort_keys=True))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)

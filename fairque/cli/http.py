@@ -1,33 +1,103 @@
-"""``fairque master``, ``dashboard`` and ``http-worker``: the HTTP services."""
+"""``fairque master``, ``dashboard`` and ``http-worker``: the HTTP services.
+
+Default ports, one per command so that all three run side by side on one host:
+master 8080, dashboard 8081, http-worker 8082.
+"""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fairque.cli.common import (
+    HOST_HELP,
     NAMESPACE_OPTION,
     SHARDS_OPTION,
     TOKEN_OPTION,
     URL_OPTION,
-    fail,
+    Typer,
+    announce,
     import_module,
     require_token_off_loopback,
+    say,
+    server_name,
+    setup_logging,
+    unreachable,
+    warn,
 )
-from fairque.errors import FairQueueError
+from fairque.cli.queue import TASKS_OPTION
+
+MASTER_PORT, DASHBOARD_PORT, HTTP_WORKER_PORT = 8080, 8081, 8082
+
+
+def _host_option() -> Any:
+    return typer.Option("127.0.0.1", "--host", metavar="HOST", help=HOST_HELP)
+
+
+def _port_option(default: int, envvar: str) -> Any:
+    return typer.Option(
+        default,
+        "--port",
+        min=0,
+        max=65535,
+        envvar=envvar,
+        metavar="PORT",
+        help="Port to bind (0: any free).",
+    )
+
+
+def _check_server(url: str | None) -> str:
+    """Says which server a service reads, and warns if it does not answer now: the
+    service starts anyway and answers 503 until the server is back."""
+    name = server_name(url)
+    problem = unreachable(url)
+    if problem is not None:
+        warn(
+            f"{problem}; serving anyway: requests that need the server answer 503 until it is back"
+        )
+    return name
+
+
+def _serve(app: Any, host: str, port: int, command: str) -> None:
+    """Runs ``app`` under uvicorn until SIGTERM / SIGINT, then says it stopped.
+
+    uvicorn shuts down gracefully on the signal and then raises it again under the
+    handler that was there before it started: a no-op for SIGTERM and a caught
+    KeyboardInterrupt for SIGINT let the command end normally (exit 0, its stop line).
+    """
+    import uvicorn
+
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    say(f"fairque {command}: stopped")
+
+
+def _where(host: str, port: int) -> str:
+    return f"http://{host}:{port}"
 
 
 def master(
-    host: str = typer.Option("127.0.0.1", help="Address to bind."),
-    port: int = typer.Option(8080, min=0, max=65535, help="Port to bind."),
+    host: str = _host_option(),
+    port: int = _port_option(MASTER_PORT, "FAIRQUE_MASTER_PORT"),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     token: str | None = TOKEN_OPTION,
-    result_ttl: float = typer.Option(3600.0, min=1, help="Seconds a kept result waits."),
-    openapi: Path | None = typer.Option(None, help="Write the OpenAPI document here and exit."),
+    result_ttl: float = typer.Option(
+        3600.0, "--result-ttl", min=1, metavar="SECONDS", help="How long a kept result waits."
+    ),
+    openapi: Path | None = typer.Option(
+        None, "--openapi", metavar="FILE", help="Write the OpenAPI document to FILE and exit."
+    ),
 ) -> None:
     """Run the JQ master: HTTP + MessagePack API for pushers, workers and a Web UI."""
     from fairque.http.master import MasterConfig, create_master
@@ -38,14 +108,22 @@ def master(
         openapi.write_text(json.dumps(app.openapi_schema.to_schema(), indent=2) + "\n")
         return
     require_token_off_loopback(host, token)
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    setup_logging()
+    server = _check_server(url)
+    where = _where(host, port)
+    announce(
+        "master",
+        f"{where} (jobs API, Web UI at {where}/ui, OpenAPI at {where}/schema/openapi.json)",
+        f"server {server}",
+        f"namespace {namespace}",
+        "bearer token required" if token else "",
+    )
+    _serve(app, host, port, "master")
 
 
 def dashboard(
-    host: str = typer.Option("127.0.0.1", help="Address to bind."),
-    port: int = typer.Option(8081, min=0, max=65535, help="Port to bind."),
+    host: str = _host_option(),
+    port: int = _port_option(DASHBOARD_PORT, "FAIRQUE_DASHBOARD_PORT"),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
@@ -55,23 +133,44 @@ def dashboard(
     from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
 
     require_token_off_loopback(host, token)
-    import uvicorn
-
+    setup_logging()
+    server = _check_server(url)
     config = DashboardConfig(UiConfig(url=url, namespace=namespace, shards=shards), token=token)
-    uvicorn.run(create_dashboard(config), host=host, port=port, log_level="warning")
+    announce(
+        "dashboard",
+        f"Web UI at {_where(host, port)}/ui",
+        f"server {server}",
+        f"namespace {namespace}" + (f" ({shards} shards)" if shards > 1 else ""),
+        "bearer token required" if token else "",
+    )
+    _serve(create_dashboard(config), host, port, "dashboard")
 
 
 def http_worker(
-    master_url: str = typer.Option(..., "--master", help="The master's URL."),
-    tasks: list[str] = typer.Option([], "--tasks", "-t", help="Module defining @task functions."),
-    host: str = typer.Option("127.0.0.1", help="Address to bind."),
-    port: int = typer.Option(8081, min=1, max=65535, help="Port to bind."),
-    public_url: str | None = typer.Option(None, "--url", help="URL the master reaches us at."),
-    capacity: int = typer.Option(4, min=1, max=1000, help="Jobs run at once."),
-    worker_id: str | None = typer.Option(None, help="Worker id (default: host-port)."),
+    master_url: str = typer.Option(..., "--master", metavar="URL", help="The master's URL."),
+    tasks: list[str] = TASKS_OPTION,
+    host: str = _host_option(),
+    port: int = typer.Option(
+        HTTP_WORKER_PORT,
+        "--port",
+        min=1,
+        max=65535,
+        envvar="FAIRQUE_HTTP_WORKER_PORT",
+        metavar="PORT",
+        help="Port to bind.",
+    ),
+    public_url: str | None = typer.Option(
+        None, "--public-url", metavar="URL", help="URL the master reaches us at."
+    ),
+    capacity: int = typer.Option(
+        4, "--capacity", min=1, max=1000, metavar="N", help="Jobs run at once."
+    ),
+    worker_id: str | None = typer.Option(
+        None, "--worker-id", metavar="ID", help="Worker id (default: host-port)."
+    ),
     token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Run @task functions for a JQ master, behind the seed 003 worker API."""
+    """Run @task functions for a JQ master, behind the HTTP worker API."""
     from fairque.http.worker import HttpWorkerConfig, create_http_worker
     from fairque.worker import registry
 
@@ -79,22 +178,25 @@ def http_worker(
         import_module(module, "--tasks")
     config = HttpWorkerConfig(
         master=master_url,
-        url=public_url or f"http://{host}:{port}",
+        url=public_url or _where(host, port),
         worker_id=worker_id or f"{socket.gethostname()}-{port}",
         capacity=capacity,
         token=token,
     )
     require_token_off_loopback(host, token)
-    try:
-        app = create_http_worker(config, registry)
-    except FairQueueError as exc:
-        raise fail(str(exc)) from None
-    import uvicorn
+    app = create_http_worker(config, registry)
+    setup_logging()
+    names = ", ".join(sorted(registry.functions)) or "no functions (give --tasks)"
+    announce(
+        "http-worker",
+        f"{_where(host, port)} for master {master_url}",
+        f"functions {names}",
+        f"id {config.worker_id}, capacity {capacity}",
+    )
+    _serve(app, host, port, "http-worker")
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
 
-
-def register(app: typer.Typer) -> None:
+def register(app: Typer) -> None:
     """Adds this module's commands to ``app``."""
     app.command()(master)
     app.command()(dashboard)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.live import Live
@@ -12,33 +14,78 @@ from rich.table import Table
 
 from fairque import demo as demo_module
 from fairque.cli.common import (
+    JSON_OPTION,
     METRICS_PORT_OPTION,
+    NAMESPACE_ENV,
     NAMESPACE_OPTION,
+    SHARDS_ENV,
     SHARDS_OPTION,
+    TENANT_NAMES,
     URL_OPTION,
+    Typer,
+    announce,
     console,
     errors,
     fail,
     import_module,
-    parse_json,
+    parse_json_list,
+    parse_json_object,
+    print_json,
+    say,
     serve_metrics,
+    server_name,
+    setup_logging,
 )
+from fairque.config import URL_ENV
+from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
-from fairque.queue.models import QueueStats, Task
+from fairque.queue.models import QueueStats, Task, TenantStats
 from fairque.queue.sharded import open_queue
-from fairque.worker import Worker, load_config, registry
+from fairque.worker import Worker, WorkerConfig, load_config, registry
 from fairque.worker.processes import run_processes
+
+TASKS_OPTION = typer.Option(
+    [],
+    "--tasks",
+    "-t",
+    envvar="FAIRQUE_TASKS",
+    metavar="MODULE",
+    help="Module defining @task functions, imported from the current directory too "
+    "(repeat it for more).",
+)
 
 
 def worker(
-    config: Path | None = typer.Option(None, "--config", "-c", help="Worker YAML file."),
-    tasks: list[str] = typer.Option([], "--tasks", "-t", help="Module defining @task functions."),
-    url: str | None = URL_OPTION,
-    namespace: str | None = typer.Option(None, help="Queue namespace (overrides the file)."),
-    concurrency: int | None = typer.Option(None, help="Tasks run at once."),
-    shards: int | None = typer.Option(None, help="Serve every shard of a sharded queue."),
-    processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", metavar="FILE", help="Worker YAML file."
+    ),
+    tasks: list[str] = TASKS_OPTION,
+    url: str | None = typer.Option(
+        None, "--url", envvar=URL_ENV, metavar="URL", help="Server URL (overrides the file)."
+    ),
+    namespace: str | None = typer.Option(
+        None,
+        "--namespace",
+        envvar=NAMESPACE_ENV,
+        metavar="NAME",
+        help="Queue namespace (overrides the file).",
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", min=1, metavar="N", help="Tasks run at once."
+    ),
+    shards: int | None = typer.Option(
+        None,
+        "--shards",
+        min=1,
+        max=1024,
+        envvar=SHARDS_ENV,
+        metavar="N",
+        help="Serve every shard of a sharded queue of N shards.",
+    ),
+    processes: int = typer.Option(
+        1, "--processes", min=1, max=256, metavar="N", help="Worker processes (CPU-bound work)."
+    ),
     metrics_port: int | None = METRICS_PORT_OPTION,
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
@@ -54,37 +101,77 @@ def worker(
         import_module(module, "--tasks")
     if not registry.functions:
         raise fail("no task functions: give --tasks MODULE, a module of @task functions")
+    setup_logging()
+    announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
-        raise typer.Exit(run_processes(settings, processes, tasks))
+        code = run_processes(settings, processes, tasks)
+        say(f"fairque worker: stopped ({processes} processes)")
+        raise typer.Exit(code)
     metrics = None
     if metrics_port is not None:
         metrics = Metrics()
         queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
         metrics.watch_queue(queue, settings.namespace)
         serve_metrics(metrics, metrics_port)
-    Worker(settings, metrics=metrics).run()
+    running = Worker(settings, metrics=metrics)
+    running.run()
+    say(
+        f"fairque worker: stopped: {running.finished} finished, {running.failed} failed, "
+        f"{running.handed_back} handed back"
+    )
+
+
+def _worker_facts(settings: WorkerConfig, processes: int) -> list[str]:
+    shards = f" ({settings.shards} shards)" if settings.shards > 1 else ""
+    names = sorted(registry.functions)
+    if settings.assigned_users or settings.steal_targets:
+        tenants = f"tenants {', '.join(settings.assigned_users or [])} first"
+        if settings.steal_targets:
+            tenants += f", then {', '.join(settings.steal_targets)}"
+    else:
+        tenants = "every tenant"
+    return [
+        f"server {server_name(settings.redis_url)}",
+        f"namespace {settings.namespace}{shards}",
+        f"serving {tenants}",
+        f"functions {', '.join(names)}" if names else "no functions registered (give --tasks)",
+        f"id {settings.id}, concurrency {settings.concurrency}"
+        + (f" x {processes} processes" if processes > 1 else ""),
+    ]
 
 
 def push(
-    name: str = typer.Argument(..., help="Registered task function name."),
-    user: str = typer.Option(..., "--user", "-u", help="Tenant (user id)."),
-    priority: int = typer.Option(3, "--priority", "-p", help="1 (low) .. 5 (high), 6 critical."),
-    args: str = typer.Option("[]", help="JSON list of positional arguments."),
-    kwargs: str = typer.Option("{}", help="JSON object of keyword arguments."),
-    delay: float = typer.Option(0.0, help="Seconds before it may run."),
+    name: str = typer.Argument(..., metavar="NAME", help="Registered task function name."),
+    user: str = typer.Option(..., *TENANT_NAMES, metavar="TENANT", help="Tenant (user id)."),
+    priority: int = typer.Option(
+        3, "--priority", "-p", min=1, max=6, metavar="P", help="1 (low) .. 5 (high), 6 critical."
+    ),
+    args: str = typer.Option(
+        "[]", "--args", metavar="JSON", help="JSON list of positional arguments."
+    ),
+    kwargs: str = typer.Option(
+        "{}", "--kwargs", metavar="JSON", help="JSON object of keyword arguments."
+    ),
+    delay: float = typer.Option(
+        0.0, "--delay", min=0, metavar="SECONDS", help="Seconds before it may run."
+    ),
+    keep_result: bool = typer.Option(
+        False, "--keep-result", help="Keep its result (for fairque task result ID)."
+    ),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
 ) -> None:
     """Push one task and print its id."""
-    payload = {"args": parse_json(args, "--args"), "kwargs": parse_json(kwargs, "--kwargs")}
-    try:
-        task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay)
-        with open_queue(url, namespace, shards) as queue:
-            console.print(queue.push(task))
-            serving = [worker for worker in queue.workers() if name in worker.functions]
-    except FairQueueError as exc:
-        raise fail(str(exc)) from None
+    payload = {
+        "args": parse_json_list(args, "--args"),
+        "kwargs": parse_json_object(kwargs, "--kwargs"),
+    }
+    task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay,
+                keep_result=keep_result)  # fmt: skip
+    with open_queue(url, namespace, shards) as queue:
+        typer.echo(queue.push(task))
+        serving = [worker for worker in queue.workers() if name in worker.functions]
     if not serving:
         errors.print(
             f"[yellow]warning:[/yellow] no live worker serves {name}: the task waits for one",
@@ -98,11 +185,8 @@ def workers(
     shards: int = SHARDS_OPTION,
 ) -> None:
     """Live workers: what they serve, concurrency, tasks in flight, last beat."""
-    try:
-        with open_queue(url, namespace, shards) as queue:
-            live = queue.workers()
-    except FairQueueError as exc:
-        raise fail(str(exc)) from None
+    with open_queue(url, namespace, shards) as queue:
+        live = queue.workers()
     table = Table(title=f"live workers of {namespace}")
     for column in ("worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"):
         table.add_column(column)
@@ -115,29 +199,74 @@ def workers(
     console.print(table if live else "no live worker")
 
 
+STAT_COLUMNS = ("queued", "pushed", "finished", "failed", "retried", "canceled")
+
+
+def stat_rows(stats: QueueStats) -> dict[str, dict[str, int]]:
+    """The rows ``fairque stats`` shows, which add up: each tenant's fair tasks, their
+    sum, the rest (strict jobs and storage tasks, which have no tenant), and all.
+
+    ``queued`` is ready now; the others are lifetime counters.
+    """
+    rows = {tenant: _columns(figures) for tenant, figures in stats.tenants.items()}
+    tenants = {column: sum(row[column] for row in rows.values()) for column in STAT_COLUMNS}
+    everything = {column: stats.counters.get(column, 0) for column in STAT_COLUMNS}
+    everything["queued"] = stats.states.get(TaskState.QUEUED, 0)
+    others = {column: everything[column] - tenants[column] for column in STAT_COLUMNS}
+    return {**rows, "all tenants": tenants, "jobs + storage": others, "all kinds": everything}
+
+
+def _columns(figures: TenantStats) -> dict[str, int]:
+    values = dataclasses.asdict(figures)
+    return {column: values[column] for column in STAT_COLUMNS}
+
+
 def _stats_table(stats: QueueStats, namespace: str) -> Table:
     table = Table(title=f"fairque {namespace}")
     table.add_column("tenant")
-    for column in ("queued", "pushed", "finished", "failed", "retried", "canceled"):
+    for column in STAT_COLUMNS:
         table.add_column(column, justify="right")
-    for tenant, figures in stats.tenants.items():
-        row = (figures.queued, figures.pushed, figures.finished, figures.failed, figures.retried,
-               figures.canceled)  # fmt: skip
-        table.add_row(tenant, *map(str, row))
+    rows = stat_rows(stats)
+    totals = ("all tenants", "jobs + storage", "all kinds")
+    for label, row in rows.items():
+        if label == totals[0]:
+            table.add_section()
+        table.add_row(label, *(str(row[column]) for column in STAT_COLUMNS))
     states = ", ".join(f"{state.value} {count}" for state, count in stats.states.items())
-    table.caption = states
+    table.caption = (
+        f"now, every kind: {states}\n"
+        "queued: ready now; the other columns count since the namespace began"
+    )
     return table
+
+
+def _stats_json(stats: QueueStats) -> dict[str, Any]:
+    return {
+        "states": {state.value: count for state, count in stats.states.items()},
+        "counters": stats.counters,
+        "rows": stat_rows(stats),
+    }
 
 
 def stats(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
-    watch: float = typer.Option(0.0, help="Refresh every this many seconds (0: once)."),
+    watch: float = typer.Option(
+        0.0, "--watch", min=0, metavar="SECONDS", help="Refresh every SECONDS (0: once)."
+    ),
     rounds: int = typer.Option(0, hidden=True, help="Stop watching after this many refreshes."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Tasks per state and per tenant (all shards summed)."""
+    """Tasks per state and per tenant (all shards summed); the rows add up.
+
+    The tenant rows count fair-queue tasks; strict jobs (the JQ master) and storage
+    tasks have no tenant and are counted in their own row; "all kinds" counts every kind.
+    """
     with open_queue(url, namespace, shards) as queue:
+        if as_json:
+            print_json(_stats_json(queue.stats()))
+            return
         if watch <= 0:
             console.print(_stats_table(queue.stats(), namespace))
             return
@@ -150,15 +279,25 @@ def stats(
 
 
 def demo(
-    url: str | None = typer.Option(None, help="Server URL (default: a throwaway Valkey)."),
-    tenants: int = typer.Option(8, min=2, max=100, help="Tenants, one of them heavy."),
-    tasks: int = typer.Option(2000, min=10, max=1_000_000, help="Tasks in all."),
+    url: str | None = typer.Option(
+        None, "--url", metavar="URL", help="Server URL (default: a throwaway Valkey)."
+    ),
+    tenants: int = typer.Option(
+        8, "--tenants", min=2, max=100, metavar="N", help="Tenants, one of them heavy."
+    ),
+    count: int = typer.Option(
+        2000, "--count", min=10, max=1_000_000, metavar="N", help="Tasks in all."
+    ),
 ) -> None:
-    """Show fairness: small tenants finish early although a heavy one pushed first."""
-    demo_module.run(url, tenants, tasks, console)
+    """Show fairness: small tenants finish early although a heavy one pushed first.
+
+    Runs on a throwaway Valkey unless --url is given ($FAIRQUE_REDIS_URL is not read:
+    the demo never fills a queue you use).
+    """
+    demo_module.run(url, tenants, count, console)
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Typer) -> None:
     """Adds this module's commands to ``app``."""
     for command in (worker, push, stats, workers, demo):
         app.command()(command)

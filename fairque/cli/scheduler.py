@@ -14,17 +14,24 @@ from rich.table import Table
 from fairque.cli.common import (
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
+    TENANT_NAMES,
     URL_OPTION,
+    Typer,
+    announce,
     console,
     fail,
-    parse_json,
+    parse_json_list,
+    parse_json_object,
+    say,
     serve_metrics,
+    server_name,
+    setup_logging,
 )
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
 
-app = typer.Typer(help="Cron and interval schedules, run by any number of instances.")
+app = Typer(help="Cron and interval schedules, run by any number of instances.")
 
 URL = URL_OPTION
 NAMESPACE = NAMESPACE_OPTION
@@ -71,24 +78,40 @@ def _template(
         "name": name,
         "user_id": user,
         "priority": priority,
-        "args": parse_json(args, "--args"),
-        "kwargs": parse_json(kwargs, "--kwargs"),
+        "args": parse_json_list(args, "--args"),
+        "kwargs": parse_json_object(kwargs, "--kwargs"),
     }
     return {key: value for key, value in given.items() if value is not None}
 
 
 @app.command()
 def add(
-    task: str = typer.Option(..., "--task", help="Registered task function name."),
-    user: str = typer.Option(..., "--user", "-u", help="Tenant (user id) of each run."),
-    cron: str | None = typer.Option(None, help="Cron expression, e.g. '*/5 * * * *'."),
-    interval: float | None = typer.Option(None, help="Or: seconds between runs."),
-    tz: str = typer.Option("UTC", "--timezone", help="Time zone of the cron expression."),
-    priority: int | None = typer.Option(None, "--priority", "-p", help="1..5, 6 critical."),
-    args: str | None = typer.Option(None, help="JSON list of positional arguments."),
-    kwargs: str | None = typer.Option(None, help="JSON object of keyword arguments."),
-    missed: str = typer.Option("run_once", help="Missed runs: run_once or skip."),
-    schedule_id: str | None = typer.Option(None, "--id", help="Schedule id (default: random)."),
+    task: str = typer.Option(..., "--task", metavar="NAME", help="Registered task function name."),
+    user: str = typer.Option(..., *TENANT_NAMES, metavar="TENANT", help="Tenant of each run."),
+    cron: str | None = typer.Option(
+        None, "--cron", metavar="EXPR", help="Cron expression, e.g. '*/5 * * * *'."
+    ),
+    interval: float | None = typer.Option(
+        None, "--interval", metavar="SECONDS", help="Or: seconds between runs."
+    ),
+    tz: str = typer.Option(
+        "UTC", "--timezone", metavar="ZONE", help="Time zone of the cron expression."
+    ),
+    priority: int | None = typer.Option(
+        None, "--priority", "-p", metavar="P", help="1 (low) .. 5 (high), 6 critical."
+    ),
+    args: str | None = typer.Option(
+        None, "--args", metavar="JSON", help="JSON list of positional arguments."
+    ),
+    kwargs: str | None = typer.Option(
+        None, "--kwargs", metavar="JSON", help="JSON object of keyword arguments."
+    ),
+    missed: str = typer.Option(
+        "run_once", "--missed", metavar="POLICY", help="Missed runs: run_once or skip."
+    ),
+    schedule_id: str | None = typer.Option(
+        None, "--id", metavar="ID", help="Schedule id (default: random)."
+    ),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -102,16 +125,24 @@ def add(
 
 @app.command()
 def update(
-    schedule_id: str = typer.Argument(..., help="Schedule id."),
-    cron: str | None = typer.Option(None, help="New cron expression."),
-    interval: float | None = typer.Option(None, help="New interval (s)."),
-    tz: str | None = typer.Option(None, "--timezone", help="New time zone."),
-    task: str | None = typer.Option(None, "--task", help="New task function name."),
-    user: str | None = typer.Option(None, "--user", "-u", help="New tenant."),
-    priority: int | None = typer.Option(None, "--priority", "-p", help="New priority."),
-    args: str | None = typer.Option(None, help="New JSON list of positional arguments."),
-    kwargs: str | None = typer.Option(None, help="New JSON object of keyword arguments."),
-    missed: str | None = typer.Option(None, help="run_once or skip."),
+    schedule_id: str = typer.Argument(..., metavar="ID", help="Schedule id."),
+    cron: str | None = typer.Option(None, "--cron", metavar="EXPR", help="New cron expression."),
+    interval: float | None = typer.Option(
+        None, "--interval", metavar="SECONDS", help="New interval."
+    ),
+    tz: str | None = typer.Option(None, "--timezone", metavar="ZONE", help="New time zone."),
+    task: str | None = typer.Option(None, "--task", metavar="NAME", help="New task function."),
+    user: str | None = typer.Option(None, *TENANT_NAMES, metavar="TENANT", help="New tenant."),
+    priority: int | None = typer.Option(
+        None, "--priority", "-p", metavar="P", help="New priority."
+    ),
+    args: str | None = typer.Option(
+        None, "--args", metavar="JSON", help="New JSON list of positional arguments."
+    ),
+    kwargs: str | None = typer.Option(
+        None, "--kwargs", metavar="JSON", help="New JSON object of keyword arguments."
+    ),
+    missed: str | None = typer.Option(None, "--missed", metavar="POLICY", help="run_once or skip."),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -128,7 +159,7 @@ def update(
 
 @app.command()
 def remove(
-    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    schedule_id: str = typer.Argument(..., metavar="ID", help="Schedule id."),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -140,7 +171,7 @@ def remove(
 
 @app.command()
 def pause(
-    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    schedule_id: str = typer.Argument(..., metavar="ID", help="Schedule id."),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -151,7 +182,7 @@ def pause(
 
 @app.command()
 def resume(
-    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    schedule_id: str = typer.Argument(..., metavar="ID", help="Schedule id."),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -169,7 +200,7 @@ def list_(url: str | None = URL, namespace: str = NAMESPACE) -> None:
 
 @app.command()
 def show(
-    schedule_id: str = typer.Argument(..., help="Schedule id."),
+    schedule_id: str = typer.Argument(..., metavar="ID", help="Schedule id."),
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
@@ -195,17 +226,36 @@ def health(url: str | None = URL, namespace: str = NAMESPACE) -> None:
 def run(
     url: str | None = URL,
     namespace: str = NAMESPACE,
-    poll_interval: float = typer.Option(1.0, help="Longest wait between cycles (s)."),
-    lock_timeout: float = typer.Option(30.0, help="Lifetime of a schedule lock (s)."),
-    instance_id: str | None = typer.Option(None, help="Instance id (default host:pid:random)."),
+    poll_interval: float = typer.Option(
+        1.0, "--poll-interval", metavar="SECONDS", help="Longest wait between cycles."
+    ),
+    lock_timeout: float = typer.Option(
+        30.0, "--lock-timeout", metavar="SECONDS", help="Lifetime of a schedule lock."
+    ),
+    instance_id: str | None = typer.Option(
+        None, "--instance-id", metavar="ID", help="Instance id (default host:pid:random)."
+    ),
     metrics_port: int | None = METRICS_PORT_OPTION,
 ) -> None:
     """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
     config = {"poll_interval": poll_interval, "lock_timeout": lock_timeout,
               "instance_id": instance_id}  # fmt: skip
+    setup_logging()
     with _scheduler(url, namespace, **config) as scheduler:
         if metrics_port is not None:
             metrics = Metrics()
             metrics.watch_scheduler(scheduler.metrics)
             serve_metrics(metrics, metrics_port)
+        announce(
+            "scheduler",
+            f"server {server_name(url)}",
+            f"namespace {namespace}",
+            "submitting the due runs of every schedule",
+            f"instance {instance_id}" if instance_id else "",
+        )
         scheduler.run()
+        figures = scheduler.metrics
+        say(
+            f"fairque scheduler: stopped after the current cycle: {figures.submitted} run(s) "
+            f"submitted, {figures.failed} failed submission(s), {figures.skipped} skipped"
+        )

@@ -8,7 +8,7 @@ import json
 import typer
 from pydantic import ValidationError
 
-from fairque.cli.common import NAMESPACE_OPTION, SHARDS_OPTION, URL_OPTION, console, fail
+from fairque.cli.common import NAMESPACE_OPTION, SHARDS_OPTION, URL_OPTION, Typer, console, fail
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.executor import Executor
@@ -16,7 +16,7 @@ from fairque.engine.keys import Namespace
 from fairque.errors import FairQueueError, InvalidInput
 from fairque.queue.sharded import shard_namespaces
 
-app = typer.Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
+app = Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
 
 
 def _namespaces(namespace: str, shards: int) -> list[Namespace]:
@@ -46,7 +46,9 @@ def show(
 
 @app.command("set")
 def set_(
-    assignments: list[str] = typer.Argument(..., help="KEY=VALUE, e.g. finished_ttl=3600."),
+    assignments: list[str] = typer.Argument(
+        ..., metavar="KEY=VALUE...", help="Settings to change, e.g. finished_ttl=3600."
+    ),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,

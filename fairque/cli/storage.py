@@ -1,5 +1,5 @@
 """``fairque storage-worker`` and ``storage-manager``: contract handlers over numbered
-queues (seed 004), and the Manager that steers them."""
+queues, and the Manager that steers them."""
 
 from __future__ import annotations
 
@@ -15,10 +15,15 @@ from fairque.cli.common import (
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
     URL_OPTION,
-    console,
+    Typer,
+    announce,
     fail,
     import_module,
+    redacted,
+    say,
     serve_metrics,
+    server_name,
+    setup_logging,
 )
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
@@ -37,25 +42,39 @@ STORAGE_OPTION = typer.Option(
     None,
     "--storage",
     envvar="FAIRQUE_STORAGE",
+    metavar="URL",
     help="Storage URL: tarantool://host:port, or a Redis URL (default: --url).",
 )
 
 
 def storage_worker(
-    contract: Path = typer.Option(..., "--contract", help="Queue-contract YAML (seed 004)."),
+    contract: Path = typer.Option(..., "--contract", metavar="FILE", help="Queue-contract YAML."),
     handlers: str = typer.Option(
-        ..., help="module:attribute, a mapping of queue name (or number) to handler."
+        ...,
+        "--handlers",
+        metavar="MODULE:NAME",
+        help="A mapping of queue name (or number) to handler, imported from the current "
+        "directory too.",
     ),
-    config: Path | None = typer.Option(None, "--config", "-c", help="Storage worker YAML."),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", metavar="FILE", help="Storage worker YAML."
+    ),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     metrics_port: int | None = METRICS_PORT_OPTION,
     manager: float = typer.Option(
-        0.0, min=0, help="Also run a Manager here, every N s (0: none; see storage-manager)."
+        0.0,
+        "--manager",
+        min=0,
+        metavar="SECONDS",
+        help="Also run a Manager here, every SECONDS (0: none; see storage-manager).",
     ),
     storage: str | None = STORAGE_OPTION,
     worker_id: str | None = typer.Option(
-        None, "--worker-id", help="Name on the Manager's board (default: host-pid-random)."
+        None,
+        "--worker-id",
+        metavar="ID",
+        help="Name on the Manager's board (default: host-pid-random).",
     ),
 ) -> None:
     """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
@@ -71,6 +90,21 @@ def storage_worker(
     if watched is not None:
         metrics.watch_storage(watched)
         serve_metrics(metrics, metrics_port or 0)
+
+    setup_logging()
+    served = ", ".join(
+        f"{queue.name} ({number})"
+        for number, queue in queues.queues.items()
+        if queue.name in table or number in table
+    )
+    announce(
+        "storage-worker",
+        f"storage {_storage_name(target)}",
+        f"namespace {namespace}",
+        f"queues {served or 'none with a handler'}",
+        f"{settings.max_processors} processor(s)",
+        f"id {worker_id}" if worker_id else "",
+    )
 
     async def run() -> StorageWorker:
         async with open_async_storage(target, namespace) as opened:
@@ -89,14 +123,16 @@ def storage_worker(
     except FairQueueError as exc:
         raise fail(str(exc)) from None
     done = sum(stats.processed for stats in worker.stats.values())
-    console.print(f"stopped after {done} processed task(s)")
+    say(f"fairque storage-worker: stopped after {done} processed task(s)")
 
 
 def storage_manager(
     storage: str | None = STORAGE_OPTION,
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
-    interval: float = typer.Option(5.0, min=0.01, max=3600, help="Seconds between rounds."),
+    interval: float = typer.Option(
+        5.0, "--interval", min=0.01, max=3600, metavar="SECONDS", help="Seconds between rounds."
+    ),
     once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
 ) -> None:
     """Steer storage workers in every process: publish processors per queue per worker.
@@ -109,18 +145,31 @@ def storage_manager(
         typer.echo(json.dumps(plan, sort_keys=True))
 
     async def run() -> None:
-        async with open_async_storage(storage or url, namespace) as opened:
+        async with open_async_storage(target, namespace) as opened:
             if once:
                 show(await Manager(opened).rebalance())
             else:
                 await serve_manager(opened, interval, show)
 
+    target = storage or url
+    if not once:
+        setup_logging()
+        announce("storage-manager", f"storage {_storage_name(target)}",
+                 f"namespace {namespace}", f"a plan every {interval:g} s on stdout")  # fmt: skip
     try:
         asyncio.run(run())
     except FairQueueError as exc:
         raise fail(str(exc)) from None
     except OUTAGE as exc:  # --once on an unreachable Redis (a Manager that runs retries)
         raise fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
+    if not once:
+        say("fairque storage-manager: stopped (its last plan stays in place)")
+
+
+def _storage_name(target: str | None) -> str:
+    if target and target.startswith("tarantool://"):
+        return redacted(target)
+    return server_name(target)
 
 
 def _handlers(spec: str) -> Any:
@@ -133,7 +182,7 @@ def _handlers(spec: str) -> Any:
     return table
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Typer) -> None:
     """Adds this module's commands to ``app``."""
     app.command("storage-worker")(storage_worker)
     app.command("storage-manager")(storage_manager)

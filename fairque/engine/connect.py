@@ -25,6 +25,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from fairque.errors import InvalidInput
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
 
 SyncClient = redis.Redis | RedisCluster
 AsyncClient = aioredis.Redis | AsyncRedisCluster
@@ -54,8 +55,20 @@ def _host_port(node: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def check_url(url: str) -> str:
+    """Refuses a URL of an unknown scheme, naming the ones that work (and not the URL,
+    which may hold a password)."""
+    scheme = urlsplit(url).scheme
+    if scheme not in SCHEMES:
+        given = f"it starts with {scheme}://" if scheme else "it has no scheme"
+        known = ", ".join(f"{name}://" for name in SCHEMES)
+        raise InvalidInput("url", f"must start with one of {known} ({given})")
+    return url
+
+
 def sync_client(url: str, **options: Any) -> SyncClient:
     """A blocking client for ``url``: a :class:`RedisCluster` for a cluster URL."""
+    check_url(url)
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **options)
     first, others = cluster_nodes(url)
@@ -65,6 +78,7 @@ def sync_client(url: str, **options: Any) -> SyncClient:
 
 def async_client(url: str, **options: Any) -> AsyncClient:
     """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
+    check_url(url)
     if not is_cluster_url(url):
         return aioredis.Redis.from_url(url, **options)
     first, others = cluster_nodes(url)

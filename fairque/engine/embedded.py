@@ -134,6 +134,19 @@ def server_pid(folder: Path | None = None) -> int | None:
     return pid
 
 
+def attached_clients(folder: Path | None = None) -> int | None:
+    """How many clients (other than this call) are connected to the embedded server of
+    ``folder``; None if it does not answer."""
+    import redis
+
+    sock = (folder or home()) / SOCKET_NAME
+    try:
+        with redis.Redis(unix_socket_path=str(sock), socket_timeout=2) as client:
+            return max(0, len(client.client_list()) - 1)
+    except (redis.RedisError, OSError):
+        return None
+
+
 def stop_server(folder: Path | None = None, timeout: float = 10.0) -> bool:
     """Stops the embedded server of ``folder`` (flushing its append-only file)."""
     pid = server_pid(folder)

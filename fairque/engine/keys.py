@@ -54,6 +54,11 @@ class Namespace:
         """The sharded pub/sub channel the scripts publish on when tasks become ready."""
         return self.prefix + "wake"
 
+    @property
+    def ended_channel(self) -> str:
+        """The sharded pub/sub channel the scripts publish the ids of ended tasks on."""
+        return self.prefix + "ended"
+
     def call(
         self,
         script_name: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -20,12 +21,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import litestar
-from litestar import Litestar, Response, Router
+from litestar import Litestar, Request, Response, Router
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException
 from litestar.params import PathParameter, QueryParameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
+from litestar.types import ExceptionHandlersMap
 
 from fairque.config import QueueSettings
 from fairque.engine.calls import MAX_PAGE
@@ -42,6 +44,7 @@ from fairque.http.wire import (
     WireRequest,
     WireResponse,
     bearer_guard,
+    error_response,
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
@@ -50,6 +53,7 @@ from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
+log = logging.getLogger("fairque.http.ui")
 STATIC = Path(__file__).parent / "static"
 # The page runs only its own script and style, talks only to its own origin, and cannot
 # be framed: data shown in it can never become code.
@@ -313,6 +317,7 @@ class Dashboard:
         api = Router(
             "/ui/api",
             route_handlers=ROUTES,
+            exception_handlers=UNREACHABLE,
             dependencies={"ui": Provide(lambda: self, use_cache=True, sync_to_thread=False)},
             response_class=WireResponse,
         )
@@ -320,6 +325,18 @@ class Dashboard:
             "/ui/static", [STATIC], opt=PUBLIC, name="ui-static", after_request=_secured
         )
         return Router("/", route_handlers=[page, api, files], response_headers=SECURITY_HEADERS)
+
+
+def _unreachable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """The queue's server does not answer: 503 with a body that says so (not a 500, which
+    would read as a bug), and a line in the log."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    log.warning("Web UI: the queue's server cannot be reached (%s)", reason)
+    message = f"the queue's server cannot be reached ({reason}); try again when it is back"
+    return error_response(request, 503, "unavailable", message)
+
+
+UNREACHABLE: ExceptionHandlersMap = dict.fromkeys(OUTAGE, _unreachable)
 
 
 async def _secured(response: Response[Any]) -> Response[Any]:

@@ -16,6 +16,7 @@ from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
+from fairque.engine.notify import RECHECK_SECONDS, AsyncListener, Listener
 from fairque.engine.records import Record, TaskState
 from fairque.queue.models import (
     LeasedTask,
@@ -26,7 +27,7 @@ from fairque.queue.models import (
     TaskPage,
     WorkerInfo,
 )
-from fairque.queue.ops import QueueOps
+from fairque.queue.ops import QueueOps, ResultWait
 
 T = TypeVar("T")
 MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
@@ -177,6 +178,27 @@ class FairQueue:
     def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
         return self.executor.execute(self.ops.get_record(record_id))
+
+    def result(self, task_id: str, timeout: float | None = None) -> Any:
+        """Waits until task ``task_id`` ends and returns its result (what the worker's
+        function returned; the task must have been pushed with ``keep_result=True``).
+
+        Waits without polling: the script that ends a task publishes its id on the
+        namespace's ``ended`` channel. ``timeout`` (seconds; None: no limit) raises
+        :class:`~fairque.errors.ResultTimeout`; a task that failed for good or was
+        canceled raises :class:`~fairque.errors.TaskFailed` with its last error; one
+        pushed without ``keep_result`` raises :class:`~fairque.errors.ResultNotKept`.
+        """
+        wait = ResultWait(task_id, timeout, RECHECK_SECONDS)
+        settled = wait.settle(self.get(task_id))  # an ended task needs no subscription
+        if settled is not None:
+            return settled.result
+        with Listener(self.executor.client, self.namespace.ended_channel) as listener:
+            while True:
+                settled = wait.settle(self.get(task_id))  # read after subscribing: no race
+                if settled is not None:
+                    return settled.result
+                listener.wait_for(task_id, wait.next_wait())
 
     def stats(self) -> QueueStats:
         """Tasks per state, lifetime counters and per-tenant figures."""
@@ -379,6 +401,20 @@ class AsyncFairQueue:
     async def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
         return await self.executor.execute(self.ops.get_record(record_id))
+
+    async def result(self, task_id: str, timeout: float | None = None) -> Any:
+        """Waits until task ``task_id`` ends and returns its result; see
+        :meth:`FairQueue.result`."""
+        wait = ResultWait(task_id, timeout, RECHECK_SECONDS)
+        settled = wait.settle(await self.get(task_id))
+        if settled is not None:
+            return settled.result
+        async with AsyncListener(self.executor.client, self.namespace.ended_channel) as listener:
+            while True:
+                settled = wait.settle(await self.get(task_id))
+                if settled is not None:
+                    return settled.result
+                await listener.wait_for(task_id, wait.next_wait())
 
     async def stats(self) -> QueueStats:
         """Tasks per state, lifetime counters and per-tenant figures."""

@@ -7,6 +7,7 @@ each :class:`~fairque.engine.Call` through an executor, so the logic exists once
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,7 +39,14 @@ from fairque.engine.records import (
     TaskState,
     check_identifier,
 )
-from fairque.errors import InvalidInput, LeaseLost
+from fairque.errors import (
+    InvalidInput,
+    LeaseLost,
+    ResultNotKept,
+    ResultTimeout,
+    TaskFailed,
+    TaskNotFound,
+)
 from fairque.queue.models import (
     LeasedTask,
     Maintenance,
@@ -57,6 +65,60 @@ T = TypeVar("T")
 
 MAX_TENANTS_PER_POP = 1_000
 _POP_ROW = 13
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A wait that is over: the task finished with ``result``."""
+
+    result: Any
+
+
+class ResultWait:
+    """The decisions of ``queue.result(task_id, timeout)``, without I/O.
+
+    The client reads the task, asks :meth:`settle` whether the wait is over, and if not
+    waits for the task's id on the namespace's ``ended`` channel for :meth:`next_wait`
+    seconds (the finishing script publishes it), then reads it again.
+    """
+
+    def __init__(self, task_id: str, timeout: float | None, recheck: float) -> None:
+        _check_name(task_id, "task_id")
+        if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
+            raise InvalidInput(
+                "timeout", f"must be None or 0 to {MAX_TIMEOUT_SECONDS:g} s, got {timeout!r}"
+            )
+        self.task_id = task_id
+        self.timeout = timeout
+        self.recheck = recheck
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.state = "unknown"
+
+    def settle(self, info: TaskInfo | None) -> Settled | None:
+        """The result if the task finished; None while it has not ended. Raises
+        :class:`TaskFailed` (failed or canceled), :class:`ResultNotKept` (pushed without
+        ``keep_result``) or :class:`TaskNotFound`."""
+        if info is None:
+            raise TaskNotFound(self.task_id)
+        self.state = info.state.value
+        if info.state in (TaskState.FAILED, TaskState.CANCELED):
+            raise TaskFailed(self.task_id, info.state.value, info.last_error)
+        if not info.keep_result:
+            raise ResultNotKept(self.task_id)
+        if info.state is TaskState.FINISHED:
+            return Settled(info.result)
+        return None
+
+    def next_wait(self) -> float:
+        """Seconds to wait for the task's end message before reading it again (at most
+        ``recheck``: a message lost with a connection is not waited for forever);
+        raises :class:`ResultTimeout` once the timeout has passed."""
+        if self.deadline is None:
+            return self.recheck
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ResultTimeout(self.task_id, self.timeout or 0.0, self.state)
+        return min(left, self.recheck)
 
 
 def _max_retries(raw: bytes | str) -> int | None:

@@ -334,6 +334,10 @@ class ShardedQueue:
         records = (shard.get_record(record_id) for shard in self.shards)
         return next((record for record in records if record is not None), None)
 
+    def result(self, task_id: str, timeout: float | None = None) -> Any:
+        """Waits for the task on the shard that holds it; see :meth:`FairQueue.result`."""
+        return self._holding(task_id).result(task_id, timeout)
+
     def stats(self) -> QueueStats:
         """The shards' stats summed."""
         return merge_stats([shard.stats() for shard in self.shards])
@@ -558,6 +562,10 @@ class AsyncShardedQueue:
         """A record from whichever shard holds it, or None."""
         records = await asyncio.gather(*(shard.get_record(record_id) for shard in self.shards))
         return next((record for record in records if record is not None), None)
+
+    async def result(self, task_id: str, timeout: float | None = None) -> Any:
+        """Waits for the task on the shard that holds it; see :meth:`FairQueue.result`."""
+        return await (await self._holding(task_id)).result(task_id, timeout)
 
     async def stats(self) -> QueueStats:
         """The shards' stats summed."""

@@ -9,6 +9,7 @@ modules themselves, so nothing depends on state copied from the parent.
 from __future__ import annotations
 
 import importlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -21,6 +22,9 @@ from fairque.worker.runner import Worker
 
 
 def _child(values: dict[str, Any], modules: Sequence[str]) -> None:
+    # A spawned child starts with no logging set up: its stop line and its word about
+    # an unreachable server go to stderr like the parent's.
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     for module in modules:
         importlib.import_module(module)
     Worker(WorkerConfig.model_validate(values)).run()

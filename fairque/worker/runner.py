@@ -99,6 +99,7 @@ class Worker:
         self.finished = 0
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
+        self.handed_back = 0  # unfinished tasks released at the stop
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
 
@@ -124,7 +125,12 @@ class Worker:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self.stop)
-        wake = await _subscribe_wake(queue)
+        wake = await self._subscribe_when_reachable(queue)
+        if wake is None:  # stopped before the server could be reached
+            if self._queue is None:
+                await queue.close()
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            return
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
@@ -150,6 +156,21 @@ class Worker:
                 self._sync_queue.close()
             self._threads.shutdown(wait=False, cancel_futures=True)
             log.info("worker %s stopped", self.config.id)
+
+    async def _subscribe_when_reachable(self, queue: AsyncQueue) -> PubSub | None:
+        """The wake subscription, once the server answers: a worker started before its
+        server (or during an outage) waits with backoff and says so; None if stopped."""
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            try:
+                return await _subscribe_wake(queue)
+            except OUTAGE as exc:  # noqa: PERF203 - a retry loop, not a hot path
+                self.outages += 1
+                delay = backoff.next()
+                log.warning("server unreachable (%s); trying again in %.1f s",
+                            " ".join(str(exc).split()), delay)  # fmt: skip
+                await self._pause(delay)
+        return None
 
     async def _fetch(self, queue: AsyncQueue, wake: PubSub) -> None:
         backoff = Backoff()
@@ -352,6 +373,9 @@ class Worker:
     async def _hand_back(self, queue: AsyncQueue) -> None:
         """After a stop: wait up to the grace period, then release what still runs."""
         jobs = [job for _, job in self._running.values()]
+        if jobs:
+            log.info("stopping: waiting up to %g s for %d running task(s)",
+                     self.config.grace_seconds, len(jobs))  # fmt: skip
         if jobs and self.config.grace_seconds > 0:
             await asyncio.wait(jobs, timeout=self.config.grace_seconds)
         left = list(self._running.values())
@@ -360,7 +384,8 @@ class Worker:
         if left:
             try:
                 lost = await queue.release([leased for leased, _ in left])
-                log.info("handed %d unfinished task(s) back", len(left) - len(lost))
+                self.handed_back = len(left) - len(lost)
+                log.info("handed %d unfinished task(s) back", self.handed_back)
             except OUTAGE:
                 log.warning(
                     "server unreachable: %d task(s) return when their lease ends", len(left)

@@ -6,6 +6,11 @@
 local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
   canceled = K['state:canceled']}
 
+-- Ids that reached a terminal state in this call. flush() publishes them once on the
+-- namespace's `ended` channel (sharded pub/sub, like `wake`), so a producer waiting for
+-- a task's outcome (queue.result) learns of it without polling.
+local ended_ids = {}
+
 -- Ends task `id` in a terminal state. Finished tasks are kept for finished_ttl, failed
 -- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
 -- removes the task at once (seed 001: discard). Registry writes wait for flush().
@@ -25,6 +30,7 @@ local function end_task(id, tenant, state, now, reason)
     append('ZADD', ENDED[state], now + ttl_seconds * MICROS, id)
   end
   count(state, tenant)
+  ended_ids[#ended_ids + 1] = id
 end
 
 -- A deferred task whose last dependency finished: queued, or scheduled if its
@@ -175,5 +181,10 @@ local function flush(now, reply)
   flush_appends()
   flush_counters()
   if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  if #ended_ids > 0 then
+    -- One message per call however many tasks ended: a MessagePack array of their ids.
+    redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack(ended_ids))
+    ended_ids = {}
+  end
   return reply
 end

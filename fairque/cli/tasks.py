@@ -1,0 +1,181 @@
+"""``fairque task get|result|cancel|retry ID`` and ``fairque tasks``: inspecting and
+steering tasks from the shell, as the Web UI does (``--json`` for scripts)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from typing import Any
+
+import msgspec
+import typer
+from rich.table import Table
+
+from fairque.cli.common import (
+    JSON_OPTION,
+    NAMESPACE_OPTION,
+    SHARDS_OPTION,
+    TENANT_NAMES,
+    URL_OPTION,
+    Typer,
+    console,
+    errors,
+    print_json,
+)
+from fairque.engine.records import RecordKind, TaskState
+from fairque.errors import TaskFailed
+from fairque.jobs.ops import job_info
+from fairque.queue.ops import task_info
+from fairque.queue.sharded import open_queue
+
+app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
+
+TASK_ID = typer.Argument(..., metavar="ID", help="Task id (as fairque push printed it).")
+STATES = ", ".join(state.value for state in TaskState)
+
+
+def _when(seconds: Any) -> Any:
+    if isinstance(seconds, float) and seconds > 1e9:  # epoch seconds: shown as UTC
+        return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+    return seconds
+
+
+def _record(url: str | None, namespace: str, shards: int, task_id: str) -> dict[str, Any]:
+    with open_queue(url, namespace, shards) as queue:
+        record = queue.get_record(task_id)
+    if record is None:
+        raise typer.Exit(_missing(task_id))
+    if record.kind is RecordKind.TASK:
+        return {"kind": "task", **dataclasses.asdict(task_info(record))}
+    if record.kind is RecordKind.JOB:
+        return {"kind": "job", **msgspec.to_builtins(job_info(record))}
+    fields = {name: value.decode(errors="replace") for name, value in record.fields.items()}
+    return {"kind": "storage", "id": task_id, **fields}
+
+
+def _missing(task_id: str) -> int:
+    errors.print(f"error: no task with id {task_id!r}", soft_wrap=True, markup=False)
+    return 2
+
+
+@app.command("get")
+def get(
+    task_id: str = TASK_ID,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Everything stored about a task (or a JQ master job): state, attempts, error..."""
+    shown = _record(url, namespace, shards, task_id)
+    if as_json:
+        print_json(shown)
+        return
+    table = Table(show_header=False, box=None)
+    for name, value in shown.items():
+        if value not in (None, (), [], ""):
+            table.add_row(name, str(_when(value)))
+    console.print(table)
+
+
+@app.command("result")
+def result(
+    task_id: str = TASK_ID,
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=0, metavar="SECONDS", help="Give up after SECONDS (default: wait)."
+    ),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Wait for a task pushed with --keep-result to end, and print its result as JSON.
+
+    Exit 0 with the result; 1 if the task failed or was canceled (its last error on
+    stderr); 2 for anything else (no such task, result not kept, timeout).
+    """
+    with open_queue(url, namespace, shards) as queue:
+        try:
+            value = queue.result(task_id, timeout)
+        except TaskFailed as exc:
+            errors.print(f"failed: {exc}", soft_wrap=True, markup=False, highlight=False)
+            raise typer.Exit(1) from None
+    print_json(value)
+
+
+@app.command("cancel")
+def cancel(
+    task_id: str = TASK_ID,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Cancel a task that has not started (and its dependents); exit 1 if it had."""
+    with open_queue(url, namespace, shards) as queue:
+        if queue.cancel(task_id):
+            typer.echo("canceled")
+            return
+        info = queue.get_record(task_id)
+    state = info.state.value if info is not None else "gone"
+    errors.print(f"not canceled: task {task_id!r} is {state}", soft_wrap=True, markup=False)
+    raise typer.Exit(1)
+
+
+@app.command("retry")
+def retry(
+    task_id: str = TASK_ID,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Queue a failed task again now; exit 1 if it had not failed."""
+    with open_queue(url, namespace, shards) as queue:
+        if queue.retry(task_id):
+            typer.echo("queued")
+            return
+        info = queue.get_record(task_id)
+    state = info.state.value if info is not None else "gone"
+    errors.print(f"not retried: task {task_id!r} is {state}", soft_wrap=True, markup=False)
+    raise typer.Exit(1)
+
+
+def tasks(
+    state: str = typer.Option(..., "--state", "-s", metavar="STATE", help=f"One of: {STATES}."),
+    tenant: str | None = typer.Option(None, *TENANT_NAMES, metavar="TENANT", help="Only these."),
+    name: str | None = typer.Option(None, "--name", metavar="NAME", help="Only tasks of NAME."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=1000, metavar="N", help="Entries looked at for this page."
+    ),
+    cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List tasks (and JQ master jobs) in a state, newest first, as the Web UI does.
+
+    A page may hold fewer than --limit tasks when --tenant or --name filters; the line
+    after the table (or "cursor" in JSON) says how to go on, 0 when there is no more.
+    """
+    with open_queue(url, namespace, shards) as queue:
+        page = queue.tasks(state, tenant, name, cursor, limit)
+    rows = [dataclasses.asdict(summary) for summary in page.tasks]
+    if as_json:
+        print_json({"tasks": rows, "cursor": page.cursor})
+        return
+    table = Table(title=f"{state} tasks")
+    for column in ("id", "tenant", "name", "state", "priority", "attempts", "created (UTC)"):
+        table.add_column(column)
+    for summary in page.tasks:
+        table.add_row(
+            summary.task_id, summary.user_id or "-", summary.name or "-", summary.state,
+            str(summary.priority), str(summary.attempts), str(_when(summary.created_at) or "-"),
+        )  # fmt: skip
+    console.print(table)
+    if page.cursor:
+        console.print(f"more: --cursor {page.cursor}", highlight=False)
+
+
+def register(root: Typer) -> None:
+    """Adds ``task ...`` and ``tasks`` to ``root``."""
+    root.add_typer(app, name="task")
+    root.command("tasks")(tasks)

@@ -1,0 +1,373 @@
+"""A CLI that explains itself: one-line errors (exit 2, no traceback, --debug for one),
+start and stop lines of long-running commands, a worker that waits for its server, a
+dashboard that answers 503 when the server is down, distinct default ports, the
+embedded server's status and stop, inspecting tasks from the shell, stats that add up,
+and help that names values, not Python types."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer
+from litestar.testing import TestClient
+from typer.testing import CliRunner
+
+from fairque import FairQueue, Job, JobQueue, PutTaskRequest, RedisStorage, Task, TaskState
+from fairque.cli import app
+from fairque.cli.queue import stat_rows
+from fairque.config import URL_ENV
+from fairque.engine.embedded import HOME_ENV, LocalServer, ensure_server, free_port, stop_server
+from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
+from tests.conftest import wait_for
+
+runner = CliRunner()
+CLI = [sys.executable, "-c", "from fairque.cli import main; main()"]
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A FAIRQUE_HOME of this test (short: the socket path has a length limit)."""
+    folder = Path(tempfile.mkdtemp(prefix="fq-", dir="/tmp"))
+    yield folder
+    stop_server(folder)
+
+
+@pytest.fixture
+def env(home: Path) -> dict[str, str]:
+    """The environment of a command: nothing reaches the user's embedded server."""
+    environment = {**os.environ, HOME_ENV: str(home)}
+    environment.pop(URL_ENV, None)
+    return environment
+
+
+def fairque(
+    *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs ``fairque`` as a user would (its entry point, in a process)."""
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+
+
+def dead_url() -> str:
+    """A loopback URL where nothing listens."""
+    return f"redis://127.0.0.1:{free_port()}"
+
+
+class Running:
+    """A long-running command, its stderr in a file the test reads while it runs."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.log = cwd / f"stderr-{len(list(cwd.glob('stderr-*')))}.txt"
+        with self.log.open("w") as stderr:
+            self.process = subprocess.Popen([*CLI, *args], env=env, cwd=cwd, text=True,
+                                            stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+
+    @property
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+    def says(self, text: str, timeout: float = 30) -> None:
+        wait_for(lambda: text in self.stderr, timeout=timeout)
+
+    def stop(self) -> int:
+        """SIGTERM, then its exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def running() -> Iterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for command in started:  # only the processes this test started, by PID
+        if command.process.poll() is None:
+            command.process.kill()
+            command.process.wait(timeout=10)
+
+
+def one_error_line(result: Any) -> str:
+    """The one line a failed command printed (a process's result, or CliRunner's)."""
+    code = getattr(result, "returncode", getattr(result, "exit_code", None))
+    assert code == 2, (code, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    return str(lines[0])
+
+
+def test_connection_errors_are_one_line() -> None:
+    refused = one_error_line(runner.invoke(app, ["stats", "--url", dead_url()]))
+    assert "cannot reach the server" in refused
+    assert "Connection refused" in refused
+    unknown = one_error_line(runner.invoke(app, ["stats", "--url", "redis://no-such.invalid:1"]))
+    assert "cannot reach the server" in unknown
+    assert "no-such.invalid" in unknown
+    scheme = one_error_line(runner.invoke(app, ["push", "x", "-u", "u", "--url", "http://h"]))
+    assert "redis+cluster://" in scheme
+    assert "rediss://" in scheme
+    assert "http://" in scheme
+
+
+def test_usage_errors_are_one_line_and_debug_shows_the_traceback(env: dict[str, str]) -> None:
+    usage = one_error_line(fairque("push", "x", "--user", "u", "--priority", "9", env=env))
+    assert "--priority" in usage
+    result = fairque("--debug", "stats", "--url", dead_url(), env=env)
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr
+    assert "ConnectionError" in result.stderr
+
+
+def test_a_refused_or_missing_password_is_one_line_and_never_printed() -> None:
+    with LocalServer() as server:
+        with FairQueue(server.url) as queue:  # (LocalServer waits for a PONG: set it after)
+            queue.redis.config_set("requirepass", "s3cret-pw")
+        wrong = server.url.replace("redis://", "redis://:not-it@")
+        refused = one_error_line(runner.invoke(app, ["stats", "--url", wrong]))
+        assert "refused the credentials" in refused
+        assert "not-it" not in refused
+        missing = one_error_line(runner.invoke(app, ["stats", "--url", server.url]))
+        assert "requires a password" in missing
+        right = server.url.replace("redis://", "redis://:s3cret-pw@")
+        assert runner.invoke(app, ["stats", "--url", right]).exit_code == 0
+
+
+def test_stats_watch_ends_in_one_line_when_the_server_stops(
+    env: dict[str, str], home: Path, running: list[Running]
+) -> None:
+    server = LocalServer().start()
+    try:
+        watcher = Running(["stats", "--watch", "0.05", "--url", server.url], env, home)
+        running.append(watcher)
+        with FairQueue(server.url) as queue:
+            wait_for(lambda: len(queue.redis.client_list()) > 1)  # the watcher is connected
+    finally:
+        server.close()
+    assert watcher.process.wait(timeout=30) == 2
+    lines = watcher.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: cannot reach the server")
+
+
+TASKS = textwrap.dedent("""
+    import asyncio
+
+    from fairque import task
+
+
+    @task(name="slow")
+    async def slow(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "slept"
+""")
+
+
+def test_a_worker_waits_for_its_server_says_where_it_runs_and_how_it_stopped(
+    env: dict[str, str], home: Path, running: list[Running]
+) -> None:
+    (home / "tasks.py").write_text(TASKS)  # --tasks tasks, from the current directory
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}"
+    env = {**env, "FAIRQUE_GRACE_SECONDS": "0.5"}
+    worker = Running(["worker", "--tasks", "tasks", "--url", url, "--concurrency", "2"], env, home)
+    running.append(worker)
+    worker.says("server unreachable")  # waits, with backoff, instead of exiting
+    assert worker.process.poll() is None
+    assert (
+        f"fairque worker: server {url}; namespace default; serving every tenant; "
+        "functions slow" in worker.stderr
+    )
+    with LocalServer(port=port) as server, FairQueue(server.url) as queue:
+        quick = queue.push(Task(user_id="a", name="slow", payload={"args": [0]}, keep_result=True))
+        assert queue.result(quick, timeout=30) == "slept"
+        queue.push(Task(user_id="a", name="slow", payload={"args": [60]}))
+        wait_for(lambda: queue.stats().states.get(TaskState.STARTED))
+        assert worker.stop() == 0
+        assert "stopping: waiting up to 0.5 s for 1 running task(s)" in worker.stderr
+        assert "fairque worker: stopped: 1 finished, 0 failed, 1 handed back" in worker.stderr
+        assert queue.stats().states.get(TaskState.QUEUED) == 1
+
+
+def test_an_unknown_tasks_module_names_where_it_looked(env: dict[str, str], home: Path) -> None:
+    line = one_error_line(fairque("worker", "--tasks", "nowhere", "--url", dead_url(), env=env,
+                                  cwd=home))  # fmt: skip
+    assert "nowhere" in line
+    assert str(home) in line
+
+
+def test_the_dashboard_starts_without_its_server_and_answers_503(
+    env: dict[str, str], home: Path, running: list[Running]
+) -> None:
+    port = free_port()
+    dashboard = Running(["dashboard", "--url", dead_url(), "--port", str(port)], env, home)
+    running.append(dashboard)
+    dashboard.says(f"fairque dashboard: Web UI at http://127.0.0.1:{port}/ui")
+    assert "warning: cannot reach the server" in dashboard.stderr
+    reply = wait_for(lambda: _get(f"http://127.0.0.1:{port}/ui/api/overview"))
+    assert reply is not None
+    assert reply.status_code == 503
+    assert reply.json()["error"] == "unavailable"
+    assert "cannot be reached" in reply.json()["message"]
+    page = _get(f"http://127.0.0.1:{port}/ui")
+    assert page is not None
+    assert page.status_code == 200  # the page still loads
+    assert dashboard.stop() == 0
+    assert "fairque dashboard: stopped" in dashboard.stderr
+    assert "the queue's server cannot be reached" in dashboard.stderr  # logged
+
+
+def _get(url: str) -> httpx.Response | None:
+    try:
+        return httpx.get(url, headers={"accept": "application/json"}, timeout=5)
+    except httpx.TransportError:
+        return None  # not listening yet
+
+
+def test_the_dashboard_routes_answer_503_in_process() -> None:
+    config = DashboardConfig(UiConfig(url=dead_url(), sample_every=60))
+    with TestClient(create_dashboard(config)) as client:
+        for path in ("/ui/api/overview", "/ui/api/tasks?state=failed", "/ui/api/schedules"):
+            reply = client.get(path, headers={"accept": "application/json"})
+            assert reply.status_code == 503, path
+            assert reply.json()["error"] == "unavailable"
+
+
+def _commands(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", command
+
+
+def _root() -> Any:
+    return typer.main.get_command(app)
+
+
+def test_no_two_commands_default_to_the_same_port() -> None:
+    ports = {
+        name: param.default
+        for name, command in _commands(_root())
+        for param in command.params
+        if param.name == "port"
+    }
+    assert set(ports) == {"master", "dashboard", "http-worker"}
+    assert len(set(ports.values())) == len(ports), ports
+
+
+def test_help_names_values_not_python_types_and_options_share_their_variables() -> None:
+    env_of: dict[str, set[str]] = {}
+    for name, command in _commands(_root()):
+        shown = runner.invoke(app, [*name.split(), "--help"], terminal_width=200)
+        assert shown.exit_code == 0, name
+        for raw in ("<str>", "<int", "<float", "<bool>", "<path>", "list[", "TEXT", "INTEGER"):
+            assert raw not in shown.output, (name, raw)
+        for param in command.params:
+            for option in getattr(param, "opts", []):
+                if name == "demo":  # its own throwaway server, never $FAIRQUE_REDIS_URL's
+                    continue
+                if option in ("--url", "--namespace", "--shards", "--token", "--tasks"):
+                    env_of.setdefault(option, set()).add(str(param.envvar))
+    assert env_of["--url"] == {"FAIRQUE_REDIS_URL"}
+    assert env_of["--namespace"] == {"FAIRQUE_NAMESPACE"}
+    assert env_of["--shards"] == {"FAIRQUE_SHARDS"}
+    assert env_of["--token"] == {"FAIRQUE_MASTER_TOKEN"}
+    assert env_of["--tasks"] == {"FAIRQUE_TASKS"}
+
+
+def test_server_status_and_a_stop_that_warns_of_attached_clients(home: Path) -> None:
+    env = {HOME_ENV: str(home)}
+    assert runner.invoke(app, ["server", "status"], env=env).exit_code == 1
+    url = ensure_server(home)
+    with FairQueue(url) as queue:
+        queue.stats()  # a client attached
+        status = runner.invoke(app, ["server", "status"], env=env)
+        assert status.exit_code == 0
+        assert "running" in status.stdout
+        assert "1 client(s) attached" in status.stdout
+        stop = runner.invoke(app, ["server", "stop"], env=env)
+        assert stop.exit_code == 0
+        assert "warning: 1 client(s) attached" in stop.stderr
+        assert stop.stdout.strip() == "stopped"
+    assert runner.invoke(app, ["server", "status"], env=env).exit_code == 1
+
+
+def test_tasks_from_the_shell(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    with FairQueue(server.url, namespace) as queue:
+        done = queue.push(Task(user_id="alice", name="add", keep_result=True, task_id="done"))
+        failed = queue.push(Task(user_id="alice", name="add", max_retries=0, task_id="bad"))
+        other = queue.push(Task(user_id="bob", name="add", max_retries=0, task_id="bob-bad"))
+        waiting = queue.push(Task(user_id="bob", task_id="later", delay=600, keep_result=True))
+        leased = {task.task_id: task for task in queue.pop(count=3)}
+        queue.finish(leased[done], result={"sum": 3})
+        queue.fail(leased[failed], "ValueError: no")
+        queue.fail(leased[other], "ValueError: also no")
+    shown = runner.invoke(app, ["task", "get", failed, "--json", *where])
+    assert shown.exit_code == 0, shown.output
+    info = json.loads(shown.stdout)
+    assert (info["kind"], info["state"], info["last_error"]) == ("task", "failed", "ValueError: no")
+    assert "last_error" in runner.invoke(app, ["task", "get", failed, *where]).stdout
+    result = runner.invoke(app, ["task", "result", done, *where])
+    assert (result.exit_code, json.loads(result.stdout)) == (0, {"sum": 3})
+    lost = runner.invoke(app, ["task", "result", failed, *where])
+    assert lost.exit_code == 1
+    assert "ValueError: no" in lost.output
+    timed = runner.invoke(app, ["task", "result", waiting, "--timeout", "0.1", *where])
+    assert timed.exit_code == 2
+    listed = runner.invoke(app, ["tasks", "--state", "failed", "--tenant", "alice", "--json",
+                                 *where])  # fmt: skip
+    page = json.loads(listed.stdout)
+    assert [row["task_id"] for row in page["tasks"]] == [failed]
+    assert page["cursor"] == 0
+    table = runner.invoke(app, ["tasks", "--state", "failed", *where], terminal_width=200)
+    assert failed in table.stdout
+    assert other in table.stdout
+    assert runner.invoke(app, ["task", "retry", failed, *where]).stdout.strip() == "queued"
+    again = runner.invoke(app, ["task", "retry", failed, *where])
+    assert again.exit_code == 1
+    assert "is queued" in again.output
+    assert runner.invoke(app, ["task", "cancel", waiting, *where]).stdout.strip() == "canceled"
+    assert runner.invoke(app, ["task", "cancel", done, *where]).exit_code == 1
+    missing = runner.invoke(app, ["task", "get", "nope", *where])
+    assert missing.exit_code == 2
+    assert "no task with id 'nope'" in missing.output
+
+
+def test_stats_rows_add_up_and_say_what_they_count(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    with FairQueue(server.url, namespace) as queue:
+        queue.push_many([Task(user_id="alice"), Task(user_id="alice"), Task(user_id="bob")])
+        [leased] = queue.pop(assigned_users=["bob"])
+        queue.finish(leased)
+        JobQueue(queue).push(Job(name="resize"))  # a strict job: no tenant
+    with RedisStorage(server.url, namespace) as storage:
+        storage.put_task(PutTaskRequest(1, b"x"))  # a storage task: no tenant
+    shown = runner.invoke(app, ["stats", "--json", *where])
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)["rows"]
+    assert rows["alice"]["queued"] == 2
+    assert rows["all tenants"] == {
+        column: rows["alice"][column] + rows["bob"][column] for column in rows["alice"]
+    }
+    assert rows["jobs + storage"]["queued"] == 2
+    assert rows["jobs + storage"]["pushed"] == 2
+    for column, total in rows["all kinds"].items():
+        assert total == rows["all tenants"][column] + rows["jobs + storage"][column]
+    assert rows["all kinds"]["pushed"] == 5
+    table = runner.invoke(app, ["stats", *where], terminal_width=200).stdout
+    assert "jobs + storage" in table
+    assert "every kind" in table
+    with FairQueue(server.url, namespace) as queue:
+        assert stat_rows(queue.stats()) == rows

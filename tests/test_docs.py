@@ -1,0 +1,273 @@
+"""The documentation works when pasted: README.md and docs/usage.md are parsed as Markdown
+(every code block closed, every local link and anchor there), and every shell and Python
+block meant to run is run, in order, against a throwaway server.
+
+How a block is treated is in its info string, which GitHub ignores after the language:
+
+- ```` ```python ````: run, in one interpreter per document, so a block builds on the
+  ones before it. A block whose first line is ``# name.py`` is written to that file in
+  the working folder instead (``tasks.py`` for ``--tasks tasks``).
+- ```` ```bash ````: run with ``bash -e``; it must exit 0.
+- ```` ```bash long-running ````: one command started in the background; it must print its
+  start line, keep running to the end of the document, and stop cleanly on SIGTERM.
+- ```` ```python no-run ```` / ```` ```bash no-run ````: not run (a cluster, another host, a
+  secret, or the test suite itself); a Python one is still compiled and its imports run.
+
+Commands run in a temporary folder holding copies of ``config/`` and ``examples/``, with
+``FAIRQUE_REDIS_URL`` naming a server this test starts and ``FAIRQUE_HOME`` a folder of
+its own, so nothing touches the user's embedded server or the shared Redis. Documented
+ports (8080, 8081, 8082, 8090, 9102) are replaced by free ones, and ``uv run X`` runs X
+in this environment.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from fairque.config import URL_ENV
+from fairque.engine.embedded import HOME_ENV, LocalServer, free_port, stop_server
+from tests.conftest import wait_for
+
+ROOT = Path(__file__).parent.parent
+DOCS = [ROOT / "README.md", ROOT / "docs" / "usage.md"]
+LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon"}
+RUNNABLE = {"python", "bash", "sh"}
+FLAGS = {"no-run", "long-running"}
+PORTS = ("8080", "8081", "8082", "8090", "9102")
+PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",
+            "8082": "FAIRQUE_HTTP_WORKER_PORT"}  # fmt: skip
+STARTED = "(Ctrl-C stops)"  # the end of every long-running command's start line
+FILE_BLOCK = re.compile(r"#\s*([\w/]+\.py)\s*$")
+SHIM = 'uv() { if [ "$1" = run ]; then shift; "$@"; else command uv "$@"; fi; }\n'
+
+# The Python session: reads blocks as JSON lines, runs each in one shared namespace,
+# answers one JSON line per block.
+SESSION = r"""
+import ast, asyncio, json, sys, traceback
+answers, sys.stdout = sys.stdout, sys.stderr  # what the blocks print goes to stderr
+scope = {"__name__": "__docs__"}
+for line in sys.stdin:
+    block = json.loads(line)
+    try:
+        code = compile(block["code"], block["where"], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        awaited = eval(code, scope)  # a coroutine when the block awaits at top level
+        if awaited is not None:
+            asyncio.run(awaited)
+        answer = {"ok": True}
+    except BaseException:
+        answer = {"ok": False, "error": traceback.format_exc()}
+    print(json.dumps(answer), file=answers, flush=True)
+"""
+
+
+@dataclass
+class Block:
+    doc: Path
+    line: int  # 1-based line of the opening fence
+    language: str
+    flags: set[str]
+    code: str
+    closed: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc.relative_to(ROOT)}:{self.line}"
+
+
+def parse(doc: Path) -> tuple[list[Block], list[str]]:
+    """The fenced blocks of ``doc``, and its link targets."""
+    text = doc.read_text()
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    links: list[str] = []
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    for token in tokens:
+        if token.type == "fence" and token.map is not None:
+            start, end = token.map
+            words = token.info.split()
+            closing = lines[end - 1].strip() if end - 1 > start else ""
+            closed = closing.startswith(token.markup) and not closing.strip("`~")
+            blocks.append(Block(doc, start + 1, words[0] if words else "", set(words[1:]),
+                                token.content, closed))  # fmt: skip
+        children = token.children or []
+        links.extend(str(child.attrs.get("href", "")) for child in children
+                     if child.type == "link_open")  # fmt: skip
+    return blocks, links
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    tokens = MarkdownIt("commonmark").parse(doc.read_text())
+    return {
+        slug(tokens[i + 1].content)
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open"
+    }
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
+def test_the_markdown_is_well_formed(doc: Path) -> None:
+    blocks, links = parse(doc)
+    assert blocks
+    for block in blocks:
+        assert block.closed, f"{block.where}: the code block is never closed"
+        assert not re.search(r"^\s*```", block.code, re.MULTILINE), f"{block.where}: a fence inside"
+        assert block.language in LANGUAGES, f"{block.where}: language {block.language!r}"
+        assert block.flags <= FLAGS, f"{block.where}: unknown flags {block.flags - FLAGS}"
+        if block.language == "python":  # no-run blocks too; asyncio examples await freely
+            compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue  # another site
+        target, _, anchor = link.partition("#")
+        path = (doc.parent / target).resolve() if target else doc
+        assert path.exists(), f"{doc.name}: link to {link}: no such file"
+        if anchor and path.suffix == ".md":
+            assert anchor in anchors(path), f"{doc.name}: link to {link}: no such heading"
+
+
+@dataclass
+class Session:
+    """What a document's blocks share: a folder, an environment, a Python interpreter,
+    the servers and services they started."""
+
+    folder: Path
+    env: dict[str, str]
+    ports: dict[str, str]
+    python: subprocess.Popen[str] | None = None
+    services: list[tuple[Block, subprocess.Popen[str], Path]] = field(default_factory=list)
+
+    def localize(self, code: str) -> str:
+        return re.sub(r"\b(" + "|".join(PORTS) + r")\b", lambda m: self.ports[m.group(1)], code)
+
+    def run_python(self, block: Block) -> None:
+        if self.python is None:
+            self.python = subprocess.Popen(
+                [sys.executable, "-c", SESSION], cwd=self.folder, env=self.env, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            )  # fmt: skip
+        assert self.python.stdin is not None
+        assert self.python.stdout is not None
+        message = {"code": self.localize(block.code), "where": block.where}
+        self.python.stdin.write(json.dumps(message) + "\n")
+        self.python.stdin.flush()
+        answer = json.loads(self.python.stdout.readline() or '{"ok": false, "error": "died"}')
+        assert answer["ok"], f"{block.where} failed:\n{answer['error']}"
+
+    def run_shell(self, block: Block) -> None:
+        script = SHIM + self.localize(block.code)
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=self.folder,
+                              env=self.env, capture_output=True, text=True, timeout=120,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0, f"{block.where} failed:\n{done.stdout}\n{done.stderr}"
+
+    def start(self, block: Block) -> None:
+        commands = [line for line in block.code.splitlines() if line.strip()]
+        assert len(commands) == 1, f"{block.where}: one command per long-running block"
+        command = self.localize(commands[0]).removeprefix("uv run ")
+        log = self.folder / f"service-{block.line}.txt"
+        with log.open("w") as stderr:
+            process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder,
+                                       env=self.env, text=True, stdout=subprocess.DEVNULL,
+                                       stderr=stderr)  # fmt: skip
+        self.services.append((block, process, log))
+
+        def started() -> bool:
+            assert process.poll() is None, f"{block.where} ended:\n{log.read_text()}"
+            return STARTED in log.read_text()
+
+        wait_for(started, timeout=60)
+
+    def stop_services(self) -> None:
+        for block, process, log in reversed(self.services):
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=30)
+            said = log.read_text()
+            if block.code.startswith("fairque"):
+                assert code == 0, f"{block.where} exited with {code}:\n{said}"
+                assert "stopped" in said, f"{block.where}: no stop line:\n{said}"
+            else:
+                assert code in (0, -signal.SIGTERM), f"{block.where}: {code}:\n{said}"
+        self.services.clear()
+
+    def close(self) -> None:
+        for _block, process, _log in self.services:  # after a failure: by PID, ours only
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        if self.python is not None:
+            self.python.kill()
+            self.python.wait(timeout=10)
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    home = Path(tempfile.mkdtemp(prefix="fq-docs-", dir="/tmp"))  # a short socket path
+    for folder in ("config", "examples"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    ports = {port: str(free_port()) for port in PORTS}
+    env = {**os.environ, HOME_ENV: str(home), "FAIRQUE_GRACE_SECONDS": "2"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.update({variable: ports[port] for port, variable in PORT_ENV.items()})
+    with LocalServer() as server:
+        env[URL_ENV] = server.url
+        running = Session(tmp_path, env, ports)
+        try:
+            yield running
+        finally:
+            running.close()
+            stop_server(home)
+            shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
+def test_every_block_meant_to_run_runs(doc: Path, session: Session) -> None:
+    blocks, _links = parse(doc)
+    ran = 0
+    for block in blocks:
+        if block.language not in RUNNABLE:
+            continue
+        if "no-run" in block.flags:
+            if block.language == "python":
+                _run_imports(block, session)
+            continue
+        first = block.code.splitlines()[0] if block.code else ""
+        if block.language == "python" and (named := FILE_BLOCK.match(first)):
+            (session.folder / named.group(1)).write_text(block.code)
+        elif block.language == "python":
+            session.run_python(block)
+        elif "long-running" in block.flags:
+            session.start(block)
+        else:
+            session.run_shell(block)
+        ran += 1
+    session.stop_services()
+    assert ran >= 5  # the documents show runnable examples, and they ran
+
+
+def _run_imports(block: Block, session: Session) -> None:
+    """A block that is not run still imports only names that exist."""
+    tree = ast.parse(block.code)
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    if imports:
+        code = ast.unparse(ast.Module(body=list(imports), type_ignores=[]))
+        session.run_python(Block(block.doc, block.line, "python", set(), code, True))
