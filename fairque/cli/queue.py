@@ -37,11 +37,15 @@ def worker(
     concurrency: int | None = typer.Option(None, help="Tasks run at once."),
     shards: int | None = typer.Option(None, help="Serve every shard of a sharded queue."),
     processes: int = typer.Option(1, min=1, max=256, help="Worker processes (CPU-bound work)."),
+    sync_runner: str | None = typer.Option(
+        None, help="Sync functions on 'thread's or in 'process'es (killed at the timeout)."
+    ),
     metrics_port: int | None = METRICS_PORT_OPTION,
 ) -> None:
-    """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
+    """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period; a
+    second signal stops at once)."""
     given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency,
-             "shards": shards}  # fmt: skip
+             "shards": shards, "sync_runner": sync_runner}  # fmt: skip
     try:
         settings = load_config(config, overrides={k: v for k, v in given.items() if v is not None})
     except FairQueueError as exc:
@@ -58,7 +62,10 @@ def worker(
         queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
         metrics.watch_queue(queue, settings.namespace)
         serve_metrics(metrics, metrics_port)
-    Worker(settings, metrics=metrics).run()
+    try:
+        Worker(settings, metrics=metrics).run()
+    except FairQueueError as exc:  # refused at start (a function a task process cannot load)
+        raise fail(str(exc)) from None
 
 
 def push(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import yaml
@@ -49,6 +49,9 @@ class WorkerConfig(BaseModel):
     namespace: str = "default"
     shards: int = Field(default=1, ge=1, le=1024)  # > 1: serve namespace:0 .. namespace:N-1
     redis_url: str | None = None  # None: $FAIRQUE_REDIS_URL, else the embedded Valkey
+    # Sync functions: on threads (a run past its timeout keeps its lease until it returns),
+    # or in task processes (killed at the timeout). See fairque/worker/sync_runners.py.
+    sync_runner: Literal["thread", "process"] = "thread"
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> WorkerConfig:
