@@ -1,15 +1,17 @@
 -- scheduler/due: one cycle's look at the schedules, and the instance's heartbeat.
--- KEYS: schedules:next schedules:status scheduler:instances
+-- KEYS: schedules:next scheduler:instances scheduler:instances:expiry
 -- ARGV[1..5] the namespace head (include/base.lua)
 -- ARGV[6] the instance id
 -- ARGV[7] its record (MessagePack map)
 -- ARGV[8] at most this many due schedules
+-- ARGV[9] the record's time to live (us)
 -- Returns {server time, flat list of due id, next run, ..., the earliest next run of
 -- any active schedule (or -1)}.
---@include schedule
+--@include scheduler_instances
 
 local now = clock_now()
-record_instance(ARGV[6], ARGV[7], now)
+drop_expired_instances(now)
+record_instance(ARGV[6], ARGV[7], now, tonumber(ARGV[9]))
 local due = redis.call('ZRANGEBYSCORE', K['schedules:next'], '-inf', now, 'WITHSCORES',
   'LIMIT', 0, tonumber(ARGV[8]))
 local first = redis.call('ZRANGE', K['schedules:next'], 0, 0, 'WITHSCORES')

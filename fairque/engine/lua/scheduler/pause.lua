@@ -1,6 +1,6 @@
 -- scheduler/pause: pause a schedule (no runs) or resume it (runs from ARGV[8] on).
 -- Either way the version moves on, so a run planned before is refused.
--- KEYS: schedules:next schedules:status scheduler:instances
+-- KEYS: schedules:next schedules:status
 -- ARGV[1..5] the namespace head (include/base.lua)
 -- ARGV[6] the schedule id
 -- ARGV[7] 'pause' or 'resume'
