@@ -370,7 +370,8 @@ class ProcessRunner:
         process ready."""
         child.kill()
         self._reap(child.process)
-        if not self._closing and self._busy + len(self._idle) + len(self._spares) < self._size:
+        # ``child`` still counts as busy: its run has not returned yet.
+        if not self._closing and self._busy - 1 + len(self._idle) + len(self._spares) < self._size:
             spare = asyncio.ensure_future(self._spare())
             self._spares.add(spare)
             spare.add_done_callback(self._spares.discard)
