@@ -346,17 +346,17 @@ class Worker:
         if jobs and self.config.grace_seconds > 0:
             await self._grace(jobs)
         left = list(self._running.values())
-        unstoppable = self._sync.unstoppable()
         for _, job in left:
             job.cancel()
         # Ended first: a cancelled job kills its task process, so the run is over before
         # its task is handed back.
         await asyncio.gather(*(job for _, job in left), return_exceptions=True)
+        unstoppable = self._sync.unstoppable()
         back = [leased for leased, _ in left if leased.task_id not in unstoppable]
         if len(back) < len(left):
             log.warning("%d task(s) still run in threads that cannot be stopped: not handed "
-                        "back; they return %g s after this process ends (their lease)",
-                        len(left) - len(back), self.config.lease_seconds)  # fmt: skip
+                        "back; they return within %g s after this process ends (their "
+                        "lease)", len(left) - len(back), self.config.lease_seconds)  # fmt: skip
         if back:
             try:
                 lost = await queue.release(back)

@@ -136,7 +136,9 @@ class ThreadRunner:
     def __init__(self, size: int, contexts: Callable[[LeasedTask], SyncTaskContext]) -> None:
         self._threads = DaemonThreads(size, "fairque-task")
         self._contexts = contexts
-        self._running: set[str] = set()  # ids of the tasks whose threads have not returned
+        # Runs whose threads have not returned, by task id (two, if a task whose lease was
+        # lost came back to this worker while its first run went on).
+        self._running: dict[str, int] = {}
 
     async def start(self) -> None:
         """Threads need nothing prepared."""
@@ -161,10 +163,13 @@ class ThreadRunner:
         happens to the task's job meanwhile)."""
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[Any] = loop.create_future()
-        self._running.add(task_id)
+        self._running[task_id] = self._running.get(task_id, 0) + 1
 
         def settle(future: Future[Any]) -> None:  # on the event loop
-            self._running.discard(task_id)
+            if self._running[task_id] == 1:
+                del self._running[task_id]
+            else:
+                self._running[task_id] -= 1
             if ended.done():
                 return
             if future.cancelled():
