@@ -7,6 +7,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -290,3 +291,52 @@ def test_process_mode_kills_a_run_at_shutdown_after_the_grace_and_hands_it_back(
     assert (info.state, info.attempts) == (TaskState.QUEUED, 0)
     [pid] = [int(line.split()[1]) for line in out.read_text().splitlines()]
     wait_for(lambda: gone(pid), timeout=10)
+
+
+# A worker started as a script (`python main_worker.py`) whose function is in __main__.
+MAIN_WORKER = """
+import asyncio
+import os
+import sys
+
+from fairque import AsyncFairQueue, Task, TaskState, task
+from fairque.worker import Worker, WorkerConfig, registry
+
+
+@task(name="whoami")
+def whoami() -> int:
+    return os.getpid()
+
+
+async def main(url: str, namespace: str) -> None:
+    queue = AsyncFairQueue(url, namespace)
+    task_id = await queue.push(Task(user_id="u", name="whoami", keep_result=True))
+    config = WorkerConfig(redis_url=url, namespace=namespace, sync_runner="process")
+    worker = Worker(config, registry)
+    run = asyncio.create_task(worker.run_async())
+    for _ in range(600):  # bounded: 60 s
+        info = await queue.get(task_id)
+        if info is not None and info.state is TaskState.FINISHED:
+            break
+        await asyncio.sleep(0.1)
+    worker.stop()
+    await run
+    await queue.close()
+    print(os.getpid(), info.result if info else None)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_process_mode_finds_functions_of_a_worker_script(
+    server: LocalServer, namespace: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "main_worker.py"
+    script.write_text(MAIN_WORKER)
+    done = subprocess.run([sys.executable, str(script), server.url, namespace],
+                          capture_output=True, text=True, timeout=90, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    worker_pid, result = done.stdout.split()
+    assert result not in ("None", worker_pid)  # ran in a task process, which loaded __main__
