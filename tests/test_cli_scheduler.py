@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from fairque import QueueSettings
 from fairque.cli import app
-from fairque.engine.embedded import LocalServer
+from fairque.engine.embedded import LocalServer, free_port
 from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig, ScheduleState, TaskScheduler
 from tests.conftest import wait_for
 
@@ -54,8 +54,13 @@ def test_add_list_show_update_pause_resume_remove(scheduler: TaskScheduler) -> N
     assert info.schedule.task.args == [3]  # the rest of the template is kept
     assert invoke("pause", sid).strip() == "paused"
     assert scheduler.get_schedule(sid).state is ScheduleState.PAUSED
+    assert "ok" in invoke("health")  # nothing active, nothing to run it needed
     assert invoke("resume", sid).strip() == "active"
-    assert "ok" in invoke("health")
+    # An active schedule and no scheduler instance running: nothing submits its runs.
+    output = invoke("health", code=2)
+    assert output.startswith("error")
+    assert "1 active schedule(s) and no live scheduler instance" in output
+    assert "instances: 0 live, 0 stale, 0 stopped; schedules: 1 active of 1" in output
     assert "removed daily" in invoke("remove", sid)
     assert scheduler.list_schedules() == []
 
@@ -106,3 +111,12 @@ def test_health_exits_1_with_a_failed_schedule(
     output = invoke("health", code=1)
     assert "warning" in output
     assert sid in output
+
+
+@pytest.mark.parametrize("command", [["list"], ["run"], ["remove", "x"], ["health"]])
+def test_an_unreachable_server_is_named_in_one_line(command: list[str]) -> None:
+    port = free_port()
+    output = invoke(*command, "--url", f"redis://127.0.0.1:{port}", code=2)
+    assert f"127.0.0.1:{port}" in output
+    assert "cannot reach the server" in output or "does not answer" in output
+    assert "Traceback" not in output

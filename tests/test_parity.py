@@ -198,6 +198,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("get_schedule", ("s1",), {}),
         ("list_schedules", (), {}),
         ("instances", (), {}),
+        ("health_check", (), {}),
     ],
     "storage": [
         ("get_task", (3, 10, 5.0), {}),
@@ -276,9 +277,8 @@ async def test_twins_build_the_same_call(
     assert sent.args == awaited.args
 
 
-# Methods that build no call of their own: lifecycle, the raw call, local lookups, and
-# the scheduler's health (it reads through list_schedules, compared above).
-NO_CALL = {"close", "execute", "run", "stop", "shard_for", "health_check"}
+# Methods that build no call of their own: lifecycle, the raw call, local lookups.
+NO_CALL = {"close", "execute", "run", "stop", "shutdown", "shard_for"}
 
 
 def test_every_public_method_that_sends_a_call_is_compared() -> None:

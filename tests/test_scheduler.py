@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
@@ -12,8 +13,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings
-from fairque.engine.embedded import LocalServer
+from fairque import AsyncFairQueue, FairQueue, FairQueueError, InvalidInput, QueueSettings
+from fairque.engine.embedded import LocalServer, free_port
 from fairque.errors import DuplicateSchedule, ScheduleChanged, ScheduleNotFound
 from fairque.scheduler import (
     AsyncTaskScheduler,
@@ -25,7 +26,7 @@ from fairque.scheduler import (
     TaskScheduler,
 )
 from fairque.scheduler.ops import plan_run
-from tests.conftest import Server, until
+from tests.conftest import Server, until, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -226,6 +227,8 @@ def test_invalid_config_is_refused() -> None:
         SchedulerConfig(poll_interval=0)
     with pytest.raises(InvalidInput, match="instance_id"):
         SchedulerConfig(instance_id="")
+    with pytest.raises(InvalidInput, match="instance_ttl: must be longer than 4 s"):
+        SchedulerConfig(poll_interval=1, instance_ttl=3)
 
 
 # --- the execution cycle ---------------------------------------------------------------
@@ -543,6 +546,11 @@ async def test_an_unreachable_server_is_an_error_and_the_loop_reconnects(namespa
         instance = AsyncTaskScheduler(own.url, namespace, config=FAST)
         sid = await instance.add_schedule(interval=0.1, task=TEMPLATE)
         run = asyncio.create_task(instance.run())
+
+        async def cycled() -> bool:
+            return instance.metrics.cycles > 0
+
+        await until(cycled)  # past the check at start
         own.stop()
 
         async def outage() -> bool:
@@ -577,3 +585,101 @@ async def test_a_stopped_instance_is_recorded(
     [record] = records.values()
     assert record["state"] == "stopped"
     assert record["cycles"] >= 1
+
+
+# --- health from outside, instances, lifecycle -------------------------------------------
+
+QUICK = SchedulerConfig(poll_interval=0.05, lock_timeout=5, instance_ttl=2.0)
+
+
+async def test_health_is_judged_from_the_instances_records(
+    server: Server, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    """An observer that runs no instance (like ``fairque scheduler health``) sees whether
+    a live instance serves the active schedules, and which instance was killed."""
+    start = datetime.now(timezone.utc) + timedelta(hours=1)
+    await instance.add_schedule(interval=3600, start_at=start, task=TEMPLATE)
+    health = await instance.health_check()
+    assert health.status is HealthStatus.ERROR
+    assert health.problems == (
+        "1 active schedule(s) and no live scheduler instance: no runs are being submitted",
+    )
+    live = AsyncTaskScheduler(server.url, namespace, config=QUICK.model_copy(
+        update={"instance_id": "live"}))  # fmt: skip
+    run = asyncio.create_task(live.run())
+
+    async def status_is(status: HealthStatus) -> bool:
+        return (await instance.health_check()).status is status
+
+    await until(lambda: status_is(HealthStatus.OK))
+    assert (await instance.health_check()).details["live_instances"] == ["live"]
+    # One cycle and never another, nor a stop record: as if it was killed.
+    killed = AsyncTaskScheduler(server.url, namespace, config=QUICK.model_copy(
+        update={"instance_id": "killed"}))  # fmt: skip
+    await killed.runner.cycle()
+    await killed.close()
+    assert (await instance.instances())["killed"]["live"] is True
+    await until(lambda: status_is(HealthStatus.WARNING))
+    health = await instance.health_check()
+    assert health.details["stale_instances"] == ["killed"]
+    [problem] = health.problems
+    assert problem.startswith("instance killed stopped beating")
+    records = await instance.instances()
+    assert (records["killed"]["state"], records["killed"]["live"]) == ("stale", False)
+    assert records["live"]["state"] == "running"
+
+    async def dropped() -> bool:  # after instance_ttl, by the scripts
+        return "killed" not in await instance.instances()
+
+    await until(dropped)
+    assert (await instance.health_check()).status is HealthStatus.OK
+    assert await live.shutdown(timeout=10)
+    await run
+    await live.close()
+    records = await instance.instances()
+    assert (records["live"]["state"], records["live"]["live"]) == ("stopped", False)
+    assert (await instance.health_check()).status is HealthStatus.ERROR  # none live now
+
+
+def test_the_blocking_scheduler_runs_in_a_thread_and_stops_from_another(
+    server: Server, namespace: str, scheduler: TaskScheduler
+) -> None:
+    queue = sync_queue_of(scheduler)
+    sid = scheduler.add_schedule(interval=0.1, task=TEMPLATE)
+    runner = TaskScheduler(server.url, namespace, config=FAST)
+    thread = threading.Thread(target=runner.run)  # handle_signals=True: not in a thread
+    thread.start()
+    wait_for(lambda: scheduler.get_schedule(sid).runs >= 2)
+    assert runner.shutdown(timeout=10)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    [record] = scheduler.instances().values()
+    assert record["state"] == "stopped"
+    assert queue.stats().counters["pushed"] == scheduler.get_schedule(sid).runs
+    # A stop asked before run() begins is not missed: that run returns at once.
+    runner.stop()
+    late = threading.Thread(target=runner.run)
+    late.start()
+    late.join(timeout=10)
+    assert not late.is_alive()
+    assert runner.shutdown(timeout=0)  # nothing runs
+    runner.close()
+
+
+def test_run_refuses_an_unreachable_server_naming_it(namespace: str) -> None:
+    port = free_port()
+    with TaskScheduler(f"redis://127.0.0.1:{port}", namespace, config=FAST) as scheduler:
+        with pytest.raises(FairQueueError, match=f"cannot reach the server at 127.0.0.1:{port}"):
+            scheduler.run()
+        health = scheduler.health_check()
+    assert health.status is HealthStatus.ERROR
+    assert health.problems == (f"the server at 127.0.0.1:{port} does not answer",)
+
+
+async def test_async_run_refuses_an_unreachable_server_naming_it(namespace: str) -> None:
+    port = free_port()
+    instance = AsyncTaskScheduler(f"redis://127.0.0.1:{port}", namespace, config=FAST)
+    with pytest.raises(FairQueueError, match=f"cannot reach the server at 127.0.0.1:{port}"):
+        await instance.run()
+    assert await instance.shutdown(timeout=0)  # it is not running
+    await instance.close()

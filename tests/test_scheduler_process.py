@@ -13,7 +13,7 @@ import pytest
 
 from fairque import FairQueue
 from fairque.engine.embedded import LocalServer, free_port
-from fairque.scheduler import TaskScheduler
+from fairque.scheduler import HealthStatus, TaskScheduler
 from tests.conftest import StartCli, wait_for
 
 Start = Callable[..., subprocess.Popen[str]]
@@ -103,11 +103,20 @@ def test_a_killed_instance_loses_nothing_and_the_others_carry_on(
         doomed.wait()
         killed_at = scheduler.get_schedule(sid).runs
         wait_for(lambda: scheduler.get_schedule(sid).runs >= killed_at + 10)
+        # Seen from outside: the killed instance stops beating and is reported stale (it
+        # never said it stopped); the runs still go out, so a warning.
+        wait_for(lambda: scheduler.health_check().status is HealthStatus.WARNING, timeout=30)
+        health = scheduler.health_check()
+        [problem] = health.problems
+        assert "stopped beating" in problem
+        assert len(health.details["live_instances"]) == 1
         stop([survivor])
         runs = queued_runs(q)[sid]
         assert len(set(runs)) == len(runs) == scheduler.get_schedule(sid).runs
         states = sorted(record["state"] for record in scheduler.instances().values())
-    assert states == ["running", "stopped"]  # the killed one never said it stopped
+        # None live for an active schedule: an error.
+        assert scheduler.health_check().status is HealthStatus.ERROR
+    assert states == ["stale", "stopped"]
 
 
 def test_sigterm_stops_an_instance_and_records_it(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -12,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, InvalidInput, QueueSettings, Task, TaskState
 from fairque.engine.embedded import LocalServer
-from fairque.worker import Registry, Worker, WorkerConfig, task
+from fairque.worker import Registry, SyncTaskContext, Worker, WorkerConfig, task
 from tests.conftest import until
 
 pytestmark = pytest.mark.cluster
@@ -59,6 +60,20 @@ async def slow(seconds: float) -> str:
     await asyncio.sleep(seconds)  # the task's own work, not a wait for state
     calls.append("slow done")
     return "done"
+
+
+@task(into=functions, name="in_process")
+def in_process(context: SyncTaskContext) -> int:
+    """Dies in its first run (process mode only); then stores its pid by XCom."""
+    if context.task.attempts == 0:
+        os._exit(3)
+    context.xcom_push("pid", os.getpid())
+    return os.getpid()
+
+
+@task(into=functions, name="unsendable")
+def unsendable() -> object:
+    return object()
 
 
 @pytest.fixture(autouse=True)
@@ -201,21 +216,40 @@ async def test_a_worker_without_functions_refuses_to_start(
 
 
 async def test_a_task_over_its_timeout_fails_as_a_timeout(
-    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     stuck = await pusher.push(wait_forever.build(user_id="u", timeout=0.2, max_retries=0))
     blocked = await pusher.push(block_thread.build(user_id="v", max_retries=0))
-    worker = Worker(config(server, namespace, task_timeout_seconds=0.3), functions)
+    worker = Worker(config(server, namespace, task_timeout_seconds=0.3, lease_seconds=0.3),
+                    functions)  # fmt: skip
+    run = asyncio.create_task(worker.run_async())
 
-    async def both_failed() -> bool:
-        return (await pusher.stats()).counters.get("failed", 0) == 2
+    async def overrun() -> bool:
+        return any("past its timeout" in record.getMessage() for record in caplog.records)
 
-    await run_workers([worker], both_failed)
+    async def failed(count: int) -> bool:
+        return (await pusher.stats()).counters.get("failed", 0) == count
+
+    await until(overrun)
+    # A thread cannot be stopped: past its timeout the task keeps its lease (extended by
+    # the heartbeat) and is failed only when the function returns, so it cannot run again
+    # meanwhile.
+    await until(lambda: failed(1))
+    blocked_info = await pusher.get(blocked)
+    assert blocked_info is not None
+    assert blocked_info.state is TaskState.STARTED
+    release_blocked.set()
+    await until(lambda: failed(2))
+    worker.stop()
+    await run
     stuck_info, blocked_info = await pusher.get(stuck), await pusher.get(blocked)
     assert stuck_info is not None
     assert blocked_info is not None
     assert (stuck_info.state, stuck_info.last_error) == (TaskState.FAILED, "timed out after 0.2 s")
-    assert blocked_info.last_error == "timed out after 0.3 s"
+    assert (blocked_info.state, blocked_info.last_error) == (
+        TaskState.FAILED, "timed out after 0.3 s",
+    )  # fmt: skip
+    assert "expired" not in (await pusher.stats()).counters  # the lease was kept throughout
 
 
 async def test_stop_hands_running_tasks_back_at_once(
@@ -315,3 +349,51 @@ async def test_the_worker_carries_on_after_a_server_restart(namespace: str) -> N
 
 async def worker_saw_outage(worker: Worker) -> bool:
     return worker.outages > 0
+
+
+async def test_process_mode_runs_sync_functions_in_task_processes(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    dying = await pusher.push(in_process.build(user_id="u", keep_result=True, max_retries=1))
+    unsent = await pusher.push(unsendable.build(user_id="v", max_retries=3))
+    summed = await pusher.push(add.build(user_id="w", args=[2, 3], keep_result=True))
+    worker = Worker(config(server, namespace, sync_runner="process", concurrency=2), functions)
+
+    async def settled() -> bool:
+        counters = (await pusher.stats()).counters
+        return (counters.get("finished", 0), counters.get("failed", 0)) == (2, 1)
+
+    run = asyncio.create_task(worker.run_async())
+    await until(settled, timeout=60)  # starting task processes takes seconds on a busy host
+    worker.stop()
+    await run
+    dying_info, unsent_info, summed_info = [await pusher.get(i) for i in (dying, unsent, summed)]
+    assert dying_info is not None
+    assert unsent_info is not None
+    assert summed_info is not None
+    assert summed_info.result == 5
+    assert calls == []  # add ran in a task process, not here
+    # A process that dies fails its run (retried); the next run has a new process and its
+    # context reaches XCom.
+    assert (dying_info.attempts, dying_info.last_error) == (
+        1, "the task process ended (exit code 3)",
+    )  # fmt: skip
+    assert dying_info.result not in (None, os.getpid())
+    assert await pusher.xcom_pull(dying, "pid") == dying_info.result
+    # A result MessagePack cannot carry fails the task without a retry (of its 3).
+    assert (unsent_info.state, unsent_info.attempts) == (TaskState.FAILED, 1)
+    assert unsent_info.last_error is not None
+    assert unsent_info.last_error.startswith("result: cannot be serialised with MessagePack")
+
+
+async def test_process_mode_refuses_functions_it_cannot_import(
+    server: LocalServer, namespace: str
+) -> None:
+    local = Registry()
+
+    @task(into=local, name="local")
+    def inner() -> None: ...
+
+    worker = Worker(config(server, namespace, sync_runner="process"), local)
+    with pytest.raises(InvalidInput, match=r"'local' .* cannot be imported by name"):
+        await worker.run_async()

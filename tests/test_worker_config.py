@@ -62,6 +62,7 @@ def test_defaults_without_a_file() -> None:
         ({"id": ""}, "id"),
         ({"colour": "blue"}, "colour"),
         ({"shards": 0}, "shards"),
+        ({"sync_runner": "fork"}, "sync_runner"),
     ],
 )
 def test_bad_values_name_the_field(values: dict[str, object], field: str) -> None:
@@ -73,6 +74,11 @@ def test_bad_values_name_the_field(values: dict[str, object], field: str) -> Non
 def test_shards_from_the_environment() -> None:
     assert load_config(env={}).shards == 1
     assert load_config(env={"FAIRQUE_SHARDS": "12"}).shards == 12
+
+
+def test_sync_runner_from_the_environment() -> None:
+    assert load_config(env={}).sync_runner == "thread"
+    assert load_config(env={"FAIRQUE_SYNC_RUNNER": "process"}).sync_runner == "process"
 
 
 def test_a_bad_environment_value_names_the_field() -> None:

@@ -86,11 +86,18 @@ def worker(
     processes: int = typer.Option(
         1, "--processes", min=1, max=256, metavar="N", help="Worker processes (CPU-bound work)."
     ),
+    sync_runner: str | None = typer.Option(
+        None,
+        "--sync-runner",
+        metavar="thread|process",
+        help="Sync functions on threads, or in task processes (killed at the timeout).",
+    ),
     metrics_port: int | None = METRICS_PORT_OPTION,
 ) -> None:
-    """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period)."""
+    """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period; a
+    second signal stops at once)."""
     given = {"redis_url": url, "namespace": namespace, "concurrency": concurrency,
-             "shards": shards}  # fmt: skip
+             "shards": shards, "sync_runner": sync_runner}  # fmt: skip
     try:
         settings = load_config(config, overrides={k: v for k, v in given.items() if v is not None})
     except FairQueueError as exc:
@@ -114,7 +121,10 @@ def worker(
         metrics.watch_queue(queue, settings.namespace)
         serve_metrics(metrics, metrics_port)
     running = Worker(settings, metrics=metrics)
-    running.run()
+    try:
+        running.run()
+    except FairQueueError as exc:  # refused at start (a function a task process cannot load)
+        raise fail(str(exc)) from None
     say(
         f"fairque worker: stopped: {running.finished} finished, {running.failed} failed, "
         f"{running.handed_back} handed back"

@@ -27,9 +27,11 @@ from fairque.cli.common import (
     server_name,
     setup_logging,
 )
+from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
+from fairque.scheduler.runner import server_address
 
 app = Typer(help="Cron and interval schedules, run by any number of instances.")
 
@@ -40,11 +42,15 @@ HEALTH_EXIT = {HealthStatus.OK: 0, HealthStatus.WARNING: 1, HealthStatus.ERROR: 
 
 @contextmanager
 def _scheduler(url: str | None, namespace: str, **config: Any) -> Iterator[TaskScheduler]:
-    """A scheduler whose errors end the command with a message (exit 2)."""
+    """A scheduler whose errors (an unreachable server too) end the command with a
+    one-line message (exit 2)."""
     try:
         scheduler = TaskScheduler(url, namespace, config=SchedulerConfig(**config))
         try:
             yield scheduler
+        except OUTAGE as exc:
+            address = server_address(scheduler.executor.client)
+            raise FairQueueError(f"cannot reach the server at {address}: {exc}") from None
         finally:
             scheduler.close()
     except FairQueueError as exc:
@@ -213,12 +219,20 @@ def show(
 
 @app.command()
 def health(url: str | None = URL, namespace: str = NAMESPACE) -> None:
-    """The schedules' health as seen from here: exit 0 OK, 1 warning, 2 error."""
+    """The schedules' health from the server's records: exit 0 OK, 1 warning, 2 error
+    (active schedules with no live instance, or no server)."""
     with _scheduler(url, namespace) as scheduler:
         report = scheduler.health_check()
     console.print(f"{report.status.value}")
     for problem in report.problems:
         console.print(f"- {problem}")
+    details = report.details
+    if details["server_reachable"]:
+        states = [shown["state"] for shown in details["instances"].values()]
+        console.print(f"instances: {len(details['live_instances'])} live, "
+                      f"{states.count('stale')} stale, {states.count('stopped')} stopped; "
+                      f"schedules: {details['active_schedules']} active of "
+                      f"{details['schedules']}")  # fmt: skip
     raise typer.Exit(HEALTH_EXIT[report.status])
 
 

@@ -2,12 +2,14 @@
 
 Both are facades over :mod:`fairque.scheduler.ops` that send through an executor; the
 execution cycle is written once, in :mod:`fairque.scheduler.runner`, and the sync
-``run()`` runs it in asyncio.
+``run()`` runs it in asyncio (in any thread: ``stop()`` and ``shutdown()`` may be called
+from another).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from fairque.config import QueueSettings
@@ -15,19 +17,27 @@ from fairque.engine import settings as settings_store
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
+from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.health import assess
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.scheduler.models import Health, Schedule, ScheduleInfo, ScheduleState
 from fairque.scheduler.ops import SchedulerOps, Snapshot, check_update
-from fairque.scheduler.runner import SchedulerRunner
+from fairque.scheduler.runner import SchedulerRunner, server_address
 
 
 def _schedule(schedule: Schedule | None, fields: dict[str, Any]) -> Schedule:
     if schedule is not None and fields:
         raise TypeError("give a Schedule or its fields, not both")
     return schedule or Schedule.model_validate(fields)
+
+
+def _current_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _one(snapshot: Snapshot, schedule_id: str) -> ScheduleInfo:
@@ -43,6 +53,11 @@ class TaskScheduler:
     >>> scheduler.add_schedule(cron="0 7 * * mon-fri", timezone="Asia/Tokyo",
     ...     task={"name": "daily_report", "user_id": "alice", "args": [3]})  # doctest: +SKIP
     >>> scheduler.run()  # submits due runs until SIGTERM  # doctest: +SKIP
+
+    Or in a thread of a larger program, stopped from another:
+
+    >>> threading.Thread(target=scheduler.run).start()  # doctest: +SKIP
+    >>> scheduler.shutdown()  # stops it and waits until it has ended  # doctest: +SKIP
     """
 
     def __init__(
@@ -62,6 +77,10 @@ class TaskScheduler:
         self.config = config or SchedulerConfig()
         self.metrics = SchedulerMetrics()
         self._running: tuple[asyncio.AbstractEventLoop, SchedulerRunner] | None = None
+        self._guard = threading.Lock()  # _running and _stop_asked, across threads
+        self._stop_asked = False
+        self._ended = threading.Event()  # set while no run() is in progress
+        self._ended.set()
 
     def _now(self) -> int:
         """The clock of the namespace's server (on a cluster: of its slot's master)."""
@@ -104,38 +123,68 @@ class TaskScheduler:
         return sorted(snapshot.schedules, key=lambda info: info.schedule_id)
 
     def instances(self) -> dict[str, dict[str, Any]]:
-        """Every scheduler instance's last record (state, seen_at in us, figures)."""
+        """Every scheduler instance's record: state (``running``, ``stopped``, or ``stale``
+        for a running one that stopped beating), ``live``, ``age`` (s since its last
+        heartbeat), ``seen_at`` (us), host, pid and figures. Records expire
+        ``instance_ttl`` after their last heartbeat."""
         return self.executor.execute(self.ops.read([])).instances
 
     def health_check(self) -> Health:
-        """OK / WARNING / ERROR: server reachable, last cycle age, recent error rate."""
+        """OK / WARNING / ERROR from the server's records (live instances for the active
+        schedules, stale instances, failed schedules), and the cycle age and error rate
+        of an instance running here (see :mod:`fairque.scheduler.health`)."""
         try:
-            schedules = self.list_schedules()
+            snapshot = self.executor.execute(self.ops.read())
         except OUTAGE:
-            return assess(self.metrics, self.config, False, [])
-        return assess(self.metrics, self.config, True, schedules)
+            return assess(self.metrics, self.config, None, server_address(self.executor.client))
+        return assess(self.metrics, self.config, snapshot)
 
     def run(self, handle_signals: bool = True) -> None:
-        """Submits due runs until SIGTERM / SIGINT (or :meth:`stop`), then finishes the
-        cycle and stops. Without ``handle_signals`` only :meth:`stop` ends it."""
+        """Submits due runs until :meth:`stop` / :meth:`shutdown` (from any thread) or,
+        in the main thread with ``handle_signals``, SIGTERM / SIGINT; then finishes the
+        cycle, releases its locks and records the instance as stopped. Raises
+        :class:`FairQueueError` naming the server if it does not answer at start."""
+        # Signal handlers can only be installed in the main thread.
+        signals = handle_signals and threading.current_thread() is threading.main_thread()
 
         async def main() -> None:
             executor = AsyncExecutor.connect(self.url)
             try:
                 runner = SchedulerRunner(executor, self.ops, self.config, self.metrics)
-                self._running = asyncio.get_running_loop(), runner
-                await runner.run(handle_signals)
+                with self._guard:
+                    self._running = asyncio.get_running_loop(), runner
+                    if self._stop_asked:
+                        runner.stop()
+                await runner.run(signals)
             finally:
-                self._running = None
+                with self._guard:
+                    self._running = None
+                    self._stop_asked = False
                 await executor.close()
 
-        asyncio.run(main())
+        self._ended.clear()
+        try:
+            asyncio.run(main())
+        finally:
+            self._ended.set()
 
     def stop(self) -> None:
-        """Stops :meth:`run` (running in another thread) after its current cycle."""
-        if self._running is not None:
-            loop, runner = self._running
-            loop.call_soon_threadsafe(runner.stop)
+        """Stops :meth:`run` (in any thread) after its current cycle; a stop asked before
+        ``run()`` has begun makes it return at once."""
+        with self._guard:
+            self._stop_asked = True
+            if self._running is not None:
+                loop, runner = self._running
+                loop.call_soon_threadsafe(runner.stop)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stops :meth:`run` and waits until it has ended (its locks released, the
+        instance recorded as stopped); False if it still runs after ``timeout`` s."""
+        self.stop()
+        running = self._running
+        if running is not None and running[0] is _current_loop():
+            return False  # called from inside run() itself: it ends once this returns
+        return self._ended.wait(timeout)
 
     def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""
@@ -174,6 +223,8 @@ class AsyncTaskScheduler:
         self.config = config or SchedulerConfig()
         self.metrics = SchedulerMetrics()
         self.runner = SchedulerRunner(self.executor, self.ops, self.config, self.metrics)
+        self._ended = asyncio.Event()  # set while no run() is in progress
+        self._ended.set()
 
     async def _now(self) -> int:
         """The clock of the namespace's server (on a cluster: of its slot's master)."""
@@ -218,24 +269,40 @@ class AsyncTaskScheduler:
         return sorted(snapshot.schedules, key=lambda info: info.schedule_id)
 
     async def instances(self) -> dict[str, dict[str, Any]]:
-        """Every scheduler instance's last record (state, seen_at in us, figures)."""
+        """Every scheduler instance's record (see :meth:`TaskScheduler.instances`)."""
         return (await self.executor.execute(self.ops.read([]))).instances
 
     async def health_check(self) -> Health:
-        """OK / WARNING / ERROR: server reachable, last cycle age, recent error rate."""
+        """OK / WARNING / ERROR (see :meth:`TaskScheduler.health_check`)."""
         try:
-            schedules = await self.list_schedules()
+            snapshot = await self.executor.execute(self.ops.read())
         except OUTAGE:
-            return assess(self.metrics, self.config, False, [])
-        return assess(self.metrics, self.config, True, schedules)
+            return assess(self.metrics, self.config, None, server_address(self.executor.client))
+        return assess(self.metrics, self.config, snapshot)
 
     async def run(self, handle_signals: bool = False) -> None:
-        """Submits due runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
-        await self.runner.run(handle_signals)
+        """Submits due runs until :meth:`stop` / :meth:`shutdown` (or a signal, with
+        ``handle_signals``). Raises :class:`FairQueueError` naming the server if it does
+        not answer at start."""
+        self._ended.clear()
+        try:
+            await self.runner.run(handle_signals)
+        finally:
+            self._ended.set()
 
     def stop(self) -> None:
-        """Stops :meth:`run` after its current cycle."""
+        """Stops :meth:`run` after its current cycle; a stop asked before ``run()`` has
+        begun makes it return at once."""
         self.runner.stop()
+
+    async def shutdown(self, timeout: float | None = None) -> bool:
+        """Stops :meth:`run` and waits until it has ended (its locks released, the
+        instance recorded as stopped); False if it still runs after ``timeout`` s."""
+        self.stop()
+        if timeout is None:
+            await self._ended.wait()
+            return True
+        return await wait_event(self._ended, timeout)
 
     async def close(self) -> None:
         """Closes the connection pool, unless it was shared through ``executor``."""

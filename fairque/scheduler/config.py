@@ -8,7 +8,18 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
 from fairque.engine.records import check_identifier
-from fairque.errors import validated
+from fairque.errors import InvalidInput, validated
+
+LIVE_CYCLES = 3  # an instance is live while its last heartbeat is this many polls old ...
+LIVE_SLACK = 1.0  # ... plus this (s): a cycle's own work, a busy server
+MAX_INSTANCE_TTL = 30 * 24 * 3600.0
+
+
+def live_window(poll_interval: float) -> float:
+    """How long after its last heartbeat an instance polling every ``poll_interval``
+    seconds still counts as live (it beats at every cycle, at most ``poll_interval``
+    apart while the server answers)."""
+    return LIVE_CYCLES * poll_interval + LIVE_SLACK
 
 
 class SchedulerConfig(BaseModel):
@@ -32,13 +43,21 @@ class SchedulerConfig(BaseModel):
     # health_check(): failed share of the recent submissions for a warning, then an error
     error_rate_warning: float = Field(default=0.1, gt=0, le=1)
     error_rate_error: float = Field(default=0.5, gt=0, le=1)
+    # An instance's record is dropped this long after its last heartbeat (s); until then a
+    # killed instance is reported as stale.
+    instance_ttl: float = Field(default=3600.0, gt=0, le=MAX_INSTANCE_TTL)
 
     @pydantic.model_validator(mode="wrap")
     @classmethod
     def _raise_fairque_error(
         cls, data: Any, handler: ModelWrapValidatorHandler[SchedulerConfig]
     ) -> SchedulerConfig:
-        return validated(handler, data)
+        config = validated(handler, data)
+        window = live_window(config.poll_interval)
+        if config.instance_ttl <= window:
+            raise InvalidInput("instance_ttl", f"must be longer than {window:g} s, the time "
+                               "a live instance may go between heartbeats")  # fmt: skip
+        return config
 
     @pydantic.field_validator("instance_id")
     @classmethod

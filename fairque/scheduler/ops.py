@@ -21,7 +21,7 @@ from fairque.engine.keys import Namespace
 from fairque.errors import InvalidInput
 from fairque.queue import Maintenance, QueueOps
 from fairque.scheduler import cron
-from fairque.scheduler.config import SchedulerConfig
+from fairque.scheduler.config import SchedulerConfig, live_window
 from fairque.scheduler.models import MissedRuns, Schedule, ScheduleInfo, ScheduleState
 
 T = TypeVar("T")
@@ -118,11 +118,25 @@ class Due:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Schedules and scheduler instances as stored."""
+    """Schedules and scheduler instances as stored (each instance's record with ``age``
+    and ``live`` added, see :func:`instance_view`)."""
 
     schedules: list[ScheduleInfo]
     instances: dict[str, dict[str, Any]]
     now: int
+
+
+def instance_view(record: dict[str, Any], now: int) -> dict[str, Any]:
+    """An instance's record as seen at server time ``now`` (us): ``age`` (s since its
+    last heartbeat), ``live`` (running and beating within
+    :func:`~fairque.scheduler.config.live_window` of its poll interval), and ``state``
+    ``stale`` for an instance recorded as running that has stopped beating (killed, or
+    cut off from the server)."""
+    age = max(0.0, (now - int(record.get("seen_at", 0))) / MICROS)
+    running = record.get("state") == "running"
+    live = running and age <= live_window(float(record.get("poll_interval", 1.0)))
+    state = "stale" if running and not live else record.get("state")
+    return {**record, "state": state, "age": age, "live": live}
 
 
 def _seconds(micros: Any) -> float | None:
@@ -155,7 +169,10 @@ def _parse_snapshot(reply: list[Any]) -> Snapshot:
         _info(rows[i].decode(), rows[i + 1], rows[i + 2], rows[i + 3])
         for i in range(0, len(rows), 4)
     ]
-    records = {instances[i].decode(): decode(instances[i + 1]) for i in range(0, len(instances), 2)}
+    records = {
+        instances[i].decode(): instance_view(decode(instances[i + 1]), int(now))
+        for i in range(0, len(instances), 2)
+    }
     return Snapshot(schedules, records, int(now))
 
 
@@ -217,15 +234,17 @@ class SchedulerOps:
         args = ("all",) if schedule_ids is None else ("some", *schedule_ids)
         return self._call("read", args, _parse_snapshot)
 
-    def due(self, instance: str, record: dict[str, Any], limit: int) -> Call[Due]:
-        """Due schedules (at most ``limit``), recording the instance's heartbeat."""
+    def due(self, instance: str, record: dict[str, Any], limit: int, ttl: float) -> Call[Due]:
+        """Due schedules (at most ``limit``), recording the instance's heartbeat; the
+        record expires ``ttl`` seconds after it unless renewed."""
         packed = encode(record, "record", _MAX_DEFINITION_BYTES)
-        return self._call("due", (instance, packed, limit), _parse_due)
+        return self._call("due", (instance, packed, limit, round(ttl * MICROS)), _parse_due)
 
-    def record(self, instance: str, record: dict[str, Any]) -> Call[None]:
-        """Records an instance's state (e.g. stopped)."""
+    def record(self, instance: str, record: dict[str, Any], ttl: float) -> Call[None]:
+        """Records an instance's state (e.g. stopped), kept ``ttl`` seconds."""
         packed = encode(record, "record", _MAX_DEFINITION_BYTES)
-        return self._call("instance", (instance, packed), lambda _reply: None)
+        args = (instance, packed, round(ttl * MICROS))
+        return self._call("instance", args, lambda _reply: None)
 
     def lock(self, schedule_id: str, token: str, seconds: float) -> Call[Grant | bool]:
         """Takes the schedule's lock if it is due; parses to a :class:`Grant`, or to False

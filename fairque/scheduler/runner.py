@@ -5,7 +5,8 @@ each one takes its lock (SET NX PX with an owner token), plans the run in Python
 needs time zones) and fires it: one script submits the task, moves the schedule to its
 next run and releases the lock, refusing if another instance got there first. The lock
 keeps instances from doing the same work; the fire script's checks make each run
-submitted exactly once even when a lock expires mid-way.
+submitted exactly once even when a lock expires mid-way. The instance's record, written
+with every cycle's heartbeat, is what ``health_check()`` judges from outside.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ def default_instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
+def server_address(client: Any) -> str:
+    """``host:port`` of the server a redis-py client (blocking or asyncio) connects to,
+    a cluster's startup nodes, or a socket path: for error messages."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        options = pool.connection_kwargs
+        if "path" in options:
+            return str(options["path"])
+        return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+    nodes = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None) or {}
+    return ",".join(nodes) or "(unknown)"
+
+
 class SchedulerRunner:
     """Runs cycles until stopped; after a stop, the cycle in progress completes, held locks
     are released and the instance is recorded as stopped."""
@@ -63,7 +77,8 @@ class SchedulerRunner:
         self._maintain_at = 0.0  # monotonic time of this instance's next maintenance call
 
     def stop(self) -> None:
-        """Asks the scheduler to stop after the current cycle (from its event loop)."""
+        """Asks the scheduler to stop after the current cycle (from its event loop); a
+        stop asked before :meth:`run` makes it return at once."""
         self._stopping.set()
 
     def _record(self, state: str) -> dict[str, Any]:
@@ -72,15 +87,35 @@ class SchedulerRunner:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started_at": self._started,
+            "poll_interval": self.config.poll_interval,  # how often it beats, for health
             **self.metrics.summary(),
         }
 
+    async def check_server(self) -> None:
+        """Raises :class:`FairQueueError` naming the server if it does not answer."""
+        try:
+            await self.executor.execute(self.ops.read([]))
+        except OUTAGE as exc:
+            address = server_address(self.executor.client)
+            raise FairQueueError(f"cannot reach the server at {address}: {exc}") from None
+
     async def run(self, handle_signals: bool = False) -> None:
-        """Runs until :meth:`stop` (or SIGTERM / SIGINT with ``handle_signals``)."""
-        if handle_signals:
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, self.stop)
+        """Runs until :meth:`stop` (or SIGTERM / SIGINT with ``handle_signals``). Checks
+        the server first (:class:`FairQueueError` if it does not answer); later outages
+        are waited out with backoff."""
+        await self.check_server()
+        signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
+        loop = asyncio.get_running_loop()
+        for signum in signals:
+            loop.add_signal_handler(signum, self.stop)
+        try:
+            await self._loop()
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            self._stopping.clear()  # it may run again
+
+    async def _loop(self) -> None:
         backoff = Backoff()
         self.metrics.running = True
         log.info("scheduler %s started", self.instance)
@@ -101,7 +136,10 @@ class SchedulerRunner:
     async def _shut_down(self) -> None:
         try:
             await self._release_held()
-            await self.executor.execute(self.ops.record(self.instance, self._record("stopped")))
+            stopped = self.ops.record(
+                self.instance, self._record("stopped"), self.config.instance_ttl
+            )
+            await self.executor.execute(stopped)
         except OUTAGE as exc:
             log.warning("could not record the stop (%s); held locks expire by themselves", exc)
         log.info("scheduler %s stopped", self.instance)
@@ -118,7 +156,10 @@ class SchedulerRunner:
             self._maintain_at = time.monotonic() + MAINTENANCE_INTERVAL
             await self.executor.execute(self.ops.maintain(MAINTENANCE_INTERVAL))
         record = self._record("running")
-        due = await self.executor.execute(self.ops.due(self.instance, record, self.config.batch))
+        config = self.config
+        due = await self.executor.execute(
+            self.ops.due(self.instance, record, config.batch, config.instance_ttl)
+        )
         contended = False
         # In its own random order, so that instances seldom reach for the same lock.
         random.shuffle(due.schedules)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import pydantic
@@ -66,6 +66,9 @@ class WorkerConfig(BaseModel):
     # Written for the namespace when the worker starts (the settings live in the server and
     # apply to every client of the namespace); None keeps what the namespace has.
     settings: QueueSettings | None = None
+    # Sync functions: on threads (a run past its timeout keeps its lease until it returns),
+    # or in task processes (killed at the timeout). See fairque/worker/sync_runners.py.
+    sync_runner: Literal["thread", "process"] = "thread"
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> WorkerConfig:

@@ -2,8 +2,9 @@
 
 Each child is a whole :class:`Worker` with its own event loop and id (``<id>-<n>``); the
 parent only forwards SIGTERM / SIGINT to them and waits, so every child hands its
-unfinished tasks back on its own. Children are spawned, not forked, and import the task
-modules themselves, so nothing depends on state copied from the parent.
+unfinished tasks back on its own (and a second signal stops them at once). Children are
+spawned, not forked, and import the task modules themselves, so nothing depends on state
+copied from the parent.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def _child(values: dict[str, Any], modules: Sequence[str]) -> None:
     # A spawned child starts with no logging set up: its stop line and its word about
     # an unreachable server go to stderr like the parent's.
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # Out of the parent's process group: a terminal's Ctrl-C reaches the parent only, which
+    # forwards it once. Reaching both, one Ctrl-C would count as two (a stop without grace).
+    os.setpgrp()
     for module in modules:
         importlib.import_module(module)
     Worker(WorkerConfig.model_validate(values)).run()

@@ -1,25 +1,26 @@
 """The worker: leases tasks fairly and runs their registered functions.
 
 One asyncio loop fetches as many tasks as it has free slots (``concurrency``), runs async
-functions on the loop and sync ones on a thread pool, extends the leases of running tasks
-(heartbeat), fails a task that outlives its timeout, and, when idle, waits on the
-namespace's wake channel so a new task is picked up at once rather than at the next poll.
-Successes are acknowledged in batches (one ``finish_many`` carries every task that
-finished while the previous one was in flight), so a round trip per task does not cap
-throughput. On stop (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for
-``grace_seconds``, then hands the rest back to the queue in one call.
+functions on the loop and sync ones on threads or in task processes (``sync_runner``, see
+:mod:`fairque.worker.sync_runners`), extends the leases of running tasks (heartbeat),
+fails a task that outlives its timeout, and, when idle, waits on the namespace's wake
+channel so a new task is picked up at once rather than at the next poll. Successes are
+acknowledged in batches (one ``finish_many`` carries every task that finished while the
+previous one was in flight), so a round trip per task does not cap throughput. On stop
+(SIGTERM / SIGINT) it fetches no more, lets running tasks finish for ``grace_seconds``,
+then hands the rest back to the queue in one call, except runs that cannot be stopped
+(a sync function's thread): those keep their lease, which expires once the process is
+gone, so no task runs twice at once. A second signal stops at once, without the grace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import signal
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from fairque.queue.sharded import open_async_queue, open_queue
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
 from fairque.worker.functions import Registry, call_arguments, registry
+from fairque.worker.sync_runners import ProcessRunner, SyncRunner, TaskFailed, ThreadRunner
 
 if TYPE_CHECKING:
     from fairque.metrics import Metrics
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+LAST_ACKS_SECONDS = 1.0  # after a stop without grace, pending acknowledgements get this long
 
 
 async def _subscribe_wake(queue: AsyncQueue) -> PubSub:
@@ -91,11 +94,15 @@ class Worker:
         self.metrics = metrics  # task durations go to fairque_task_duration_seconds
         self._running: dict[str, tuple[LeasedTask, asyncio.Task[None]]] = {}
         self._stopping = asyncio.Event()
+        self._now = asyncio.Event()  # stop without the grace period (a second signal)
         self._slot_freed = asyncio.Event()
         self._acks: list[tuple[LeasedTask, Any]] = []  # finished, not yet acknowledged
         self._acks_waiting = asyncio.Event()
         self._closing = False
-        self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="fairque-task")
+        self._sync: SyncRunner = (
+            ProcessRunner(self.functions, config) if config.sync_runner == "process"
+            else ThreadRunner(config.concurrency, self._sync_context)
+        )  # fmt: skip
         self.finished = 0
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
@@ -103,33 +110,59 @@ class Worker:
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
 
-    def stop(self) -> None:
-        """Asks the worker to stop (from the worker's event loop)."""
+    def stop(self, now: bool = False) -> None:
+        """Asks the worker to stop (from the worker's event loop): it fetches no more and
+        gives running tasks ``grace_seconds`` to finish, or none with ``now``."""
         self._stopping.set()
         self._slot_freed.set()  # a fetch loop waiting for a free slot must notice the stop
+        if now:
+            self._now.set()
+
+    def _on_signal(self) -> None:
+        if self._stopping.is_set():
+            log.warning("worker %s: second signal, stopping now", self.config.id)
+            self.stop(now=True)
+            return
+        log.warning("worker %s stopping: running tasks get %g s to finish (a second signal "
+                    "stops at once)", self.config.id, self.config.grace_seconds)  # fmt: skip
+        self.stop()
 
     def run(self) -> None:
-        """Runs until SIGTERM or SIGINT."""
+        """Runs until SIGTERM or SIGINT (a second one stops at once)."""
         asyncio.run(self.run_async(handle_signals=True))
 
     async def run_async(self, handle_signals: bool = False) -> None:
-        """Runs until :meth:`stop` (or a signal, with ``handle_signals``)."""
+        """Runs until :meth:`stop` (or a signal, with ``handle_signals``).
+
+        Raises :class:`InvalidInput` at once if its sync functions cannot run as
+        ``sync_runner`` asks (a function a task process cannot import)."""
         config = self.config
         if not self.functions.functions:
             # It would lease every task and run none of them.
             raise InvalidInput("tasks", "no task functions registered: import a module of @task")
-        queue = self._queue or open_async_queue(
-            config.redis_url, config.namespace, config.shards, settings=config.settings
-        )
-        if handle_signals:
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, self.stop)
+        signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
+        loop = asyncio.get_running_loop()
+        try:
+            await self._sync.start()
+            for signum in signals:
+                loop.add_signal_handler(signum, self._on_signal)
+            await self._serve(
+                self._queue
+                or open_async_queue(
+                    config.redis_url, config.namespace, config.shards, settings=config.settings
+                )
+            )
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            await self._sync.close()
+
+    async def _serve(self, queue: AsyncQueue) -> None:
+        config = self.config
         wake = await self._subscribe_when_reachable(queue)
         if wake is None:  # stopped before the server could be reached
             if self._queue is None:
                 await queue.close()
-            self._threads.shutdown(wait=False, cancel_futures=True)
             return
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         maintenance = asyncio.create_task(self._maintain(queue))
@@ -145,7 +178,13 @@ class Worker:
             # The acknowledger sends what is pending, then ends (never cut off mid-call).
             self._closing = True
             self._acks_waiting.set()
-            await asyncio.gather(acknowledger, return_exceptions=True)
+            now = asyncio.ensure_future(self._now.wait())
+            await asyncio.wait([acknowledger, now], return_when=asyncio.FIRST_COMPLETED)
+            if not acknowledger.done():  # a stop without grace: a moment for the last ones
+                await asyncio.wait([acknowledger], timeout=LAST_ACKS_SECONDS)
+            for waiter in (acknowledger, now):
+                waiter.cancel()
+            await asyncio.gather(acknowledger, now, return_exceptions=True)
             if self._acks:
                 log.warning("%d result(s) not acknowledged; those tasks will run again after "
                             "their lease", len(self._acks))  # fmt: skip
@@ -154,8 +193,7 @@ class Worker:
                 await queue.close()
             if self._sync_queue is not None:
                 self._sync_queue.close()
-            self._threads.shutdown(wait=False, cancel_futures=True)
-            log.info("worker %s stopped", self.config.id)
+            log.info("worker %s stopped", config.id)
 
     async def _subscribe_when_reachable(self, queue: AsyncQueue) -> PubSub | None:
         """The wake subscription, once the server answers: a worker started before its
@@ -295,25 +333,25 @@ class Worker:
             args, kwargs = call_arguments(leased.payload)
         except InvalidInput as exc:
             return Outcome(error=str(exc), retry=False)
-        if function.wants_context:
-            kwargs["context"] = (
-                TaskContext(leased, queue) if function.is_async
-                else SyncTaskContext(leased, self._blocking_queue())
-            )  # fmt: skip
         timeout = min(leased.timeout, self.config.task_timeout_seconds)
         try:
             if function.is_async:
+                if function.wants_context:
+                    kwargs["context"] = TaskContext(leased, queue)
                 result = await within(function.func(*args, **kwargs), timeout)
             else:
-                call = functools.partial(function.func, *args, **kwargs)
-                running = asyncio.get_running_loop().run_in_executor(self._threads, call)
-                # A sync function cannot be interrupted: at the deadline it is abandoned.
-                result = await within(running, timeout)
+                # Returns or raises only once the run has really ended (sync_runners).
+                result = await self._sync.call(leased, function, args, kwargs, timeout)
         except asyncio.TimeoutError:
             return Outcome(error=f"timed out after {timeout:g} s")
+        except TaskFailed as exc:  # reported by a task process
+            return Outcome(error=exc.message, retry=exc.retry)
         except Exception as exc:
             return Outcome(error=f"{type(exc).__name__}: {exc}")
         return Outcome(result=result)
+
+    def _sync_context(self, leased: LeasedTask) -> SyncTaskContext:
+        return SyncTaskContext(leased, self._blocking_queue())
 
     def _blocking_queue(self) -> Queue:
         """A blocking client for the contexts of sync functions (they run on threads)."""
@@ -371,23 +409,42 @@ class Worker:
             job.cancel()
 
     async def _hand_back(self, queue: AsyncQueue) -> None:
-        """After a stop: wait up to the grace period, then release what still runs."""
+        """After a stop: wait up to the grace period, then release what still runs, except
+        runs that cannot be stopped (their leases expire once this process is gone)."""
         jobs = [job for _, job in self._running.values()]
         if jobs:
             log.info("stopping: waiting up to %g s for %d running task(s)",
                      self.config.grace_seconds, len(jobs))  # fmt: skip
         if jobs and self.config.grace_seconds > 0:
-            await asyncio.wait(jobs, timeout=self.config.grace_seconds)
+            await self._grace(jobs)
         left = list(self._running.values())
         for _, job in left:
             job.cancel()
-        if left:
+        # Ended first: a cancelled job kills its task process, so the run is over before
+        # its task is handed back.
+        await asyncio.gather(*(job for _, job in left), return_exceptions=True)
+        unstoppable = self._sync.unstoppable()
+        back = [leased for leased, _ in left if leased.task_id not in unstoppable]
+        if len(back) < len(left):
+            log.warning("%d task(s) still run in threads that cannot be stopped: not handed "
+                        "back; they return within %g s after this process ends (their "
+                        "lease)", len(left) - len(back), self.config.lease_seconds)  # fmt: skip
+        if back:
             try:
-                lost = await queue.release([leased for leased, _ in left])
-                self.handed_back = len(left) - len(lost)
+                lost = await queue.release(back)
+                self.handed_back = len(back) - len(lost)
                 log.info("handed %d unfinished task(s) back", self.handed_back)
             except OUTAGE:
                 log.warning(
-                    "server unreachable: %d task(s) return when their lease ends", len(left)
+                    "server unreachable: %d task(s) return when their lease ends", len(back)
                 )
-        await asyncio.gather(*(job for _, job in left), return_exceptions=True)
+
+    async def _grace(self, jobs: list[asyncio.Task[None]]) -> None:
+        """Waits until ``jobs`` end, the grace period passes or a stop without grace."""
+        ended = asyncio.ensure_future(asyncio.wait(jobs))
+        now = asyncio.ensure_future(self._now.wait())
+        await asyncio.wait([ended, now], timeout=self.config.grace_seconds,
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        for waiter in (ended, now):
+            waiter.cancel()
+        await asyncio.gather(ended, now, return_exceptions=True)

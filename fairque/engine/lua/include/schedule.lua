@@ -1,7 +1,7 @@
 -- The scheduler's records (design section 8): K.schedules (id -> definition),
 -- K['schedules:next'] (active ids by next run, us), K['schedules:status'] (id ->
 -- MessagePack map: v (version), state, runs, skipped, failures, last_run,
--- last_submitted_at, last_task_id, last_error, pending_run) and K['scheduler:instances'].
+-- last_submitted_at, last_task_id, last_error, pending_run).
 --@include base
 
 local function read_status(id)
@@ -12,11 +12,4 @@ end
 
 local function write_status(id, status)
   redis.call('HSET', K['schedules:status'], id, cmsgpack.pack(status))
-end
-
--- Stores an instance's self-description (MessagePack map) stamped with the server time.
-local function record_instance(instance, packed, now)
-  local record = cmsgpack.unpack(packed)
-  record.seen_at = now
-  redis.call('HSET', K['scheduler:instances'], instance, cmsgpack.pack(record))
 end

@@ -2,7 +2,7 @@
 -- base * 2^(failures-1) seconds (capped), keeping its due time; after max_retries
 -- failures in a row the schedule is FAILED (out of the next-run index) until updated or
 -- resumed. Then the lock is released.
--- KEYS: schedules:next schedules:status scheduler:instances scheduler:lock:<id>
+-- KEYS: schedules:next schedules:status scheduler:lock:<id>
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] the lock token

@@ -1,6 +1,6 @@
 -- scheduler/lock: seed 002's distributed lock on one due schedule, SET NX PX with the
 -- instance's owner token.
--- KEYS: schedules schedules:next schedules:status scheduler:instances scheduler:lock:<id>
+-- KEYS: schedules schedules:next schedules:status scheduler:lock:<id>
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] the token

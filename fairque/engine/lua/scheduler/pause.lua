@@ -1,6 +1,6 @@
 -- scheduler/pause: pause a schedule (no runs) or resume it (runs from ARGV[4] on).
 -- Either way the version moves on, so a run planned before is refused.
--- KEYS: schedules:next schedules:status scheduler:instances
+-- KEYS: schedules:next schedules:status
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] 'pause' or 'resume'

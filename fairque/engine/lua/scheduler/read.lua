@@ -1,12 +1,16 @@
--- scheduler/read: schedules with their status and next run, and the instances.
--- KEYS: schedules schedules:next schedules:status scheduler:instances
+-- scheduler/read: schedules with their status and next run, and the instances (expired
+-- instance records are dropped first).
+-- KEYS: schedules schedules:next schedules:status scheduler:instances scheduler:instances:expiry
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] 'all' (every schedule) or 'some' (those named next)
 -- ARGV[3..] the schedule ids
 -- Returns {flat list of id, definition, status, next run (or false), ...; flat list of
 -- instance id, record, ...; server time}.
 --@include schedule
+--@include scheduler_instances
 
+local now = clock_now()
+drop_expired_instances(now)
 local ids = {unpack(ARGV, 3)}
 if ARGV[2] == 'all' then ids = redis.call('HKEYS', K.schedules) end
 local rows = {}
@@ -19,4 +23,4 @@ for _, id in ipairs(ids) do
     rows[#rows + 1] = redis.call('ZSCORE', K['schedules:next'], id)
   end
 end
-return {rows, redis.call('HGETALL', K['scheduler:instances']), clock_now()}
+return {rows, redis.call('HGETALL', K['scheduler:instances']), now}

@@ -1,7 +1,7 @@
 -- scheduler/save: add a schedule, or replace the definition of an existing one.
 -- An update starts the schedule afresh: failures are forgotten, a failed schedule is
 -- active again, a paused one stays paused.
--- KEYS: schedules schedules:next schedules:status scheduler:instances
+-- KEYS: schedules schedules:next schedules:status
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] 'add' or 'update'
