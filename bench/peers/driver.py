@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Protocol
@@ -37,6 +37,9 @@ BIG_JOBS, SMALL_TENANTS, SMALL_JOBS = 5000, 50, 10
 BATCH = 1000
 PACE = 0.02  # seconds between two pushes in the latency run
 WARM_UP = 5  # jobs run (and not measured) before the latency run
+# run.py's throwaway server keeps its (empty) files in a folder named so; the driver
+# FLUSHes the database between figures, so it refuses any other server.
+SERVER_DIR_PREFIX = "fairque-peers-redis-"
 
 
 def all_tenants() -> list[str]:
@@ -84,7 +87,6 @@ class Harness:
     client: redis.Redis
     logs: Path
     label: str
-    started_processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def reset(self) -> None:
         self.client.flushall()
@@ -122,7 +124,6 @@ class Harness:
                         start_new_session=True,  # its own process group, led by its PID
                     )
                     started.append(process)
-                    self.started_processes.append(process)
                 yield started
             finally:
                 stop(started, log, spec.grace)
@@ -353,7 +354,7 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--latency-jobs", type=int, default=250)
-    parser.add_argument("--drain-cap", type=float, default=15.0, help="seconds per drain")
+    parser.add_argument("--drain-cap", type=float, default=10.0, help="seconds per drain")
     parser.add_argument("--phases", default="one,two,latency,fairness")
     parser.add_argument("--label", default="run")
     parser.add_argument("--logs", type=Path, default=Path.cwd())
@@ -362,9 +363,12 @@ def main() -> None:
     os.environ[URL_VARIABLE] = options.url
     signal.signal(signal.SIGTERM, on_sigterm)
     sys.path.insert(0, str(HERE))
+    client = redis.Redis.from_url(options.url)
+    server_dir = str(client.config_get("dir").get("dir", ""))
+    if SERVER_DIR_PREFIX not in server_dir:
+        raise SystemExit(f"{options.url} is not run.py's throwaway server (dir {server_dir!r})")
     module = importlib.import_module(f"peer_{options.peer}")
     peer: Peer = module.make_peer(options.url)
-    client = redis.Redis.from_url(options.url)
     options.logs.mkdir(parents=True, exist_ok=True)
     harness = Harness(peer, client, options.logs, options.label)
     try:

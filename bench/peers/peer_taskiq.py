@@ -78,8 +78,8 @@ class TaskiqPeer:
             str(processes),
         ]
         # An idle taskiq 0.13 worker does not exit on SIGTERM (its stream listener keeps
-        # waiting for a message): the harness kills it 5 s later.
-        return Workers([command], grace=5.0)
+        # waiting for a message): the harness kills it 3 s later.
+        return Workers([command], grace=3.0)
 
     def close(self) -> None:
         self.loop.run_until_complete(broker.shutdown())

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from driver import SERVER_DIR_PREFIX
 
 HERE = Path(__file__).resolve().parent
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -125,7 +126,7 @@ def free_port() -> int:
 @contextmanager
 def redis_server() -> Iterator[tuple[str, str]]:
     """A throwaway ``redis-server`` on a free loopback port: (url, version); stopped by PID."""
-    folder = tempfile.mkdtemp(prefix="fairque-peers-redis-")
+    folder = tempfile.mkdtemp(prefix=SERVER_DIR_PREFIX)
     port = free_port()
     process = subprocess.Popen(
         [
@@ -308,7 +309,7 @@ def main() -> None:
     parser.add_argument(
         "--drain-cap",
         type=float,
-        default=15.0,
+        default=10.0,
         help="seconds a drain may take (a slower queue is measured on the jobs it ran)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per driver run")
@@ -362,9 +363,10 @@ def main() -> None:
         "",
         *table(results, options.jobs),
         "",
-        f"({{n}} ran): the drain ran into its {options.drain_cap:.0f} s cap; the rate counts the "
-        "jobs that ran. (behind): that worker ran fewer jobs than the one every 20 ms pushed, "
-        "so the latency includes waiting behind earlier jobs. Fairness: 1 worker process.",
+        f"(N ran): that drain ran into its {options.drain_cap:.0f} s cap (fewest jobs run in a "
+        "repetition); the rate counts the jobs that ran. (behind): that worker ran fewer jobs "
+        "than the one every 20 ms pushed, so its latency includes waiting behind earlier "
+        "jobs. Fairness: 1 worker process; ratios above 1 mean fairque is ahead.",
         "",
     ]
     for queue in queues:
