@@ -305,11 +305,11 @@ def main() -> None:
     parser.add_argument("--queues", default=",".join(QUEUES))
     parser.add_argument("--repeat", type=int, default=3, help="runs per queue (medians)")
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per enqueue and drain run")
-    parser.add_argument("--latency-jobs", type=int, default=250)
+    parser.add_argument("--latency-jobs", type=int, default=200)
     parser.add_argument(
         "--drain-cap",
         type=float,
-        default=10.0,
+        default=8.0,
         help="seconds a drain may take (a slower queue is measured on the jobs it ran)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per driver run")
