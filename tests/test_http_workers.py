@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from litestar import Litestar, post
 from litestar.testing import TestClient
 from typer.testing import CliRunner
 
-import tests.http_tasks  # noqa: F401 - registers the task functions
+import tests.http_tasks  # registers the task functions
 from fairque import QueueSettings
 from fairque.cli import app as cli
 from fairque.engine.embedded import LocalServer
@@ -288,3 +289,49 @@ def test_with_a_token_master_and_worker_both_authenticate(
             refused = httpx.post(f"{worker_url}/run", content=body, headers=MSGPACK)
             assert refused.status_code == 401
         api.http.close()
+
+
+def test_a_constraint_holds_for_jobs_in_every_state(
+    server: LocalServer, namespace: str, tmp_path: Path
+) -> None:
+    # A long backoff keeps the retrying job scheduled while the constraint is created.
+    settings = QueueSettings(retry_backoff_base=3.0, retry_backoff_max=3.0)
+    config = MasterConfig(
+        url=server.url, namespace=namespace, settings=settings, poll=0.05, heartbeat=0.5
+    )
+    tests.http_tasks.RUNS.clear()
+    with serving(create_master(config), free_port()) as url:
+        api = Api(url)
+
+        def push(label: str, **options: Any) -> str:
+            kwargs = {"label": label, **options.pop("kwargs", {})}
+            return api.push(name="exclusive", argument={"kwargs": kwargs}, **options)
+
+        def state(job_id: str) -> str:
+            return str(api.call("GET", f"/jobs/{job_id}")["state"])
+
+        with http_worker(api, "w1", capacity=2):
+            failed = push("failed", kwargs={"fail_once": str(tmp_path / "failed")})
+            assert api.ended(failed)["state"] == "failed"
+            retrying = push("retrying", max_retry=1, kwargs={"fail_once": str(tmp_path / "r")})
+            wait_for(lambda: state(retrying) == "scheduled")
+            running = [push(f"running-{i}", kwargs={"seconds": 1.0}) for i in range(2)]
+            wait_for(lambda: all(state(job) == "started" for job in running))
+            queued = [push(f"queued-{i}", kwargs={"seconds": 0.05}) for i in range(3)]
+            assert [state(job) for job in queued] == ["queued"] * 3  # both slots are taken
+            only_one = {"match": [{"field": "name", "op": "equals", "value": "exclusive"}],
+                        "concurrency": 1}  # fmt: skip
+            assert api.call("PUT", "/constraints/one", only_one) == {"moved": 3}
+            since = time.monotonic()
+            assert api.call("GET", "/constraints")[0]["running"] == 2
+            assert api.call("POST", f"/jobs/{failed}/retry") == {"done": True}
+            for job in [*running, *queued, retrying, failed]:
+                assert api.ended(job)["state"] == "finished"
+        api.http.close()
+    runs = list(tests.http_tasks.RUNS)
+    later = [run for run in runs if run[1] > since]
+    assert len(later) == 5  # the queued ones, the retry, the failed one retried
+    for label, start, _end in later:
+        beside = [other for other, s, e in runs if other != label and s <= start < e]
+        assert beside == [], f"{label} started while {beside} ran"
+

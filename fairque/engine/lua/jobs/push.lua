@@ -26,7 +26,7 @@ for i, row in ipairs(rows) do
 end
 
 local now = clock_now()
-local constraints = redis.call('HGETALL', K.constraints)
+local constraints, version = current_constraints()
 for i, row in ipairs(rows) do
   local id, name = row[1], row[2]
   local argument = ARGV[ARGUMENTS + i]
@@ -35,7 +35,7 @@ for i, row in ipairs(rows) do
     'payload', argument, 'max_retries', row[4], 'timeout', row[5], 'keep_result', row[6],
     'created_at', now,
     'state', 'queued', 'seq', seq, 'start_time', seq,
-    'partition', partition_of(name, argument, constraints))
+    'partition', partition_of(name, argument, constraints), 'constraints_version', version)
   queue_strict(id)
   count('pushed')
 end
