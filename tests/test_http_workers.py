@@ -19,7 +19,7 @@ import httpx
 import msgspec
 import pytest
 import uvicorn
-from litestar import Litestar, post
+from litestar import Litestar, Response, post
 from litestar.testing import TestClient
 from typer.testing import CliRunner
 
@@ -335,3 +335,47 @@ def test_a_constraint_holds_for_jobs_in_every_state(
         beside = [other for other, s, e in runs if other != label and s <= start < e]
         assert beside == [], f"{label} started while {beside} ran"
 
+
+WHEN = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"type": "success", "finished_at": WHEN, "result": {"raw": b"\x00\xff", "n": [b""]}},
+        {
+            "type": "failure",
+            "finished_at": WHEN,
+            "reason": "other",
+            "should_retry": False,
+            "error": b"\x00\xff",
+            "message": "broke",
+        },
+    ],
+)
+def test_a_workers_binary_values_come_back_exactly(master: Api, answer: dict[str, Any]) -> None:
+    @post("/run", status_code=200)
+    async def binary() -> Response[bytes]:
+        return Response(msgspec.msgpack.encode(answer), media_type="application/msgpack")
+
+    with serving(Litestar([binary]), free_port()) as url:
+        master.call("PUT", "/workers/raw", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo", keep_result=True)
+        master.ended(job)
+        assert master.call("GET", f"/jobs/{job}/result") == answer
+
+
+def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:
+    answer = {"type": "success", "finished_at": WHEN, "result": {None: msgspec.msgpack.Ext(1, b"")}}
+
+    @post("/run", status_code=200)
+    async def unreadable() -> Response[bytes]:
+        return Response(msgspec.msgpack.encode(answer), media_type="application/msgpack")
+
+    with serving(Litestar([unreadable]), free_port()) as url:
+        master.call("PUT", "/workers/odd", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo", keep_result=True)
+        detail = master.ended(job)
+        assert detail["state"] == "failed"
+        assert "sent a result object not kept: result: has a map key None" in detail["last_error"]
+        assert master.call("GET", f"/jobs/{job}")["argument"] is None  # still readable

@@ -220,7 +220,7 @@ def test_bad_jobs_are_refused_and_nothing_is_written(
     before = namespace_keys(jobs.executor.client, namespace)
     with pytest.raises(InvalidInput) as error:
         jobs.push_many([Job(name="fine"), job])
-    assert error.value.field == field
+    assert error.value.field == f"[1].{field}"  # the second job of the batch
     assert namespace_keys(jobs.executor.client, namespace) == before
 
 

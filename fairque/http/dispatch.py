@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
+from fairque.engine.calls import check_value
 from fairque.engine.waiting import wait_event, within
-from fairque.errors import LeaseLost
+from fairque.errors import InvalidInput, LeaseLost
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
-from fairque.jobs import JobOutcome, LeasedJob, failure
+from fairque.jobs import JobOutcome, LeasedJob, Success, failure
 from fairque.jobs.client import AsyncJobQueue
 
 log = logging.getLogger("fairque.master")
@@ -174,6 +175,16 @@ class Dispatcher:
             return failure("other", f"worker {worker.id} answered HTTP {response.status_code}")
         try:
             outcome: JobOutcome = _outcome.decode(response.content)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
+        except RecursionError:
+            return failure("other", f"worker {worker.id} sent a result nested too deeply")
+        if isinstance(outcome, Success):
+            value, field = outcome.result, "result"
+        else:
+            value, field = outcome.error, "error"
+        try:  # what the pusher could not read back as sent is not kept
+            check_value(value, field)
+        except InvalidInput as exc:
+            return failure("other", f"worker {worker.id} sent a result object not kept: {exc}")
         return outcome

@@ -161,19 +161,26 @@ class JobPage(msgspec.Struct):
 
 
 _LOCATION = re.compile(r" - at `\$\.?([^`]*)`$")
+_NAMED = re.compile(r"field `([^`]+)`")
 
 
 def invalid(exc: msgspec.ValidationError) -> InvalidInput:
-    """The :class:`InvalidInput` for a msgspec validation error, naming the field."""
+    """The :class:`InvalidInput` for a msgspec validation error, naming the field: where
+    msgspec found the problem (``priority``, ``[1].priority`` in a list), joined with the
+    field a missing or unknown field error names."""
     message = str(exc)
     found = _LOCATION.search(message)
-    field = found.group(1) if found and found.group(1) else "body"
-    return InvalidInput(field, _LOCATION.sub("", message))
+    path = found.group(1) if found else ""
+    named = _NAMED.search(message)
+    if named:
+        path = f"{path}.{named.group(1)}" if path else named.group(1)
+    return InvalidInput(path or "body", _LOCATION.sub("", message))
 
 
 def validate(value: Any, kind: type[Any]) -> Any:
-    """``value`` (a struct or plain data) checked against ``kind``; InvalidInput if not."""
+    """``value`` (a struct or plain data) checked against ``kind``; InvalidInput if not.
+    Binary values stay bytes (they are MessagePack bin, not base64 strings)."""
     try:
-        return msgspec.convert(msgspec.to_builtins(value), kind)
+        return msgspec.convert(msgspec.to_builtins(value, builtin_types=(bytes,)), kind)
     except msgspec.ValidationError as exc:
         raise invalid(exc) from None
