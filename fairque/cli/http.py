@@ -35,7 +35,9 @@ def master(
     config = MasterConfig(url=url, namespace=namespace, token=token, result_ttl=result_ttl)
     app = create_master(config)
     if openapi is not None:
-        openapi.write_text(json.dumps(app.openapi_schema.to_schema(), indent=2) + "\n")
+        from fairque.http.openapi import openapi_document
+
+        openapi.write_text(json.dumps(openapi_document(app), indent=2) + "\n")
         return
     require_token_off_loopback(host, token)
     import uvicorn
@@ -62,7 +64,7 @@ def dashboard(
 
 
 def http_worker(
-    master_url: str = typer.Option(..., "--master", help="The master's URL."),
+    master_url: str | None = typer.Option(None, "--master", help="The master's URL."),
     tasks: list[str] = typer.Option([], "--tasks", "-t", help="Module defining @task functions."),
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
     port: int = typer.Option(8081, min=1, max=65535, help="Port to bind."),
@@ -70,10 +72,21 @@ def http_worker(
     capacity: int = typer.Option(4, min=1, max=1000, help="Jobs run at once."),
     worker_id: str | None = typer.Option(None, help="Worker id (default: host-port)."),
     token: str | None = TOKEN_OPTION,
+    openapi: Path | None = typer.Option(
+        None, help="Write the worker API's OpenAPI document here and exit."
+    ),
 ) -> None:
     """Run @task functions for a JQ master, behind the seed 003 worker API."""
-    from fairque.http.worker import HttpWorkerConfig, create_http_worker
+    from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api
     from fairque.worker import registry
+
+    if openapi is not None:
+        from fairque.http.openapi import openapi_document
+
+        openapi.write_text(json.dumps(openapi_document(worker_api()), indent=2) + "\n")
+        return
+    if master_url is None:
+        raise fail("--master is required: the master's URL")
 
     for module in tasks:
         import_module(module, "--tasks")

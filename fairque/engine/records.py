@@ -54,6 +54,10 @@ READERS = {
 }
 
 
+# What check_identifier admits, for schemas (control characters are Unicode category Cc).
+IDENTIFIER_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
+
 def check_identifier(value: str) -> str:
     """Refuses empty, over-long or control-character identifiers (they end up in keys)."""
     if not value:

@@ -21,8 +21,10 @@ from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings
 from fairque.engine.executor import AsyncExecutor
+from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
+from fairque.http.openapi import Document
 from fairque.http.protocol import (
     ConstraintSaved,
     Done,
@@ -35,16 +37,19 @@ from fairque.http.protocol import (
 )
 from fairque.http.ui import Dashboard, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation, create_app
+from fairque.http.worker import worker_api
 from fairque.jobs import (
     Constraint,
     ConstraintStatus,
+    Failure,
     Job,
     JobInfo,
     JobOutcome,
     JobPage,
+    Success,
 )
 from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
-from fairque.jobs.models import JobState, Name, validate
+from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue import AsyncFairQueue
 
 # Every route speaks MessagePack, and its OpenAPI operation offers JSON too.
@@ -55,6 +60,7 @@ delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperat
 
 MAX_PAGE = 1000
 MAX_BATCH = 1000
+MAX_CURSOR = 2**53 - 1  # cursors are positions the scripts count in Lua numbers
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,13 @@ async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
 
 
 JobsBody = Annotated[
-    list[Job], Body(media_type=MSGPACK, description="Jobs to enqueue together, all or none.")
+    list[Job],
+    Body(
+        media_type=MSGPACK,
+        description="Jobs to enqueue together, all or none.",
+        min_items=1,
+        max_items=MAX_BATCH,
+    ),
 ]
 
 
@@ -154,8 +166,11 @@ async def enqueue_many(master: NamedDependency[Master], data: JobsBody) -> JobsC
 async def list_jobs(
     master: NamedDependency[Master],
     job_state: Annotated[JobState, QueryParameter(name="state")] = "queued",
-    name: Annotated[Name | None, QueryParameter()] = None,
-    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    name: Annotated[
+        str | None,
+        QueryParameter(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN),
+    ] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> JobPage:
     return await master.jobs.jobs(job_state, name, cursor, limit)
@@ -256,6 +271,14 @@ ROUTES = [
 ]
 
 
+# The bodies of the master's API, whose schemas its OpenAPI document carries.
+MASTER_TYPES = (
+    Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done,
+    WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
+    Overview,
+)  # fmt: skip
+
+
 def create_master(config: MasterConfig | None = None) -> Litestar:
     """The master app. It connects to the server when it starts, not before (so the
     OpenAPI document can be made without one)."""
@@ -277,5 +300,6 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         config.token,
         [api, ui.router()],
         [master.running, ui.running],
+        document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, {"run": worker_api}),
         request_max_body_size=config.max_body,
     )

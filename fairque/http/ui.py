@@ -31,7 +31,13 @@ from fairque.config import QueueSettings
 from fairque.engine.calls import MAX_PAGE
 from fairque.engine.executor import AsyncExecutor
 from fairque.engine.outage import OUTAGE
-from fairque.engine.records import Record, RecordKind, TaskState
+from fairque.engine.records import (
+    IDENTIFIER_PATTERN,
+    MAX_ID_LENGTH,
+    Record,
+    RecordKind,
+    TaskState,
+)
 from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound, TaskNotFound
 from fairque.http.protocol import Done, WorkerStatus
@@ -64,10 +70,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 PUBLIC = {"public": True}  # the page and its files load before the login form: no token
-MAX_LEASE_HOLDERS = 1000
-STATE_HELP = "One of: " + ", ".join(
-    state.value for state in TaskState
-)  # started tasks read to list who holds leases
+MAX_LEASE_HOLDERS = 1000  # started tasks read to list who holds leases
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -331,7 +334,14 @@ async def page() -> Response[bytes]:
     return Response((STATIC / "index.html").read_bytes(), media_type="text/html")
 
 
-UserId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A tenant.")]
+# What the engine admits as a tenant or a name (records.check_identifier).
+IDENTIFIER = QueryParameter(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN)
+UserId = Annotated[
+    str,
+    PathParameter(
+        min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN, description="A tenant."
+    ),
+]
 TaskId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A task id.")]
 ScheduleId = Annotated[str, PathParameter(min_length=1, max_length=256)]
 
@@ -363,11 +373,10 @@ async def tenants(ui: NamedDependency[Dashboard]) -> list[TenantRow]:
 async def task_list(
     ui: NamedDependency[Dashboard],
     *,
-    # A plain string checked by the engine's ops, so an error names "state".
-    task_state: Annotated[str, QueryParameter(name="state", description=STATE_HELP)] = "queued",
-    user_id: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
-    name: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
-    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    task_state: Annotated[TaskState, QueryParameter(name="state")] = TaskState.QUEUED,
+    user_id: Annotated[str | None, IDENTIFIER] = None,
+    name: Annotated[str | None, IDENTIFIER] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> TaskPage:
     return await ui.queue.tasks(task_state, user_id, name, cursor, limit)
