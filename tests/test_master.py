@@ -24,7 +24,7 @@ from fairque.http.openapi import openapi_document
 from fairque.http.worker import worker_api
 from fairque.jobs import Job, JobOutcome
 from fairque.jobs.client import JobQueue
-from tests.conftest import namespace_keys
+from tests.conftest import namespace_keys, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -468,3 +468,39 @@ def test_master_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
     target = tmp_path / "openapi.json"
     assert CliRunner().invoke(cli, ["master", "--openapi", str(target)]).exit_code == 0
     assert json.loads(target.read_text()) == json.loads(OPENAPI_FILE.read_text())
+
+
+def test_while_the_server_is_away_the_master_answers_503_and_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    own = LocalServer()  # not started yet: unreachable when the master starts
+    config = MasterConfig(url=own.url, namespace="away", poll=0.05)
+
+    def outages() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
+
+    try:
+        with caplog.at_level(logging.INFO, "fairque"), TestClient(create_master(config)) as client:
+            assert len(outages()) == 1  # said at start
+            for _ in range(3):
+                response = client.post("/jobs", content=msgspec.msgpack.encode({"name": "n"}),
+                                       headers=MSGPACK)  # fmt: skip
+                assert response.status_code == 503
+                assert response.headers["retry-after"] == "1"
+                error = msgspec.msgpack.decode(response.content)
+                assert error["error"] == "unavailable"
+                assert own.url in error["message"]
+            own.start()
+            wait_for(lambda: client.get("/overview").status_code == 200)
+            wait_for(lambda: "answers again" in caplog.text)
+            assert send(client, "POST", "/jobs", {"name": "n"})[0] == 201
+            # Later: the server goes away and comes back while the master runs.
+            own.stop()
+            for path in ("/overview", "/jobs?state=queued", "/ui/api/overview"):
+                assert client.get(path).status_code == 503
+            own.start()
+            wait_for(lambda: client.get("/overview").status_code == 200)
+        assert len(outages()) == 2  # one line per outage, not one per request
+        assert caplog.text.count("answers again") == 2
+    finally:
+        own.close()

@@ -17,6 +17,7 @@ import httpx
 import msgspec
 
 from fairque.engine.calls import check_value
+from fairque.engine.outage import OUTAGE, OutageLog
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
@@ -55,8 +56,10 @@ class Dispatcher:
         heartbeat: float = 5.0,
         poll: float = 0.5,
         token: str | None = None,
+        outage: OutageLog | None = None,
     ) -> None:
         self.jobs = jobs
+        self.outage = outage or OutageLog(log, "of the queue", "dispatching waits for it")
         self.heartbeat = heartbeat
         self.poll = poll
         self.workers: dict[str, WorkerSlot] = {}
@@ -101,8 +104,13 @@ class Dispatcher:
         while not self._stopping.is_set():
             self.wake.clear()
             try:
+                if self.outage.down:  # the next round with no worker would not notice
+                    await self.jobs.executor.ping()
+                    self.outage.answered()
                 await self._fill()
-            except Exception as exc:  # the server is unreachable: try again next round
+            except OUTAGE as exc:  # logged once per outage; try again next round
+                self.outage.failed(exc)
+            except Exception as exc:
                 log.warning("dispatch failed: %s: %s", type(exc).__name__, exc)
             await wait_event(self.wake, self.poll)
 

@@ -8,6 +8,7 @@ Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from litestar import Litestar, Router
 from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
-from fairque.config import QueueSettings
+from fairque.config import QueueSettings, redis_url
 from fairque.engine.executor import AsyncExecutor
+from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
@@ -51,6 +53,8 @@ from fairque.jobs import (
 from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue import AsyncFairQueue
+
+log = logging.getLogger("fairque.master")
 
 # Every route speaks MessagePack, and its OpenAPI operation offers JSON too.
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation)
@@ -83,6 +87,9 @@ class Master:
 
     def __init__(self, config: MasterConfig) -> None:
         self.config = config
+        # The server is named once it is known (an unset URL may mean the embedded one).
+        meanwhile = "answering 503 to what needs it until it is back"
+        self.outage = OutageLog(log, "of the queue", meanwhile)
         self._executor: AsyncExecutor | None = None
         self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
@@ -113,14 +120,23 @@ class Master:
     async def running(self, _app: Litestar) -> AsyncIterator[None]:
         """Connects and dispatches for the lifetime of the app."""
         config = self.config
-        self._executor = executor = AsyncExecutor.connect(config.url)
+        url = redis_url(config.url)
+        self.outage.server = server_label(url)
+        self._executor = executor = AsyncExecutor.connect(url)
+        try:  # say at once whether the server is there; the routes answer 503 until it is
+            await executor.ping()
+            log.info("the master uses %s, namespace %s", self.outage.server, config.namespace)
+        except OUTAGE as exc:
+            self.outage.failed(exc)
         self._queue = AsyncFairQueue(
             namespace=config.namespace, settings=config.settings, executor=executor
         )
         self._jobs = AsyncJobQueue(
             self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
-        self._dispatcher = Dispatcher(self._jobs, config.heartbeat, config.poll, config.token)
+        self._dispatcher = Dispatcher(
+            self._jobs, config.heartbeat, config.poll, config.token, self.outage
+        )
         dispatching = asyncio.create_task(self._dispatcher.run())
         try:
             yield
@@ -288,6 +304,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         UiConfig(config.url, config.namespace, config.settings),
         lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
         lambda: master.executor,
+        master.outage,
     )
     api = Router(
         "/",
@@ -301,5 +318,6 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         [api, ui.router()],
         [master.running, ui.running],
         document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, {"run": worker_api}),
+        outage=master.outage,
         request_max_body_size=config.max_body,
     )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,16 +22,17 @@ from typing import Annotated, Any
 
 import litestar
 from litestar import Litestar, Response, Router
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException
 from litestar.params import PathParameter, QueryParameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
 
-from fairque.config import QueueSettings
+from fairque.config import QueueSettings, redis_url
 from fairque.engine.calls import MAX_PAGE
 from fairque.engine.executor import AsyncExecutor
-from fairque.engine.outage import OUTAGE
+from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import (
     IDENTIFIER_PATTERN,
     MAX_ID_LENGTH,
@@ -56,6 +58,7 @@ from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
+log = logging.getLogger("fairque.ui")
 STATIC = Path(__file__).parent / "static"
 # The page runs only its own script and style, talks only to its own origin, and cannot
 # be framed: data shown in it can never become code.
@@ -249,10 +252,13 @@ class Dashboard:
         config: UiConfig,
         http_workers: Callable[[], list[WorkerStatus]] | None = None,
         executor: Callable[[], AsyncExecutor] | None = None,
+        outage: OutageLog | None = None,
     ) -> None:
         self.config = config
         self.http_workers = http_workers or list
         self.throughput = Throughput()
+        # Shared with the master when it mounts the UI: one log line per outage in all.
+        self.outage = outage or OutageLog(log, "of the queue", "answering 503 until it is back")
         self._shared_executor = executor  # the master's, when it mounts the UI
         self._queue: AsyncQueue | None = None
         self._jobs: AsyncJobQueue | None = None
@@ -283,8 +289,11 @@ class Dashboard:
         # Stopped by the event, never cancelled mid-command: a cancelled redis-py call
         # may surface as a connection error instead of CancelledError.
         while not stopping.is_set():
-            with suppress(*OUTAGE):  # the server is away: a gap in the chart
+            try:
                 await self.sample()
+                self.outage.answered()
+            except OUTAGE as exc:  # the server is away: a gap in the chart
+                self.outage.failed(exc)
             await wait_event(stopping, self.config.sample_every)
 
     @asynccontextmanager
@@ -292,7 +301,12 @@ class Dashboard:
         """Connects and samples throughput for the lifetime of the app."""
         config = self.config
         shared = self._shared_executor
-        executor = shared() if shared is not None else AsyncExecutor.connect(config.url)
+        if shared is not None:
+            executor = shared()
+        else:
+            url = redis_url(config.url)
+            self.outage.server = server_label(url)
+            executor = AsyncExecutor.connect(url)
         name, settings = config.namespace, config.settings
         self._queue = open_async_queue(
             None, name, config.shards, settings=settings, executor=executor
@@ -490,6 +504,7 @@ def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         guards=[bearer_guard(config.token)] if config.token else [],
         lifespan=[dashboard.running],
+        state=State({"outage": dashboard.outage}),
         openapi_config=None,
         debug=False,
     )

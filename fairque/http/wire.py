@@ -48,6 +48,7 @@ from litestar.types import (
     TypeEncodersMap,
 )
 
+from fairque.engine.outage import SERVER_AWAY, OutageLog
 from fairque.errors import FairQueueError, InvalidInput, LeaseLost, TaskNotFound
 from fairque.jobs.models import invalid
 
@@ -251,6 +252,25 @@ def _on_fairque(request: Request[Any, Any, Any], exc: FairQueueError) -> Respons
     return _on_unexpected(request, exc)
 
 
+RETRY_AFTER = "1"  # seconds a client waits before asking again while the server is away
+
+
+def _on_server_away(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """503: the queue's server is unreachable. Logged once per outage (the app's
+    :class:`OutageLog`), not once per request."""
+    outage = request.app.state.get("outage")
+    if isinstance(outage, OutageLog):
+        outage.failed(exc)
+        server = f" ({outage.server})"
+    else:
+        log.error("the server is unreachable: %s: %s", type(exc).__name__, exc)
+        server = ""
+    message = f"the queue's server{server} is unreachable; try again shortly"
+    return error_response(
+        request, 503, "unavailable", message, headers={"retry-after": RETRY_AFTER}
+    )
+
+
 def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """500, logged with the request and the traceback under a reference the body gives,
     so that an operator can find the line a client reports."""
@@ -268,6 +288,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: _on_validation,
     HTTPException: _on_http,
     FairQueueError: _on_fairque,
+    **dict.fromkeys(SERVER_AWAY, _on_server_away),
     Exception: _on_unexpected,
 }
 
@@ -299,8 +320,8 @@ _ERROR = OpenAPIResponse(
     content={kind: OpenAPIMediaType(schema=_ERROR_SCHEMA) for kind in (MSGPACK, JSON)},
 )
 _SERVER_ERROR = OpenAPIResponse(
-    description="The request failed, and the server logged why under the reference the "
-    "message gives",
+    description="503: the queue's server is unreachable (try again); 500: the request "
+    "failed, and the server logged why under the reference the message gives",
     content={kind: OpenAPIMediaType(schema=_ERROR_SCHEMA) for kind in (MSGPACK, JSON)},
 )
 
@@ -344,10 +365,12 @@ def create_app(
     lifespan: Sequence[Any],
     *,
     document: Document,
+    outage: OutageLog | None = None,
     **options: Any,
 ) -> Litestar:
-    """A Litestar app speaking this wire: body codecs, error bodies, the bearer guard when
-    ``token`` is set, and the OpenAPI ``document`` at ``/schema/openapi.json`` (JSON) and
+    """A Litestar app speaking this wire: body codecs, error bodies (503 while the queue's
+    server is away, logged once per outage by ``outage``), the bearer guard when ``token``
+    is set, and the OpenAPI ``document`` at ``/schema/openapi.json`` (JSON) and
     ``/schema`` (an HTML page). Bearer auth is declared only when it is required."""
     auth = {"components": BEARER_COMPONENTS, "security": BEARER} if token else {}
     return Litestar(
@@ -365,7 +388,7 @@ def create_app(
             render_plugins=[document.json_plugin(), RedocRenderPlugin(path="/")],
             **auth,  # type: ignore[arg-type]
         ),
-        state=State({"document": document}),
+        state=State({"outage": outage, "document": document}),
         before_send=[_allow_every_method],
         debug=False,
         logging_config=None,  # the process owner configures logging (no httpx INFO noise)
