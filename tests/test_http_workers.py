@@ -216,9 +216,16 @@ def test_a_worker_killed_mid_job_loses_nothing(master: Api, tmp_path: Path) -> N
         doomed.wait(10)
 
 
-def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api) -> None:
-    master.call("PUT", "/workers/ghost", {"url": f"http://127.0.0.1:{free_port()}",
-                                          "names": ["echo"], "capacity": 1})  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}",  # nobody listens
+        "http://\u0117Y\u00eb\u00cd\U000ec566\x9f\u00f2\U00058804\u023a",  # IDNA refuses it
+    ],
+)
+def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api, url: str) -> None:
+    url = url.format(port=free_port())
+    master.call("PUT", "/workers/ghost", {"url": url, "names": ["echo"], "capacity": 1})
     job = master.push(name="echo")
     wait_for(lambda: master.call("GET", "/workers") == [])
     detail = master.call("GET", f"/jobs/{job}")
@@ -379,3 +386,15 @@ def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:
         assert detail["state"] == "failed"
         assert "sent a result object not kept: result: has a map key None" in detail["last_error"]
         assert master.call("GET", f"/jobs/{job}")["argument"] is None  # still readable
+
+
+def test_a_burst_of_requests_waits_for_connections_instead_of_failing(master: Api) -> None:
+    async def burst() -> list[int]:
+        unbounded = httpx.Limits(max_connections=None)
+        base = str(master.http.base_url)
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=unbounded) as http:
+            requests = [http.get("/overview", headers=MSGPACK) for _ in range(300)]
+            return [response.status_code for response in await asyncio.gather(*requests)]
+
+    # More requests at once than the connection pool holds (100): they queue for one.
+    assert asyncio.run(burst()) == [200] * 300

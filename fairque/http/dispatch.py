@@ -172,9 +172,11 @@ class Dispatcher:
             )
         except asyncio.TimeoutError:
             return failure("timeout", f"no result within {job.timeout:g} s")
-        except httpx.ConnectError:
-            # Gone: forget it until its next heartbeat, or every round would pick it again.
+        except (httpx.ConnectError, httpx.InvalidURL) as exc:
+            # Gone, or at a URL that cannot be reached (a host name IDNA refuses): forget
+            # it until its next heartbeat, or every round would pick it again.
             if self.workers.get(worker.id) is worker:
+                log.warning("worker %s dropped: %s: %s", worker.id, type(exc).__name__, exc)
                 del self.workers[worker.id]
             return None
         except httpx.HTTPError as exc:  # the worker went away during the job
