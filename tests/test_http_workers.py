@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,11 +19,11 @@ import httpx
 import msgspec
 import pytest
 import uvicorn
-from litestar import Litestar, post
+from litestar import Litestar, Response, post
 from litestar.testing import TestClient
 from typer.testing import CliRunner
 
-import tests.http_tasks  # noqa: F401 - registers the task functions
+import tests.http_tasks  # registers the task functions
 from fairque import QueueSettings
 from fairque.cli import app as cli
 from fairque.engine.embedded import LocalServer
@@ -215,9 +216,16 @@ def test_a_worker_killed_mid_job_loses_nothing(master: Api, tmp_path: Path) -> N
         doomed.wait(10)
 
 
-def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api) -> None:
-    master.call("PUT", "/workers/ghost", {"url": f"http://127.0.0.1:{free_port()}",
-                                          "names": ["echo"], "capacity": 1})  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}",  # nobody listens
+        "http://\u0117Y\u00eb\u00cd\U000ec566\x9f\u00f2\U00058804\u023a",  # IDNA refuses it
+    ],
+)
+def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api, url: str) -> None:
+    url = url.format(port=free_port())
+    master.call("PUT", "/workers/ghost", {"url": url, "names": ["echo"], "capacity": 1})
     job = master.push(name="echo")
     wait_for(lambda: master.call("GET", "/workers") == [])
     detail = master.call("GET", f"/jobs/{job}")
@@ -288,3 +296,105 @@ def test_with_a_token_master_and_worker_both_authenticate(
             refused = httpx.post(f"{worker_url}/run", content=body, headers=MSGPACK)
             assert refused.status_code == 401
         api.http.close()
+
+
+def test_a_constraint_holds_for_jobs_in_every_state(
+    server: LocalServer, namespace: str, tmp_path: Path
+) -> None:
+    # A long backoff keeps the retrying job scheduled while the constraint is created.
+    settings = QueueSettings(retry_backoff_base=3.0, retry_backoff_max=3.0)
+    config = MasterConfig(
+        url=server.url, namespace=namespace, settings=settings, poll=0.05, heartbeat=0.5
+    )
+    tests.http_tasks.RUNS.clear()
+    with serving(create_master(config), free_port()) as url:
+        api = Api(url)
+
+        def push(label: str, **options: Any) -> str:
+            kwargs = {"label": label, **options.pop("kwargs", {})}
+            return api.push(name="exclusive", argument={"kwargs": kwargs}, **options)
+
+        def state(job_id: str) -> str:
+            return str(api.call("GET", f"/jobs/{job_id}")["state"])
+
+        with http_worker(api, "w1", capacity=2):
+            failed = push("failed", kwargs={"fail_once": str(tmp_path / "failed")})
+            assert api.ended(failed)["state"] == "failed"
+            retrying = push("retrying", max_retry=1, kwargs={"fail_once": str(tmp_path / "r")})
+            wait_for(lambda: state(retrying) == "scheduled")
+            running = [push(f"running-{i}", kwargs={"seconds": 1.0}) for i in range(2)]
+            wait_for(lambda: all(state(job) == "started" for job in running))
+            queued = [push(f"queued-{i}", kwargs={"seconds": 0.05}) for i in range(3)]
+            assert [state(job) for job in queued] == ["queued"] * 3  # both slots are taken
+            only_one = {"match": [{"field": "name", "op": "equals", "value": "exclusive"}],
+                        "concurrency": 1}  # fmt: skip
+            assert api.call("PUT", "/constraints/one", only_one) == {"moved": 3}
+            since = time.monotonic()
+            assert api.call("GET", "/constraints")[0]["running"] == 2
+            assert api.call("POST", f"/jobs/{failed}/retry") == {"done": True}
+            for job in [*running, *queued, retrying, failed]:
+                assert api.ended(job)["state"] == "finished"
+        api.http.close()
+    runs = list(tests.http_tasks.RUNS)
+    later = [run for run in runs if run[1] > since]
+    assert len(later) == 5  # the queued ones, the retry, the failed one retried
+    for label, start, _end in later:
+        beside = [other for other, s, e in runs if other != label and s <= start < e]
+        assert beside == [], f"{label} started while {beside} ran"
+
+
+WHEN = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"type": "success", "finished_at": WHEN, "result": {"raw": b"\x00\xff", "n": [b""]}},
+        {
+            "type": "failure",
+            "finished_at": WHEN,
+            "reason": "other",
+            "should_retry": False,
+            "error": b"\x00\xff",
+            "message": "broke",
+        },
+    ],
+)
+def test_a_workers_binary_values_come_back_exactly(master: Api, answer: dict[str, Any]) -> None:
+    @post("/run", status_code=200)
+    async def binary() -> Response[bytes]:
+        return Response(msgspec.msgpack.encode(answer), media_type="application/msgpack")
+
+    with serving(Litestar([binary]), free_port()) as url:
+        master.call("PUT", "/workers/raw", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo", keep_result=True)
+        master.ended(job)
+        assert master.call("GET", f"/jobs/{job}/result") == answer
+
+
+def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:
+    answer = {"type": "success", "finished_at": WHEN, "result": {None: msgspec.msgpack.Ext(1, b"")}}
+
+    @post("/run", status_code=200)
+    async def unreadable() -> Response[bytes]:
+        return Response(msgspec.msgpack.encode(answer), media_type="application/msgpack")
+
+    with serving(Litestar([unreadable]), free_port()) as url:
+        master.call("PUT", "/workers/odd", {"url": url, "names": ["echo"], "capacity": 1})
+        job = master.push(name="echo", keep_result=True)
+        detail = master.ended(job)
+        assert detail["state"] == "failed"
+        assert "sent a result object not kept: result: has a map key None" in detail["last_error"]
+        assert master.call("GET", f"/jobs/{job}")["argument"] is None  # still readable
+
+
+def test_a_burst_of_requests_waits_for_connections_instead_of_failing(master: Api) -> None:
+    async def burst() -> list[int]:
+        unbounded = httpx.Limits(max_connections=None)
+        base = str(master.http.base_url)
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=unbounded) as http:
+            requests = [http.get("/overview", headers=MSGPACK) for _ in range(300)]
+            return [response.status_code for response in await asyncio.gather(*requests)]
+
+    # More requests at once than the connection pool holds (100): they queue for one.
+    assert asyncio.run(burst()) == [200] * 300

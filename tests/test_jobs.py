@@ -220,7 +220,7 @@ def test_bad_jobs_are_refused_and_nothing_is_written(
     before = namespace_keys(jobs.executor.client, namespace)
     with pytest.raises(InvalidInput) as error:
         jobs.push_many([Job(name="fine"), job])
-    assert error.value.field == field
+    assert error.value.field == f"[1].{field}"  # the second job of the batch
     assert namespace_keys(jobs.executor.client, namespace) == before
 
 
@@ -324,6 +324,76 @@ def test_a_job_in_two_constraints_needs_room_in_both(jobs: JobQueue) -> None:
     assert [job.id for job in pop_all(jobs)] == [ids[0], third]
     statuses = {status.id: status.running for status in jobs.constraints()}
     assert statuses == {"a": 2, "k": 1}
+
+
+ONE_A = Constraint(match=by_name("a"), concurrency=1)
+
+
+def test_a_new_constraint_counts_the_jobs_already_running(jobs: JobQueue) -> None:
+    _, second = jobs.push_many([Job(name="a"), Job(name="a", priority=1)])
+    [running] = jobs.pop("w")
+    assert jobs.set_constraint("c", ONE_A) == 1  # the queued one moved
+    [status] = jobs.constraints()
+    assert status.running == 1
+    assert pop_all(jobs) == []  # the running one holds the only slot
+    jobs.complete(running, done())
+    assert [job.id for job in pop_all(jobs)] == [second]
+
+
+def test_a_changed_or_deleted_constraint_lets_running_jobs_go(jobs: JobQueue) -> None:
+    jobs.set_constraint("c", ONE_A)
+    jobs.push_many([Job(name="a"), Job(name="a"), Job(name="b")])
+    assert len(pop_all(jobs, ("a",))) == 1  # one "a" runs
+    # Changed to select "b" only: the running "a" counts no more, the running "b" does.
+    [b] = pop_all(jobs, ("b",))
+    jobs.set_constraint("c", Constraint(match=by_name("b"), concurrency=1))
+    assert jobs.constraints()[0].running == 1
+    assert len(pop_all(jobs, ("a",))) == 1
+    # A constraint re-created after it was deleted counts what runs then, once.
+    jobs.delete_constraint("c")
+    jobs.set_constraint("c", Constraint(match=by_name("b"), concurrency=1))
+    assert jobs.constraints()[0].running == 1
+    jobs.complete(b, done())
+    assert jobs.constraints()[0].running == 0
+
+
+def test_a_constraint_applies_to_a_job_waiting_for_its_retry(jobs: JobQueue) -> None:
+    retried = jobs.push(Job(name="a", max_retry=1))
+    [leased] = jobs.pop("w")
+    assert jobs.complete(leased, failure("other", "boom")) is TaskState.SCHEDULED
+    jobs.set_constraint("c", ONE_A)  # while it waits for its backoff
+    later = jobs.push(Job(name="a", priority=5))
+    [running] = jobs.pop("w")
+    assert running.id == later
+    wait_for(lambda: fair(jobs).promote() or jobs.get(retried).state == "queued")  # type: ignore[union-attr]
+    assert pop_all(jobs) == []  # its retry waits for the slot
+    jobs.complete(running, done())
+    assert [job.id for job in pop_all(jobs)] == [retried]
+
+
+def test_a_constraint_applies_to_a_failed_job_retried_later(jobs: JobQueue) -> None:
+    failed = jobs.push(Job(name="a"))
+    [leased] = jobs.pop("w")
+    assert jobs.complete(leased, failure("other", "boom")) is TaskState.FAILED
+    jobs.set_constraint("c", ONE_A)
+    jobs.push(Job(name="a"))
+    [running] = jobs.pop("w")
+    assert jobs.retry(failed)
+    assert pop_all(jobs) == []
+    jobs.complete(running, done())
+    assert [job.id for job in pop_all(jobs)] == [failed]
+
+
+def test_a_job_that_waited_out_a_changed_constraint_is_not_held_by_it(jobs: JobQueue) -> None:
+    jobs.set_constraint("c", ONE_A)
+    retried = jobs.push(Job(name="a", max_retry=1))
+    [leased] = jobs.pop("w")
+    jobs.complete(leased, failure("other", "boom"))  # scheduled, in partition "c|a"
+    jobs.set_constraint("c", Constraint(match=by_name("b"), concurrency=1))
+    jobs.push(Job(name="b"))
+    assert len(pop_all(jobs, ("b",))) == 1  # "c" is full, but it selects "b" jobs now
+    wait_for(lambda: fair(jobs).promote() or jobs.get(retried).state == "queued")  # type: ignore[union-attr]
+    assert [job.id for job in pop_all(jobs)] == [retried]
 
 
 def test_failure_model_requires_seed_fields() -> None:

@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from litestar.testing import TestClient
+from msgspec.msgpack import Ext
 from typer.testing import CliRunner
 
 from fairque import FairQueue, QueueSettings
 from fairque.cli import app as cli
 from fairque.engine.embedded import LocalServer
+from fairque.errors import InvalidInput
 from fairque.http.master import MasterConfig, create_master
-from fairque.jobs import JobOutcome
+from fairque.http.openapi import openapi_document
+from fairque.http.worker import worker_api
+from fairque.jobs import Job, JobOutcome
 from fairque.jobs.client import JobQueue
-from tests.conftest import namespace_keys
+from tests.conftest import namespace_keys, wait_for
 
 pytestmark = pytest.mark.cluster
 
 MSGPACK = {"content-type": "application/msgpack"}
 OPENAPI_FILE = Path(__file__).parent.parent / "docs" / "openapi.json"
+WORKER_OPENAPI_FILE = OPENAPI_FILE.with_name("worker-openapi.json")
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
 
@@ -54,6 +61,14 @@ def send(client: TestClient[Any], method: str, path: str, body: Any = None) -> A
         return response.status_code, None
     assert response.headers["content-type"].startswith("application/msgpack")
     return response.status_code, msgspec.msgpack.decode(response.content)
+
+
+def nested(levels: int) -> Any:
+    """``levels`` arrays, one inside the other."""
+    value: Any = None
+    for _ in range(levels):
+        value = [value]
+    return value
 
 
 def test_enqueue_returns_an_id_and_the_job_can_be_read(client: TestClient[Any]) -> None:
@@ -116,6 +131,22 @@ def test_json_is_accepted_and_returned_when_asked(client: TestClient[Any]) -> No
         ({"name": 5}, "name"),
         ({"priority": 1}, "name"),
         ({"name": "n", "colour": "red"}, "colour"),
+        # Strict types: nothing is coerced (issue 15).
+        ({"name": "n", "priority": "7"}, "priority"),
+        ({"name": "n", "priority": 3.0}, "priority"),  # a MessagePack float
+        ({"name": "n", "max_retry": "3"}, "max_retry"),
+        ({"name": "n", "keep_result": "true"}, "keep_result"),
+        ({"name": "n", "keep_result": 1}, "keep_result"),
+        ({"name": "n", "timeout": "9"}, "timeout"),
+        ({"name": ""}, "name"),
+        ({"name": "a\x00b"}, "name"),
+        # Values a reader could not get back as sent.
+        ({"name": "n", "argument": Ext(1, b"x")}, "argument"),
+        (
+            {"name": "n", "argument": {"at": datetime(2026, 1, 1, tzinfo=timezone.utc)}},
+            "argument.at",
+        ),
+        ({"name": "n", "argument": [1, {"deep": nested(101)}]}, "argument"),
     ],
 )
 def test_bad_jobs_get_a_4xx_naming_the_field_and_change_nothing(
@@ -156,6 +187,117 @@ def test_malformed_bodies_get_a_4xx_and_change_nothing(  # noqa: PLR0917
         assert response.status_code == status
         assert "message" in msgspec.msgpack.decode(response.content)
         assert namespace_keys(queue.redis, namespace) == before
+
+
+JOB = b"\x82\xa4name\xa1n\xa8argument"  # MessagePack {"name": "n", "argument": ...
+
+
+BATCH = msgspec.msgpack.encode([{"name": "a"}, {"name": "b", "argument": {"x": Ext(5, b"")}}])
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "kind", "field"),
+    [
+        ("/jobs", b"\x81\xa4name\xa2\xff\xfe", "msgpack", "body"),  # a str that is not UTF-8
+        ("/jobs", JOB + b"\x91" * 1000 + b"\xc0", "msgpack", "body"),  # 1,000 levels
+        (
+            "/jobs",
+            b'{"name": "n", "argument": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+            "json",
+            "body",
+        ),
+        ("/jobs", JOB + b"\x91" * 150 + b"\xc0", "msgpack", "argument"),  # over MAX_DEPTH
+        ("/jobs", JOB + b"\x81\xc0\x01", "msgpack", "argument"),  # {nil: 1}
+        ("/jobs", JOB + b"\x81\xc3\x01", "msgpack", "argument"),  # {true: 1}
+        ("/jobs", JOB + b"\x81\x91\x01\x01", "msgpack", "argument"),  # {[1]: 1}
+        ("/jobs/batch", BATCH, "msgpack", "[1].argument.x"),
+    ],
+)
+def test_unreadable_bodies_get_a_400_naming_what_is_wrong(  # noqa: PLR0917
+    client: TestClient[Any],
+    server: LocalServer,
+    namespace: str,
+    path: str,
+    content: bytes,
+    kind: str,
+    field: str,
+) -> None:
+    with FairQueue(server.url, namespace) as queue:
+        before = namespace_keys(queue.redis, namespace)
+        response = client.post(
+            path, content=content, headers={"content-type": f"application/{kind}"}
+        )
+        assert response.status_code == 400, response.content
+        assert response.headers["content-type"].startswith("application/msgpack")
+        error = msgspec.msgpack.decode(response.content)
+        assert error["error"] == "invalid_input"
+        assert error["field"].startswith(field), error
+        assert namespace_keys(queue.redis, namespace) == before
+
+
+def test_json_numbers_without_a_fraction_are_integers(client: TestClient[Any]) -> None:
+    # JSON has one number type; JSON Schema reads 3.0 as the integer 3. (In MessagePack a
+    # float is a type of its own, refused where an integer is expected: see above.)
+    response = client.post("/jobs", json={"name": "n", "priority": 3.0, "argument": [2.0, 2.5]})
+    assert response.status_code == 201
+    detail = send(client, "GET", f"/jobs/{msgspec.msgpack.decode(response.content)['id']}")[1]
+    assert (detail["priority"], detail["argument"]) == (3, [2, 2.5])
+    assert client.post("/jobs", json={"name": "n", "priority": 3.5}).status_code == 400
+    # 1e300 is an integer too, beyond the 64 bits a MessagePack integer has.
+    response = client.post("/jobs", json={"name": "n", "argument": [1e300]})
+    assert response.status_code == 400
+    assert msgspec.msgpack.decode(response.content)["field"] == "argument"
+
+
+def test_values_round_trip_exactly(client: TestClient[Any], jobs: JobQueue) -> None:
+    argument = {"bin": b"\x00\xff", 7: [1.5, -(2**63), 2**64 - 1, None, True], b"k": {"x": ""}}
+    _, created = send(client, "POST", "/jobs", {"name": "n", "argument": argument,
+                                                 "keep_result": True})  # fmt: skip
+    job_id = created["id"]
+    assert send(client, "GET", f"/jobs/{job_id}")[1]["argument"] == argument
+    # Every reader gets it: JSON (binary as base64) and the Web UI's task page.
+    for path in (f"/jobs/{job_id}", f"/ui/api/tasks/{job_id}"):
+        response = client.get(path, headers={"accept": "application/json"})
+        assert response.status_code == 200, response.text
+    [leased] = jobs.pop("w")
+    assert leased.argument == argument
+    done = msgspec.msgpack.encode(
+        {"type": "success", "finished_at": "2026-01-02T03:04:05Z",
+         "result": {"raw": b"\x00\xff", "n": [b"", 1]}}
+    )  # fmt: skip
+    jobs.complete(leased, msgspec.msgpack.decode(done, type=JobOutcome))
+    _, result = send(client, "GET", f"/jobs/{job_id}/result")
+    assert result["result"] == {"raw": b"\x00\xff", "n": [b"", 1]}
+
+
+def test_a_result_that_cannot_be_read_back_is_refused(jobs: JobQueue) -> None:
+    jobs.push(Job(name="n", keep_result=True))
+    [leased] = jobs.pop("w")
+    done = msgspec.msgpack.encode({"type": "failure", "finished_at": "2026-01-02T03:04:05Z",
+                                   "reason": "other", "should_retry": False,
+                                   "error": {"x": Ext(3, b"")}})  # fmt: skip
+    with pytest.raises(InvalidInput) as refused:
+        jobs.complete(leased, msgspec.msgpack.decode(done, type=JobOutcome))
+    assert refused.value.field == "error.x"
+
+
+def test_a_server_error_is_logged_and_labelled(
+    client: TestClient[Any], server: LocalServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, created = send(client, "POST", "/jobs", {"name": "n"})
+    with FairQueue(server.url, namespace) as queue:  # a record no reader can decode
+        queue.redis.hset(queue.namespace.key(f"task:{created['id']}"), "payload", b"\xc1")
+    with caplog.at_level(logging.ERROR, "fairque.http"):
+        for accept, kind in (("application/msgpack", "msgpack"), ("application/json", "json")):
+            response = client.get(f"/jobs/{created['id']}", headers={"accept": accept})
+            assert response.status_code == 500
+            assert response.headers["content-type"].startswith(f"application/{kind}")
+            body = (msgspec.json if kind == "json" else msgspec.msgpack).decode(response.content)
+            assert body["error"] == "server_error"
+            reference = body["message"].rpartition("ref ")[2].rstrip(")")
+            [record] = [r for r in caplog.records if reference in r.getMessage()]
+            assert f"GET /jobs/{created['id']}" in record.getMessage()
+            assert record.exc_info is not None  # the traceback
 
 
 def test_results_are_read_once(client: TestClient[Any], jobs: JobQueue) -> None:
@@ -236,7 +378,7 @@ def test_a_token_guards_every_route(config: MasterConfig) -> None:
 
 
 def test_the_committed_openapi_document_is_in_sync() -> None:
-    document = create_master().openapi_schema.to_schema()
+    document = openapi_document(create_master())
     assert json.loads(OPENAPI_FILE.read_text()) == json.loads(json.dumps(document)), (
         "run: uv run fairque master --openapi docs/openapi.json"
     )
@@ -244,10 +386,82 @@ def test_the_committed_openapi_document_is_in_sync() -> None:
     assert set(job) == {"application/msgpack", "application/json"}
 
 
-def test_the_openapi_document_is_served(client: TestClient[Any]) -> None:
-    served = client.get("/schema/openapi.json").json()
+def test_the_committed_worker_openapi_document_is_in_sync() -> None:
+    document = openapi_document(worker_api())
+    assert json.loads(WORKER_OPENAPI_FILE.read_text()) == json.loads(json.dumps(document)), (
+        "run: uv run fairque http-worker --openapi docs/worker-openapi.json"
+    )
+    run = document["paths"]["/run"]["post"]
+    assert run["requestBody"]["content"]["application/msgpack"]["schema"] == {
+        "$ref": "#/components/schemas/JobRequest"
+    }
+    answers = run["responses"]["200"]["content"]["application/msgpack"]["schema"]
+    refs = {option.get("$ref") for option in answers["oneOf"]}
+    assert refs == {"#/components/schemas/Success", "#/components/schemas/Failure"}
+    # The master's document describes the same request as the webhook it sends.
+    master = openapi_document(create_master())
+    assert master["webhooks"]["run"] == document["paths"]["/run"]
+    for name in ("JobRequest", "Success", "Failure", "Value"):
+        assert master["components"]["schemas"][name] == document["components"]["schemas"][name]
+
+
+def test_the_openapi_document_is_json_and_its_page_html(client: TestClient[Any]) -> None:
+    response = client.get("/schema/openapi.json")
+    assert response.headers["content-type"].startswith("application/json")
+    served = response.json()
     assert served["info"]["title"] == "fairque JQ master"
     assert "/jobs/{job_id}/result" in served["paths"]
+    assert served == json.loads(OPENAPI_FILE.read_text())
+    page = client.get("/schema")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "<html" in page.text.lower()
+
+
+def test_bearer_auth_is_declared_only_with_a_token(config: MasterConfig) -> None:
+    without = openapi_document(create_master(config))
+    assert "security" not in without
+    assert "securitySchemes" not in without["components"]
+    sealed = MasterConfig(**{**config.__dict__, "token": "s3cret"})
+    document = openapi_document(create_master(sealed))
+    assert document["security"] == [{"bearer": []}]
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_the_schema_states_what_the_server_enforces() -> None:
+    schemas = openapi_document(create_master())["components"]["schemas"]
+    for name in ("Job", "Constraint", "WorkerRegistration", "Success", "Failure"):
+        assert schemas[name]["additionalProperties"] is False, name
+    assert schemas["Job"]["properties"]["name"]["minLength"] == 1
+    assert "pattern" in schemas["Job"]["properties"]["name"]
+    assert "pattern" in schemas["WorkerRegistration"]["properties"]["names"]["items"]
+    assert {tuple(option["required"]) for option in schemas["Constraint"]["anyOf"]} == {
+        ("concurrency",),
+        ("rate",),
+    }
+    variants = {
+        option["properties"]["op"]["const"]: option["properties"]["value"].get("type")
+        for option in schemas["Matcher"]["oneOf"]
+    }
+    assert variants == {"equals": None, "in": "array", "prefix": "string"}
+    assert all(option["additionalProperties"] is False for option in schemas["Matcher"]["oneOf"])
+    paths = openapi_document(create_master())["paths"]
+    batch = paths["/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert (batch["minItems"], batch["maxItems"]) == (1, 1000)
+    states = {p["name"]: p["schema"] for p in paths["/jobs"]["get"]["parameters"]}["state"]
+    assert set(states["enum"]) == {
+        "queued", "scheduled", "started", "finished", "failed", "canceled"
+    }  # fmt: skip
+
+
+def test_unsupported_methods_get_405_with_allow(client: TestClient[Any]) -> None:
+    response = client.request("PATCH", "/constraints/c1")
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == {"PUT", "DELETE", "OPTIONS"}
+    assert msgspec.msgpack.decode(response.content)["error"] == "method_not_allowed"
+    # OPTIONS lists every method of the path, not only those of one handler.
+    options = client.options("/jobs")
+    assert set(options.headers["allow"].split(", ")) == {"GET", "POST", "OPTIONS"}
 
 
 def test_master_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
@@ -257,3 +471,39 @@ def test_master_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
     target = tmp_path / "openapi.json"
     assert CliRunner().invoke(cli, ["master", "--openapi", str(target)]).exit_code == 0
     assert json.loads(target.read_text()) == json.loads(OPENAPI_FILE.read_text())
+
+
+def test_while_the_server_is_away_the_master_answers_503_and_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    own = LocalServer()  # not started yet: unreachable when the master starts
+    config = MasterConfig(url=own.url, namespace="away", poll=0.05)
+
+    def outages() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
+
+    try:
+        with caplog.at_level(logging.INFO, "fairque"), TestClient(create_master(config)) as client:
+            assert len(outages()) == 1  # said at start
+            for _ in range(3):
+                response = client.post("/jobs", content=msgspec.msgpack.encode({"name": "n"}),
+                                       headers=MSGPACK)  # fmt: skip
+                assert response.status_code == 503
+                assert response.headers["retry-after"] == "1"
+                error = msgspec.msgpack.decode(response.content)
+                assert error["error"] == "unavailable"
+                assert own.url in error["message"]
+            own.start()
+            wait_for(lambda: client.get("/overview").status_code == 200)
+            wait_for(lambda: "answers again" in caplog.text)
+            assert send(client, "POST", "/jobs", {"name": "n"})[0] == 201
+            # Later: the server goes away and comes back while the master runs.
+            own.stop()
+            for path in ("/overview", "/jobs?state=queued", "/ui/api/overview"):
+                assert client.get(path).status_code == 503
+            own.start()
+            wait_for(lambda: client.get("/overview").status_code == 200)
+        assert len(outages()) == 2  # one line per outage, not one per request
+        assert caplog.text.count("answers again") == 2
+    finally:
+        own.close()

@@ -22,6 +22,7 @@ from fairque.cli.common import (
     URL_OPTION,
     Typer,
     announce,
+    fail,
     import_module,
     require_token_off_loopback,
     say,
@@ -105,7 +106,9 @@ def master(
     config = MasterConfig(url=url, namespace=namespace, token=token, result_ttl=result_ttl)
     app = create_master(config)
     if openapi is not None:
-        openapi.write_text(json.dumps(app.openapi_schema.to_schema(), indent=2) + "\n")
+        from fairque.http.openapi import openapi_document
+
+        openapi.write_text(json.dumps(openapi_document(app), indent=2) + "\n")
         return
     require_token_off_loopback(host, token)
     setup_logging()
@@ -147,7 +150,9 @@ def dashboard(
 
 
 def http_worker(
-    master_url: str = typer.Option(..., "--master", metavar="URL", help="The master's URL."),
+    master_url: str | None = typer.Option(
+        None, "--master", metavar="URL", help="The master's URL (required to serve)."
+    ),
     tasks: list[str] = TASKS_OPTION,
     host: str = _host_option(),
     port: int = typer.Option(
@@ -169,10 +174,24 @@ def http_worker(
         None, "--worker-id", metavar="ID", help="Worker id (default: host-port)."
     ),
     token: str | None = TOKEN_OPTION,
+    openapi: Path | None = typer.Option(
+        None,
+        "--openapi",
+        metavar="FILE",
+        help="Write the worker API's OpenAPI document here and exit.",
+    ),
 ) -> None:
     """Run @task functions for a JQ master, behind the HTTP worker API."""
-    from fairque.http.worker import HttpWorkerConfig, create_http_worker
+    from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api
     from fairque.worker import registry
+
+    if openapi is not None:
+        from fairque.http.openapi import openapi_document
+
+        openapi.write_text(json.dumps(openapi_document(worker_api()), indent=2) + "\n")
+        return
+    if master_url is None:
+        raise fail("--master is required: the master's URL")
 
     for module in tasks:
         import_module(module, "--tasks")

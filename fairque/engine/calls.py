@@ -11,9 +11,11 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, time
 from typing import Any, Generic, TypeVar
 
 import msgspec
+from msgspec.msgpack import Ext
 
 from fairque.engine.scripts import Script
 from fairque.errors import InvalidInput
@@ -27,6 +29,7 @@ MAX_BATCH = 10_000  # records per push
 MAX_POP = 1_000  # records per pop
 MAX_ERROR_LENGTH = 4_096  # characters of an error message kept
 MAX_PAGE = 1_000  # records per page of a list
+MAX_DEPTH = 100  # levels of nested arrays and maps in a value a client sends
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder()
@@ -58,6 +61,45 @@ def encode(value: Any, field: str, limit: int) -> bytes:
     if len(data) > limit:
         raise InvalidInput(field, f"is {len(data)} bytes serialised, over the {limit} limit")
     return data
+
+
+_KEYS = (str, int, float, bytes)  # map keys JSON can carry too (bool is an int: refused)
+
+
+def check_value(value: Any, field: str) -> None:
+    """Refuses a value that a reader could not get back as it was sent: one nested more
+    than :data:`MAX_DEPTH` levels, holding a MessagePack extension type (the timestamp
+    included: msgspec reads it as a datetime, which JSON and a re-encoding would turn
+    into a string), or a map key other than a string, a number or binary (JSON has no
+    nil, boolean, array or map keys). The walk is iterative, so depth costs no stack."""
+    pending: list[tuple[Any, int, str]] = [(value, 0, field)]
+    while pending:
+        item, depth, where = pending.pop()
+        if isinstance(item, dict):
+            pairs: Any = item.items()
+        elif isinstance(item, (list, tuple)):
+            pairs = enumerate(item)
+        elif isinstance(item, (Ext, datetime, date, time)):
+            raise InvalidInput(where, _NOT_PORTABLE)
+        else:
+            continue
+        if depth >= MAX_DEPTH:  # named by its top: the full path would be 100 steps long
+            raise InvalidInput(field, f"is nested more than {MAX_DEPTH} levels deep")
+        keyed = isinstance(item, dict)
+        for key, child in pairs:
+            if keyed and (isinstance(key, bool) or not isinstance(key, _KEYS)):
+                raise InvalidInput(where, f"has a map key {key!r}: keys are strings or numbers")
+            if isinstance(child, (dict, list, tuple, Ext, datetime, date, time)):
+                inner = (
+                    f"{where}[{key}]" if not keyed or not isinstance(key, str) else f"{where}.{key}"
+                )
+                pending.append((child, depth + 1, inner))
+
+
+_NOT_PORTABLE = (
+    "holds a MessagePack extension type (or a timestamp): send nil, booleans, numbers, "
+    "strings, binary, arrays and maps only"
+)
 
 
 def pack(value: Any) -> bytes:

@@ -76,11 +76,21 @@ def sync_client(url: str, **options: Any) -> SyncClient:
     return RedisCluster.from_url(first, startup_nodes=nodes, **options)
 
 
+# redis-py's asyncio pool refuses a command beyond its connections (MaxConnectionsError,
+# a ConnectionError): a burst of concurrent calls, such as a master's requests and job
+# deliveries, would fail as if the server were away. A blocking pool makes them wait.
+MAX_CONNECTIONS = 100  # per asyncio client of one server
+POOL_WAIT = 30.0  # seconds a call waits for a free connection before it fails
+
+
 def async_client(url: str, **options: Any) -> AsyncClient:
     """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
     check_url(url)
     if not is_cluster_url(url):
-        return aioredis.Redis.from_url(url, **options)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT, **options
+        )
+        return aioredis.Redis.from_pool(pool)
     first, others = cluster_nodes(url)
     nodes = [AsyncClusterNode(host, port) for host, port in others]
     return AsyncRedisCluster.from_url(first, startup_nodes=nodes, **options)

@@ -83,6 +83,10 @@ class Executor:
             results = pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 
+    def ping(self) -> None:
+        """Returns once the server answers; raises a connection error if it does not."""
+        self.client.ping()
+
     def close(self) -> None:
         """Closes the connection pool."""
         self.client.close()
@@ -154,6 +158,10 @@ class AsyncExecutor:
             pipe = replicated.pipeline(self.client, call, replicas, timeout, source=True)
             results = await pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
+
+    async def ping(self) -> None:
+        """Returns once the server answers; raises a connection error if it does not."""
+        await self.client.ping()
 
     async def close(self) -> None:
         """Closes the connection pool."""

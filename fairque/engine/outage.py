@@ -1,8 +1,12 @@
-"""What a long-running loop (worker, scheduler) does while the server is unreachable."""
+"""What a long-running loop (worker, scheduler) or a server answering requests (the JQ
+master) does while the Redis / Valkey server is unreachable."""
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -13,6 +17,51 @@ OUTAGE = (
     RedisConnectionError, RedisTimeoutError, OSError,
     ClusterError, TryAgainError, RedisClusterException,
 )  # fmt: skip
+# The same, for a request handler: without OSError, which there could be anything else.
+SERVER_AWAY = (
+    RedisConnectionError, RedisTimeoutError, ClusterError, TryAgainError, RedisClusterException,
+)  # fmt: skip
+
+
+def server_label(url: str) -> str:
+    """``url`` fit for a log line: its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo = f"{parts.username or ''}:***"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{host}"))
+
+
+class OutageLog:
+    """Logs once when the server stops answering and once when it answers again,
+    however many calls fail in between: one line per outage, not one per request."""
+
+    def __init__(self, logger: logging.Logger, server: str, meanwhile: str) -> None:
+        self.logger = logger
+        self.server = server
+        self.meanwhile = meanwhile  # what the process does until the server is back
+        self.since: float | None = None  # time.monotonic() of the first failure
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def failed(self, exc: BaseException) -> None:
+        """A call failed because the server is unreachable."""
+        if self.since is None:
+            self.since = time.monotonic()
+            self.logger.error(
+                "the server %s is unreachable (%s: %s); %s",
+                self.server, type(exc).__name__, exc, self.meanwhile,
+            )  # fmt: skip
+
+    def answered(self) -> None:
+        """A call succeeded: the outage, if any, is over."""
+        if self.since is not None:
+            away = time.monotonic() - self.since
+            self.since = None
+            self.logger.warning("the server %s answers again (away %.1f s)", self.server, away)
 
 
 @dataclass

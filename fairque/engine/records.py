@@ -62,6 +62,10 @@ READERS = {
 }
 
 
+# What check_identifier admits, for schemas (control characters are Unicode category Cc).
+IDENTIFIER_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
+
 def check_identifier(value: str) -> str:
     """Refuses empty, over-long, control-character or non-UTF-8 identifiers (they end up
     in keys); raises ValueError, which the models turn into InvalidInput."""

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
+from fairque.engine.calls import check_value
+from fairque.engine.outage import OUTAGE, OutageLog
 from fairque.engine.waiting import wait_event, within
-from fairque.errors import LeaseLost
+from fairque.errors import InvalidInput, LeaseLost
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
-from fairque.jobs import JobOutcome, LeasedJob, failure
+from fairque.jobs import JobOutcome, LeasedJob, Success, failure
 from fairque.jobs.client import AsyncJobQueue
 
 log = logging.getLogger("fairque.master")
@@ -54,8 +56,10 @@ class Dispatcher:
         heartbeat: float = 5.0,
         poll: float = 0.5,
         token: str | None = None,
+        outage: OutageLog | None = None,
     ) -> None:
         self.jobs = jobs
+        self.outage = outage or OutageLog(log, "of the queue", "dispatching waits for it")
         self.heartbeat = heartbeat
         self.poll = poll
         self.workers: dict[str, WorkerSlot] = {}
@@ -100,8 +104,13 @@ class Dispatcher:
         while not self._stopping.is_set():
             self.wake.clear()
             try:
+                if self.outage.down:  # the next round with no worker would not notice
+                    await self.jobs.executor.ping()
+                    self.outage.answered()
                 await self._fill()
-            except Exception as exc:  # the server is unreachable: try again next round
+            except OUTAGE as exc:  # logged once per outage; try again next round
+                self.outage.failed(exc)
+            except Exception as exc:
                 log.warning("dispatch failed: %s: %s", type(exc).__name__, exc)
             await wait_event(self.wake, self.poll)
 
@@ -163,9 +172,11 @@ class Dispatcher:
             )
         except asyncio.TimeoutError:
             return failure("timeout", f"no result within {job.timeout:g} s")
-        except httpx.ConnectError:
-            # Gone: forget it until its next heartbeat, or every round would pick it again.
+        except (httpx.ConnectError, httpx.InvalidURL) as exc:
+            # Gone, or at a URL that cannot be reached (a host name IDNA refuses): forget
+            # it until its next heartbeat, or every round would pick it again.
             if self.workers.get(worker.id) is worker:
+                log.warning("worker %s dropped: %s: %s", worker.id, type(exc).__name__, exc)
                 del self.workers[worker.id]
             return None
         except httpx.HTTPError as exc:  # the worker went away during the job
@@ -174,6 +185,16 @@ class Dispatcher:
             return failure("other", f"worker {worker.id} answered HTTP {response.status_code}")
         try:
             outcome: JobOutcome = _outcome.decode(response.content)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
+        except RecursionError:
+            return failure("other", f"worker {worker.id} sent a result nested too deeply")
+        if isinstance(outcome, Success):
+            value, field = outcome.result, "result"
+        else:
+            value, field = outcome.error, "error"
+        try:  # what the pusher could not read back as sent is not kept
+            check_value(value, field)
+        except InvalidInput as exc:
+            return failure("other", f"worker {worker.id} sent a result object not kept: {exc}")
         return outcome

@@ -20,12 +20,14 @@ from litestar import Litestar, Router
 from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
-from fairque.config import QueueSettings
+from fairque.config import QueueSettings, redis_url
 from fairque.engine.executor import AsyncExecutor
-from fairque.engine.outage import OUTAGE
+from fairque.engine.outage import OUTAGE, OutageLog, server_label
+from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.dispatch import Dispatcher
+from fairque.http.openapi import Document
 from fairque.http.protocol import (
     ConstraintSaved,
     Done,
@@ -38,16 +40,19 @@ from fairque.http.protocol import (
 )
 from fairque.http.ui import Dashboard, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation, create_app
+from fairque.http.worker import worker_api
 from fairque.jobs import (
     Constraint,
     ConstraintStatus,
+    Failure,
     Job,
     JobInfo,
     JobOutcome,
     JobPage,
+    Success,
 )
 from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
-from fairque.jobs.models import JobState, Name, validate
+from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue import AsyncFairQueue
 from fairque.queue.client import MAINTENANCE_INTERVAL
 
@@ -61,6 +66,7 @@ delete = partial(litestar.delete, media_type=MSGPACK, operation_class=WireOperat
 
 MAX_PAGE = 1000
 MAX_BATCH = 1000
+MAX_CURSOR = 2**53 - 1  # cursors are positions the scripts count in Lua numbers
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,9 @@ class Master:
 
     def __init__(self, config: MasterConfig) -> None:
         self.config = config
+        # The server is named once it is known (an unset URL may mean the embedded one).
+        meanwhile = "answering 503 to what needs it until it is back"
+        self.outage = OutageLog(log, "of the queue", meanwhile)
         self._executor: AsyncExecutor | None = None
         self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
@@ -113,14 +122,23 @@ class Master:
     async def running(self, _app: Litestar) -> AsyncIterator[None]:
         """Connects and dispatches for the lifetime of the app."""
         config = self.config
-        self._executor = executor = AsyncExecutor.connect(config.url)
+        url = redis_url(config.url)
+        self.outage.server = server_label(url)
+        self._executor = executor = AsyncExecutor.connect(url)
+        try:  # say at once whether the server is there; the routes answer 503 until it is
+            await executor.ping()
+            log.info("the master uses %s, namespace %s", self.outage.server, config.namespace)
+        except OUTAGE as exc:
+            self.outage.failed(exc)
         self._queue = AsyncFairQueue(
             namespace=config.namespace, settings=config.settings, executor=executor
         )
         self._jobs = AsyncJobQueue(
             self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
-        self._dispatcher = Dispatcher(self._jobs, config.heartbeat, config.poll, config.token)
+        self._dispatcher = Dispatcher(
+            self._jobs, config.heartbeat, config.poll, config.token, self.outage
+        )
         dispatching = asyncio.create_task(self._dispatcher.run())
         stopping = asyncio.Event()
         maintaining = asyncio.create_task(self._maintain(stopping))
@@ -143,8 +161,8 @@ class Master:
     async def _maintain_once(self) -> None:
         try:
             await self.queue.maintain(MAINTENANCE_INTERVAL)
-        except OUTAGE as exc:
-            log.warning("maintenance skipped: the server is unreachable (%s)", exc)
+        except OUTAGE as exc:  # said once per outage, with the routes' 503s
+            self.outage.failed(exc)
 
 
 JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]
@@ -159,7 +177,13 @@ async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
 
 
 JobsBody = Annotated[
-    list[Job], Body(media_type=MSGPACK, description="Jobs to enqueue together, all or none.")
+    list[Job],
+    Body(
+        media_type=MSGPACK,
+        description="Jobs to enqueue together, all or none.",
+        min_items=1,
+        max_items=MAX_BATCH,
+    ),
 ]
 
 
@@ -176,8 +200,11 @@ async def enqueue_many(master: NamedDependency[Master], data: JobsBody) -> JobsC
 async def list_jobs(
     master: NamedDependency[Master],
     job_state: Annotated[JobState, QueryParameter(name="state")] = "queued",
-    name: Annotated[Name | None, QueryParameter()] = None,
-    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    name: Annotated[
+        str | None,
+        QueryParameter(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN),
+    ] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> JobPage:
     return await master.jobs.jobs(job_state, name, cursor, limit)
@@ -278,6 +305,14 @@ ROUTES = [
 ]
 
 
+# The bodies of the master's API, whose schemas its OpenAPI document carries.
+MASTER_TYPES = (
+    Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done,
+    WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
+    Overview,
+)  # fmt: skip
+
+
 def create_master(config: MasterConfig | None = None) -> Litestar:
     """The master app. It connects to the server when it starts, not before (so the
     OpenAPI document can be made without one)."""
@@ -287,6 +322,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         UiConfig(config.url, config.namespace, config.settings),
         lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
         lambda: master.executor,
+        master.outage,
     )
     api = Router(
         "/",
@@ -299,5 +335,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         config.token,
         [api, ui.router()],
         [master.running, ui.running],
+        document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, {"run": worker_api}),
+        outage=master.outage,
         request_max_body_size=config.max_body,
     )

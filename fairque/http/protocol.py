@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta
 
-from fairque.jobs.models import Int32, Name
+from fairque.jobs.models import Int32, Name, Value
 
-Url = Annotated[str, Meta(pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2048)]
+# Spelled out rather than with \s, which Python's re and JSON Schema's (ECMA) regexes
+# read differently (\x1f is whitespace to Python only): no controls, no spaces.
+URL_PATTERN = r"^https?://[^\x00-\x20\x7f/]+(/[^\x00-\x20\x7f]*)?$"
+Url = Annotated[str, Meta(pattern=URL_PATTERN, max_length=2048)]
 
 
 class JobCreated(msgspec.Struct):
@@ -60,7 +63,7 @@ class JobRequest(msgspec.Struct):
 
     id: str
     name: str
-    argument: Any
+    argument: Value
     priority: Int32
     attempt: int  # 1 on the first run
     timeout: float  # seconds the master waits for the result object

@@ -14,26 +14,32 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import litestar
-from litestar import Litestar, Request, Response, Router
+from litestar import Litestar, Response, Router
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException
 from litestar.params import PathParameter, QueryParameter
 from litestar.response import Redirect
 from litestar.static_files import create_static_files_router
-from litestar.types import ExceptionHandlersMap
 
-from fairque.config import QueueSettings
+from fairque.config import QueueSettings, redis_url
 from fairque.engine.calls import MAX_PAGE
 from fairque.engine.executor import AsyncExecutor
-from fairque.engine.outage import OUTAGE
-from fairque.engine.records import Record, RecordKind, TaskState
+from fairque.engine.outage import OUTAGE, OutageLog, server_label
+from fairque.engine.records import (
+    IDENTIFIER_PATTERN,
+    MAX_ID_LENGTH,
+    Record,
+    RecordKind,
+    TaskState,
+)
 from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound, TaskNotFound
 from fairque.http.protocol import Done, WorkerStatus
@@ -44,7 +50,6 @@ from fairque.http.wire import (
     WireRequest,
     WireResponse,
     bearer_guard,
-    error_response,
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
@@ -53,7 +58,7 @@ from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
-log = logging.getLogger("fairque.http.ui")
+log = logging.getLogger("fairque.ui")
 STATIC = Path(__file__).parent / "static"
 # The page runs only its own script and style, talks only to its own origin, and cannot
 # be framed: data shown in it can never become code.
@@ -68,10 +73,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 PUBLIC = {"public": True}  # the page and its files load before the login form: no token
-MAX_LEASE_HOLDERS = 1000
-STATE_HELP = "One of: " + ", ".join(
-    state.value for state in TaskState
-)  # started tasks read to list who holds leases
+MAX_LEASE_HOLDERS = 1000  # started tasks read to list who holds leases
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -252,10 +254,13 @@ class Dashboard:
         config: UiConfig,
         http_workers: Callable[[], list[WorkerStatus]] | None = None,
         executor: Callable[[], AsyncExecutor] | None = None,
+        outage: OutageLog | None = None,
     ) -> None:
         self.config = config
         self.http_workers = http_workers or list
         self.throughput = Throughput()
+        # Shared with the master when it mounts the UI: one log line per outage in all.
+        self.outage = outage or OutageLog(log, "of the queue", "answering 503 until it is back")
         self._shared_executor = executor  # the master's, when it mounts the UI
         self._queue: AsyncQueue | None = None
         self._jobs: AsyncJobQueue | None = None
@@ -286,8 +291,11 @@ class Dashboard:
         # Stopped by the event, never cancelled mid-command: a cancelled redis-py call
         # may surface as a connection error instead of CancelledError.
         while not stopping.is_set():
-            with suppress(*OUTAGE):  # the server is away: a gap in the chart
+            try:
                 await self.sample()
+                self.outage.answered()
+            except OUTAGE as exc:  # the server is away: a gap in the chart
+                self.outage.failed(exc)
             await wait_event(stopping, self.config.sample_every)
 
     @asynccontextmanager
@@ -295,7 +303,12 @@ class Dashboard:
         """Connects and samples throughput for the lifetime of the app."""
         config = self.config
         shared = self._shared_executor
-        executor = shared() if shared is not None else AsyncExecutor.connect(config.url)
+        if shared is not None:
+            executor = shared()
+        else:
+            url = redis_url(config.url)
+            self.outage.server = server_label(url)
+            executor = AsyncExecutor.connect(url)
         name, settings = config.namespace, config.settings
         self._queue = open_async_queue(
             None, name, config.shards, settings=settings, executor=executor
@@ -317,7 +330,6 @@ class Dashboard:
         api = Router(
             "/ui/api",
             route_handlers=ROUTES,
-            exception_handlers=UNREACHABLE,
             dependencies={"ui": Provide(lambda: self, use_cache=True, sync_to_thread=False)},
             response_class=WireResponse,
         )
@@ -325,18 +337,6 @@ class Dashboard:
             "/ui/static", [STATIC], opt=PUBLIC, name="ui-static", after_request=_secured
         )
         return Router("/", route_handlers=[page, api, files], response_headers=SECURITY_HEADERS)
-
-
-def _unreachable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    """The queue's server does not answer: 503 with a body that says so (not a 500, which
-    would read as a bug), and a line in the log."""
-    reason = " ".join(str(exc).split()) or type(exc).__name__
-    log.warning("Web UI: the queue's server cannot be reached (%s)", reason)
-    message = f"the queue's server cannot be reached ({reason}); try again when it is back"
-    return error_response(request, 503, "unavailable", message)
-
-
-UNREACHABLE: ExceptionHandlersMap = dict.fromkeys(OUTAGE, _unreachable)
 
 
 async def _secured(response: Response[Any]) -> Response[Any]:
@@ -350,7 +350,14 @@ async def page() -> Response[bytes]:
     return Response((STATIC / "index.html").read_bytes(), media_type="text/html")
 
 
-UserId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A tenant.")]
+# What the engine admits as a tenant or a name (records.check_identifier).
+IDENTIFIER = QueryParameter(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN)
+UserId = Annotated[
+    str,
+    PathParameter(
+        min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN, description="A tenant."
+    ),
+]
 TaskId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A task id.")]
 ScheduleId = Annotated[str, PathParameter(min_length=1, max_length=256)]
 
@@ -382,11 +389,10 @@ async def tenants(ui: NamedDependency[Dashboard]) -> list[TenantRow]:
 async def task_list(
     ui: NamedDependency[Dashboard],
     *,
-    # A plain string checked by the engine's ops, so an error names "state".
-    task_state: Annotated[str, QueryParameter(name="state", description=STATE_HELP)] = "queued",
-    user_id: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
-    name: Annotated[str | None, QueryParameter(min_length=1, max_length=256)] = None,
-    cursor: Annotated[int, QueryParameter(ge=0, le=2**53)] = 0,
+    task_state: Annotated[TaskState, QueryParameter(name="state")] = TaskState.QUEUED,
+    user_id: Annotated[str | None, IDENTIFIER] = None,
+    name: Annotated[str | None, IDENTIFIER] = None,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> TaskPage:
     return await ui.queue.tasks(task_state, user_id, name, cursor, limit)
@@ -500,6 +506,7 @@ def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         guards=[bearer_guard(config.token)] if config.token else [],
         lifespan=[dashboard.running],
+        state=State({"outage": dashboard.outage}),
         openapi_config=None,
         debug=False,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,33 +20,43 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from litestar import Litestar, Request, Response
 from litestar.connection import ASGIConnection
-from litestar.datastructures import Cookie
+from litestar.datastructures import Cookie, State
 from litestar.enums import MediaType
 from litestar.exceptions import (
-    ClientException,
     HTTPException,
     NotAuthorizedException,
     ValidationException,
 )
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import RedocRenderPlugin
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
     OpenAPIResponse,
-    OpenAPIType,
     Operation,
-    Schema,
+    Reference,
     SecurityRequirement,
     SecurityScheme,
 )
-from litestar.types import ControllerRouterHandler, ExceptionHandlersMap, Guard, TypeEncodersMap
+from litestar.types import (
+    ControllerRouterHandler,
+    ExceptionHandlersMap,
+    Guard,
+    Message,
+    Scope,
+    TypeEncodersMap,
+)
 
+from fairque.engine.outage import SERVER_AWAY, OutageLog
 from fairque.errors import FairQueueError, InvalidInput, LeaseLost, TaskNotFound
+from fairque.jobs.models import invalid
 
 if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.response.base import ASGIResponse
+
+    from fairque.http.openapi import Document
 
 MSGPACK = "application/msgpack"
 MSGPACK_TYPES = frozenset({MSGPACK, "application/x-msgpack", "application/vnd.msgpack"})
@@ -76,19 +87,53 @@ def encode_body(content: Any, as_json: bool) -> bytes:
     return msgspec.json.encode(plain) if as_json else msgspec.msgpack.encode(plain)
 
 
+def _json_number(text: str) -> int | float:
+    """A JSON number with no fraction is an integer, as JSON Schema reads it (JSON has one
+    number type): ``3.0`` is the integer 3, and ``1e300`` an integer too large to keep
+    (MessagePack integers have 64 bits). In MessagePack, where a float is a type of its
+    own, it stays a float, and an integer field refuses it."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+_json_decoder = msgspec.json.Decoder(float_hook=_json_number)
+_msgpack_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
+
+
+def _msgpack_decoder(target: Any) -> msgspec.msgpack.Decoder[Any]:
+    """The MessagePack decoder for ``target``, made once."""
+    decoder = _msgpack_decoders.get(target)
+    if decoder is None:
+        decoder = _msgpack_decoders[target] = msgspec.msgpack.Decoder(target)
+    return decoder
+
+
 class WireRequest(Request[Any, Any, Any]):
-    """A request whose body is decoded according to its Content-Type."""
+    """A request whose body is decoded according to its Content-Type, straight into the
+    type its handler declares for ``data``.
+
+    msgspec decodes strictly: ``"7"`` is not an integer, nor is a MessagePack float
+    ``3.0``, and ``"true"`` is not a boolean, as the OpenAPI document says. (Litestar's
+    own conversion of a decoded body is lax; it receives the typed value and keeps it.)"""
 
     async def json(self) -> Any:
         kind = self.headers.get("content-type", "").partition(";")[0].strip().lower()
         body = await self.body()
+        field = self.route_handler.parsed_data_field
+        target: Any = Any if field is None else field.annotation
         try:
             if kind in MSGPACK_TYPES:
-                return msgspec.msgpack.decode(body)
-            if kind == JSON:
-                return msgspec.json.decode(body)
+                return _msgpack_decoder(target).decode(body)
+            if kind == JSON:  # read as plain values first, for their numbers' sake
+                return msgspec.convert(_json_decoder.decode(body), target)
+        except msgspec.ValidationError as exc:
+            raise invalid(exc) from None
         except msgspec.DecodeError as exc:
-            raise ClientException(f"the body is not valid {kind}: {exc}") from None
+            raise InvalidInput("body", f"is not valid {kind}: {exc}") from None
+        except UnicodeDecodeError as exc:  # msgspec reads MessagePack str as UTF-8
+            raise InvalidInput("body", f"holds a string that is not UTF-8: {exc}") from None
+        except RecursionError:  # far deeper than MAX_DEPTH, which the ops refuse anyway
+            raise InvalidInput("body", "is nested too deeply to read") from None
         raise HTTPException(
             f"send the body as {MSGPACK} or {JSON}, not {kind or 'no content type'}",
             status_code=415,
@@ -114,7 +159,8 @@ class WireResponse(Response[Any]):
     ) -> ASGIResponse:
         if self.content is None and (status_code or self.status_code) == 204:
             self.content = b""
-        self.media_type = JSON if wants_json(request) else MSGPACK
+        if self.media_type == MSGPACK:  # not the OpenAPI document or its page
+            self.media_type = JSON if wants_json(request) else MSGPACK
         return super().to_asgi_response(
             app,
             request,
@@ -135,10 +181,19 @@ class WireResponse(Response[Any]):
 
 
 def error_response(
-    request: Request[Any, Any, Any], status: int, error: str, message: str, field: str | None = None
+    request: Request[Any, Any, Any],
+    status: int,
+    error: str,
+    message: str,
+    field: str | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> Response[Any]:
-    body = encode_body(ErrorBody(error, message, field), wants_json(request))
-    return Response(body, status_code=status, media_type=JSON if wants_json(request) else MSGPACK)
+    """An :class:`ErrorBody` in the encoding the client reads, labelled as such."""
+    as_json = wants_json(request)
+    body = encode_body(ErrorBody(error, message, field), as_json)
+    media_type = JSON if as_json else MSGPACK
+    return Response(body, status_code=status, media_type=media_type, headers=dict(headers or {}))
 
 
 _BACKTICKED = re.compile(r"field `([^`]+)`")
@@ -146,8 +201,8 @@ _AT = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
 def _field_of(exc: ValidationException) -> str | None:
-    """Where msgspec found the problem, from the error Litestar wraps: ``priority``,
-    ``[1].priority`` in a list, or the missing / unknown field a body-level error names."""
+    """Where msgspec found the problem, from the error Litestar wraps (a query or path
+    parameter): the parameter, or the missing / unknown field an error names."""
     cause = str(exc.__cause__ or "")
     found = _AT.search(cause)
     path = found.group(1).removeprefix("data").lstrip(".") if found else ""
@@ -157,18 +212,34 @@ def _field_of(exc: ValidationException) -> str | None:
     return path or None
 
 
+def _wire_name(request: Request[Any, Any, Any], field: str) -> str:
+    """A parameter as the client names it: ``state`` for the handler's ``task_state``."""
+    parameter = request.route_handler.parsed_fn_signature.parameters.get(field)
+    kwarg = getattr(parameter, "kwarg_definition", None)
+    alias = getattr(kwarg, "name", None) or getattr(kwarg, "query", None)
+    return str(alias) if alias else field
+
+
 def _on_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     problems = [
         p for p in (exc.extra if isinstance(exc.extra, list) else []) if isinstance(p, Mapping)
     ]
     message = "; ".join(str(p.get("message", "")) for p in problems)
     field = _field_of(exc) or (str(problems[0].get("key", "body")) if problems else "body")
+    if field == "data":  # Litestar's name for the body (a batch of the wrong length)
+        field = "body"
+    field = _wire_name(request, field)
     return error_response(request, 400, "invalid_input", message or str(exc.detail), field)
 
 
 def _on_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    kind = "unauthorized" if exc.status_code == 401 else "http_error"
-    return error_response(request, exc.status_code, kind, str(exc.detail))
+    if exc.status_code >= 500:
+        return _on_unexpected(request, exc)
+    kind = {401: "unauthorized", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    headers = dict(exc.headers or {})  # e.g. 405's Allow
+    if exc.status_code == 401:
+        headers.setdefault("www-authenticate", "Bearer")
+    return error_response(request, exc.status_code, kind, str(exc.detail), headers=headers)
 
 
 def _on_fairque(request: Request[Any, Any, Any], exc: FairQueueError) -> Response[Any]:
@@ -178,14 +249,47 @@ def _on_fairque(request: Request[Any, Any, Any], exc: FairQueueError) -> Respons
         return error_response(request, 404, "not_found", str(exc))
     if isinstance(exc, LeaseLost):
         return error_response(request, 409, "lease_lost", str(exc))
-    log.error("request failed: %s", exc)
-    return error_response(request, 500, "server_error", "the request failed")
+    return _on_unexpected(request, exc)
+
+
+RETRY_AFTER = "1"  # seconds a client waits before asking again while the server is away
+
+
+def _on_server_away(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """503: the queue's server is unreachable. Logged once per outage (the app's
+    :class:`OutageLog`), not once per request."""
+    outage = request.app.state.get("outage")
+    if isinstance(outage, OutageLog):
+        outage.failed(exc)
+        server = f" ({outage.server})"
+    else:
+        log.error("the server is unreachable: %s: %s", type(exc).__name__, exc)
+        server = ""
+    message = f"the queue's server{server} is unreachable; try again shortly"
+    return error_response(
+        request, 503, "unavailable", message, headers={"retry-after": RETRY_AFTER}
+    )
+
+
+def _on_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """500, logged with the request and the traceback under a reference the body gives,
+    so that an operator can find the line a client reports."""
+    reference = os.urandom(6).hex()
+    log.error(
+        "%s %s failed (ref %s): %s: %s",
+        request.method, request.url.path, reference, type(exc).__name__, exc,
+        exc_info=exc,
+    )  # fmt: skip
+    message = f"the request failed on the server; its log has the details (ref {reference})"
+    return error_response(request, 500, "server_error", message)
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: _on_validation,
     HTTPException: _on_http,
     FairQueueError: _on_fairque,
+    **dict.fromkeys(SERVER_AWAY, _on_server_away),
+    Exception: _on_unexpected,
 }
 
 
@@ -209,18 +313,15 @@ BEARER_COMPONENTS = Components(
 BEARER: list[SecurityRequirement] = [{"bearer": []}]
 
 
-_ERROR_SCHEMA = Schema(
-    type=OpenAPIType.OBJECT,
-    properties={
-        "error": Schema(type=OpenAPIType.STRING),
-        "message": Schema(type=OpenAPIType.STRING),
-        "field": Schema(one_of=[Schema(type=OpenAPIType.STRING), Schema(type=OpenAPIType.NULL)]),
-    },
-    required=["error", "message"],
-    description="What went wrong and, for bad input, which field.",
-)
+# Defined once, by msgspec, in the document's components (see fairque.http.openapi).
+_ERROR_SCHEMA = Reference(ref="#/components/schemas/ErrorBody")
 _ERROR = OpenAPIResponse(
     description="Bad input, unknown job, or a body that is not MessagePack / JSON",
+    content={kind: OpenAPIMediaType(schema=_ERROR_SCHEMA) for kind in (MSGPACK, JSON)},
+)
+_SERVER_ERROR = OpenAPIResponse(
+    description="503: the queue's server is unreachable (try again); 500: the request "
+    "failed, and the server logged why under the reference the message gives",
     content={kind: OpenAPIMediaType(schema=_ERROR_SCHEMA) for kind in (MSGPACK, JSON)},
 )
 
@@ -234,6 +335,7 @@ class WireOperation(Operation):
         if self.responses is not None:
             self.responses.pop("400", None)
             self.responses["4XX"] = _ERROR
+            self.responses["5XX"] = _SERVER_ERROR
         bodies = [self.request_body.content] if self.request_body else []  # type: ignore[union-attr]
         bodies += [r.content for r in (self.responses or {}).values() if r.content]  # type: ignore[union-attr]
         for content in bodies:
@@ -242,16 +344,35 @@ class WireOperation(Operation):
                 content[JSON] = media
 
 
+def _allow_every_method(message: Message, scope: Scope) -> None:
+    """Litestar answers OPTIONS with the methods of one handler of the path only (PUT
+    without DELETE): list them all, as its 405 answers do."""
+    if message["type"] != "http.response.start" or scope.get("method") != "OPTIONS":
+        return
+    handler = scope.get("route_handler")
+    routes = scope["app"].route_handler_method_map
+    methods = {m for path in getattr(handler, "paths", ()) for m in routes.get(path, ())}
+    if methods:
+        headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"allow"]
+        message["headers"] = [*headers, (b"allow", ", ".join(sorted(methods)).encode())]
+
+
 def create_app(
     title: str,
     description: str | None,
     token: str | None,
     route_handlers: Sequence[ControllerRouterHandler],
     lifespan: Sequence[Any],
+    *,
+    document: Document,
+    outage: OutageLog | None = None,
     **options: Any,
 ) -> Litestar:
-    """A Litestar app speaking this wire: body codecs, error bodies, the bearer guard when
-    ``token`` is set, and the OpenAPI document at ``/schema/openapi.json``."""
+    """A Litestar app speaking this wire: body codecs, error bodies (503 while the queue's
+    server is away, logged once per outage by ``outage``), the bearer guard when ``token``
+    is set, and the OpenAPI ``document`` at ``/schema/openapi.json`` (JSON) and
+    ``/schema`` (an HTML page). Bearer auth is declared only when it is required."""
+    auth = {"components": BEARER_COMPONENTS, "security": BEARER} if token else {}
     return Litestar(
         route_handlers=route_handlers,
         request_class=WireRequest,
@@ -264,9 +385,11 @@ def create_app(
             version="1",
             description=description,
             path=OPENAPI_PATH,
-            components=BEARER_COMPONENTS,
-            security=BEARER,
+            render_plugins=[document.json_plugin(), RedocRenderPlugin(path="/")],
+            **auth,  # type: ignore[arg-type]
         ),
+        state=State({"outage": outage, "document": document}),
+        before_send=[_allow_every_method],
         debug=False,
         logging_config=None,  # the process owner configures logging (no httpx INFO noise)
         **options,

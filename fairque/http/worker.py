@@ -25,9 +25,11 @@ from litestar.params import Body
 
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
+from fairque.http.openapi import Document
 from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
 from fairque.http.wire import MSGPACK, WireOperation, create_app
-from fairque.jobs import JobOutcome, Success, failure
+from fairque.jobs import Failure, JobOutcome, Success, failure
+from fairque.jobs.models import VALUE_SCHEMA
 from fairque.worker.functions import Registry, call_arguments
 
 log = logging.getLogger("fairque.http_worker")
@@ -111,19 +113,46 @@ class Registration:
                     await http.delete(self.address, headers=self.headers)
 
 
+# The bodies of the worker API, whose schemas its OpenAPI document carries.
+WORKER_TYPES = (JobRequest, Success, Failure)
+
+
 def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar:
     """The worker app serving the functions of ``registry``."""
-    names = sorted(registry.functions)
-    if not names:
+    if not registry.functions:
         raise InvalidInput("tasks", "no task functions are registered")
+    return _worker_app(config, registry)
+
+
+def worker_api() -> Litestar:
+    """The worker API alone (no functions, no master): for its OpenAPI document, which
+    ``docs/worker-openapi.json`` holds and the master's document lists as a webhook."""
+    return _worker_app(HttpWorkerConfig(None, "http://127.0.0.1:1", "schema"), Registry())
+
+
+def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
     slots = asyncio.Semaphore(config.capacity)
 
-    @post("/run", status_code=200, media_type=MSGPACK, operation_class=WireOperation)
+    @post(
+        "/run",
+        status_code=200,
+        media_type=MSGPACK,
+        operation_class=WireOperation,
+        summary="Run one job; answer with the seed 003 result object",
+        description="The master POSTs each job it hands this worker here and waits up to "
+        "the job's `timeout` seconds for the answer. When the master runs with a token, it "
+        "sends `Authorization: Bearer <token>`, and a worker should check it.",
+    )
     async def run(data: Annotated[JobRequest, Body(media_type=MSGPACK)]) -> JobOutcome:
-        """Run one job; answers with the seed 003 result object."""
         async with slots:
             return await run_job(registry, data)
 
+    names = sorted(registry.functions)
     return create_app(
-        "fairque HTTP worker", __doc__, config.token, [run], [Registration(config, names).running]
+        "fairque HTTP worker",
+        __doc__,
+        config.token,
+        [run],
+        [Registration(config, names).running],
+        document=Document(WORKER_TYPES, {"Value": VALUE_SCHEMA}),
     )

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from fairque.engine.calls import MAX_ERROR_LENGTH
-from fairque.engine.records import MAX_ID_LENGTH, MAX_TIMEOUT_SECONDS
+from fairque.engine.calls import MAX_DEPTH, MAX_ERROR_LENGTH
+from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH, MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -26,18 +26,36 @@ MAX_MATCHERS = 16
 JobState = Literal["queued", "scheduled", "started", "finished", "failed", "canceled"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
 
-Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH)]
+# A job name: no control characters (records.check_identifier: names end up in keys).
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN)]
 Int32 = Annotated[int, Meta(ge=INT32_MIN, le=INT32_MAX)]
 Timeout = Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_SECONDS)]
 ConstraintId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 Field = Annotated[str, Meta(pattern=r"^(name|argument(\.[^.]+)*)$", max_length=MAX_ID_LENGTH)]
+
+# The values jobs carry (argument, result, error, a matcher's value): what every reader
+# gets back as sent (engine.calls.check_value refuses the rest). JSON Schema of it, for
+# the OpenAPI documents, which hold it as the component "Value".
+# One list of types rather than an anyOf of them: fuzzers read the one as written.
+VALUE_REF = {"$ref": "#/components/schemas/Value"}
+VALUE_SCHEMA: dict[str, Any] = {
+    "description": "A MessagePack value: nil, boolean, integer (64-bit), float, string, "
+    "binary (MessagePack only), array, or map whose keys are strings, numbers or binary; at "
+    f"most {MAX_DEPTH} levels deep; no extension types (the timestamp included).",
+    "type": ["null", "boolean", "integer", "number", "string", "array", "object"],
+    "minimum": -(2**63),
+    "maximum": 2**64 - 1,
+    "items": VALUE_REF,
+    "additionalProperties": VALUE_REF,
+}
+Value = Annotated[Any, Meta(extra_json_schema=VALUE_REF)]
 
 
 class Job(msgspec.Struct, forbid_unknown_fields=True):
     """A job as a pusher sends it (seed 003)."""
 
     name: Name
-    argument: Any = None  # any MessagePack value
+    argument: Value = None  # any MessagePack value a reader gets back as sent
     priority: Int32 = 0  # smaller runs first
     max_retry: Annotated[int, Meta(ge=0, le=1000)] = 0  # 0: never retried
     keep_result: bool = False
@@ -48,7 +66,7 @@ class Success(msgspec.Struct, tag_field="type", tag="success", forbid_unknown_fi
     """A job that succeeded (seed 003 result object)."""
 
     finished_at: datetime
-    result: Any = None
+    result: Value = None
 
 
 class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fields=True):
@@ -57,7 +75,7 @@ class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fi
     finished_at: datetime
     reason: Literal["other", "timeout"]
     should_retry: bool
-    error: Any = None
+    error: Value = None
     message: Annotated[str, Meta(max_length=MAX_ERROR_LENGTH)] = ""
 
 
@@ -76,7 +94,23 @@ class Matcher(msgspec.Struct, forbid_unknown_fields=True):
 
     field: Field
     op: Literal["equals", "in", "prefix"]
-    value: Any
+    value: Value
+
+    @staticmethod
+    def json_schema(generated: dict[str, Any]) -> dict[str, Any]:
+        """The schema msgspec ``generated``, with what __post_init__ checks: one variant
+        per op, each with the value it takes (for the OpenAPI document)."""
+        values = {"equals": VALUE_REF, "in": {"type": "array", "items": VALUE_REF}}
+        values["prefix"] = {"type": "string"}
+        variants = [
+            {
+                **{key: generated[key] for key in ("type", "required", "additionalProperties")},
+                "properties": {**generated["properties"], "op": {"const": op}, "value": value},
+            }
+            for op, value in values.items()
+        ]
+        return {"title": generated["title"], "description": generated["description"],
+                "oneOf": variants}  # fmt: skip
 
     def __post_init__(self) -> None:
         if self.op == "in" and not isinstance(self.value, list):
@@ -93,6 +127,16 @@ class Constraint(msgspec.Struct, forbid_unknown_fields=True):
     concurrency: Annotated[int, Meta(ge=1, le=10_000)] | None = None
     rate: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
     period: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_SECONDS)] = 1.0
+
+    @staticmethod
+    def json_schema(generated: dict[str, Any]) -> dict[str, Any]:
+        """The schema msgspec ``generated``, with what __post_init__ checks (for the
+        OpenAPI document)."""
+        needs = [
+            {"properties": {"concurrency": {"type": "integer"}}, "required": ["concurrency"]},
+            {"properties": {"rate": {"type": "integer"}}, "required": ["rate"]},
+        ]
+        return {**generated, "anyOf": needs}
 
     def __post_init__(self) -> None:
         if self.concurrency is None and self.rate is None:
@@ -128,7 +172,7 @@ class JobInfo(msgspec.Struct):
 
     id: str
     name: str | None
-    argument: Any
+    argument: Value
     priority: int
     state: str
     attempts: int
@@ -161,19 +205,26 @@ class JobPage(msgspec.Struct):
 
 
 _LOCATION = re.compile(r" - at `\$\.?([^`]*)`$")
+_NAMED = re.compile(r"field `([^`]+)`")
 
 
 def invalid(exc: msgspec.ValidationError) -> InvalidInput:
-    """The :class:`InvalidInput` for a msgspec validation error, naming the field."""
+    """The :class:`InvalidInput` for a msgspec validation error, naming the field: where
+    msgspec found the problem (``priority``, ``[1].priority`` in a list), joined with the
+    field a missing or unknown field error names."""
     message = str(exc)
     found = _LOCATION.search(message)
-    field = found.group(1) if found and found.group(1) else "body"
-    return InvalidInput(field, _LOCATION.sub("", message))
+    path = found.group(1) if found else ""
+    named = _NAMED.search(message)
+    if named:
+        path = f"{path}.{named.group(1)}" if path else named.group(1)
+    return InvalidInput(path or "body", _LOCATION.sub("", message))
 
 
 def validate(value: Any, kind: type[Any]) -> Any:
-    """``value`` (a struct or plain data) checked against ``kind``; InvalidInput if not."""
+    """``value`` (a struct or plain data) checked against ``kind``; InvalidInput if not.
+    Binary values stay bytes (they are MessagePack bin, not base64 strings)."""
     try:
-        return msgspec.convert(msgspec.to_builtins(value), kind)
+        return msgspec.convert(msgspec.to_builtins(value, builtin_types=(bytes,)), kind)
     except msgspec.ValidationError as exc:
         raise invalid(exc) from None

@@ -16,6 +16,7 @@ from fairque.engine.calls import (
     MICROS,
     Arg,
     Call,
+    check_value,
     decode,
     encode,
     new_ids,
@@ -65,14 +66,14 @@ class JobOps:
         limit = MAX_PAYLOAD_BYTES  # the namespace's own limit is checked by the script
         arguments: list[Arg] = []
         rows = []
-        for given, job_id in zip(jobs, ids, strict=True):
-            # The argument is any MessagePack value: checked by encoding it, not by type.
-            arguments.append(encode(given.argument, "argument", limit))
-            job: Job = validate(msgspec.structs.replace(given, argument=None), Job)
+        for index, (given, job_id) in enumerate(zip(jobs, ids, strict=True)):
             try:
-                check_identifier(job.name)
-            except ValueError as exc:
-                raise InvalidInput("name", str(exc)) from None
+                job, argument = _checked(given, limit)
+            except InvalidInput as exc:  # in a batch, say which job: [1].priority
+                if len(jobs) == 1:
+                    raise
+                raise InvalidInput(f"[{index}].{exc.field}", exc.message) from None
+            arguments.append(argument)
             rows.append(
                 (job_id, job.name, job.priority, job.max_retry, job.timeout, int(job.keep_result))
             )
@@ -97,9 +98,14 @@ class JobOps:
         lease was lost). The result object is kept for ``result_ttl`` s if asked for."""
         if isinstance(outcome, Success):
             kind, retry, message = "success", "0", ""
+            check_value(outcome.result, "result")
         else:
             kind, retry, message = "failure", str(int(outcome.should_retry)), outcome.message
-        kept = encode(msgspec.to_builtins(outcome), "result", MAX_PAYLOAD_BYTES)
+            check_value(outcome.error, "error")
+        # Kept as the worker sent it: binary stays MessagePack bin (to_builtins would make
+        # it a base64 string); finished_at becomes its ISO 8601 string.
+        plain = msgspec.to_builtins(outcome, builtin_types=(bytes,))
+        kept = encode(plain, "result", MAX_PAYLOAD_BYTES)
         args = (job.id, job.lease_token, kind, retry, message, kept, repr(result_ttl))
         return self.namespace.call("jobs/complete", args, _parse_state)
 
@@ -140,6 +146,8 @@ class JobOps:
     def set_constraint(self, constraint_id: str, constraint: Constraint) -> Call[int]:
         """Creates or replaces a constraint; parses to how many ready jobs it re-sorted."""
         checked = validate(constraint, Constraint)
+        for index, matcher in enumerate(checked.match):
+            check_value(matcher.value, f"match[{index}].value")
         matchers = [(m.field, m.op, m.value) for m in checked.match]
         definition = (matchers, checked.concurrency or 0, checked.rate or 0, checked.period)
         blob = encode(definition, "match", MAX_DEFINITION_BYTES)
@@ -154,6 +162,19 @@ class JobOps:
     def constraints(self) -> Call[list[ConstraintStatus]]:
         """Every constraint with its current use."""
         return self.namespace.call("jobs/constraints", (), _parse_constraints)
+
+
+def _checked(given: Job, limit: int) -> tuple[Job, bytes]:
+    """A job validated, and its argument encoded. The argument is any MessagePack value
+    that every reader gets back as sent: checked by walking and encoding it."""
+    check_value(given.argument, "argument")
+    argument = encode(given.argument, "argument", limit)
+    job: Job = validate(msgspec.structs.replace(given, argument=None), Job)
+    try:
+        check_identifier(job.name)
+    except ValueError as exc:
+        raise InvalidInput("name", str(exc)) from None
+    return job, argument
 
 
 def _constraint_id(value: str) -> str:

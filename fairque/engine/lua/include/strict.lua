@@ -1,13 +1,22 @@
 -- The strict policy (seed 003, design section 5): the ready job with the smallest int32
 -- priority, ties to the earliest enqueued.
 --
--- Ready jobs are partitioned by their name and the set of constraints they matched when
--- pushed: partition `<constraint ids, comma separated>|<name>` is the zset
--- strict:<partition>, score = priority, member = the job's 16-digit enqueue tick followed
--- by its id (equal scores sort by member, so ties go to the earliest). `strict:partitions`
--- lists the partitions that may hold jobs; a pop compares their heads, so jobs held back
--- by an exhausted constraint are never scanned and never block other partitions.
+-- Ready jobs are partitioned by their name and the set of constraints they match:
+-- partition `<constraint ids, comma separated>|<name>` is the zset strict:<partition>,
+-- score = priority, member = the job's 16-digit enqueue tick followed by its id (equal
+-- scores sort by member, so ties go to the earliest). `strict:partitions` lists the
+-- partitions that may hold jobs; a pop compares their heads, so jobs held back by an
+-- exhausted constraint are never scanned and never block other partitions.
+--
+-- A job's partition holds for the constraints as they were when it was computed: the
+-- `constraints` hash counts its changes in the field VERSION, and a job records the
+-- count its partition was computed at (`constraints_version`). Ready and running jobs
+-- follow a change at once (jobs/constraint_set); a job in any other state (scheduled for
+-- a retry, failed, deferred) gets its partition again when it is queued (queue_strict).
 --@include base
+
+-- Not a constraint id (those are [A-Za-z0-9_.-]), so never mistaken for one.
+local VERSION = ':version'
 
 local function strict_key(partition) return PREFIX .. 'strict:' .. partition end
 local function strict_member(seq, id) return string.format('%016d', seq) .. id end
@@ -21,13 +30,6 @@ local function split_partition(partition)
   local cids = {}
   for cid in string.gmatch(sig, '[^,]+') do cids[#cids + 1] = cid end
   return cids, name
-end
-
--- Queues strict job `id` in its partition (its hash holds partition, priority and seq).
-local function queue_strict(id)
-  local f = redis.call('HMGET', task_key(id), 'partition', 'priority', 'seq')
-  redis.call('ZADD', strict_key(f[1]), tonumber(f[2]), strict_member(tonumber(f[3]), id))
-  redis.call('SADD', K['strict:partitions'], f[1])
 end
 
 -- Removes a queued strict job from its partition; returns true if it was there.
@@ -68,8 +70,27 @@ local function matches(matcher, name, argument)
   return false
 end
 
+-- The constraints now, read once per call: a flat list {id, definition, ...}, and the
+-- count of changes (VERSION). A script that changes the hash does so before reading it.
+local current, current_version = nil, nil
+local function current_constraints()
+  if current == nil then
+    local all = redis.call('HGETALL', K.constraints)
+    current, current_version = {}, '0'
+    for i = 1, #all, 2 do
+      if all[i] == VERSION then
+        current_version = all[i + 1]
+      else
+        current[#current + 1] = all[i]
+        current[#current + 1] = all[i + 1]
+      end
+    end
+  end
+  return current, current_version
+end
+
 -- The partition of a job: the constraints all of whose matchers it satisfies.
--- `constraints` is the flat HGETALL of the constraints hash.
+-- `constraints` is a flat list {id, definition, ...} (current_constraints).
 local function partition_of(name, payload, constraints)
   local argument = nil
   local cids = {}
@@ -86,6 +107,21 @@ local function partition_of(name, payload, constraints)
   end
   table.sort(cids)
   return table.concat(cids, ',') .. '|' .. name
+end
+
+-- Queues strict job `id` in its partition (its hash holds partition, priority and seq),
+-- computing the partition again if the constraints changed since it was computed.
+local function queue_strict(id)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'partition', 'priority', 'seq', 'constraints_version', 'name')
+  local partition = f[1]
+  local constraints, version = current_constraints()
+  if (f[4] or '0') ~= version then
+    partition = partition_of(f[5], redis.call('HGET', key, 'payload'), constraints)
+    redis.call('HSET', key, 'partition', partition, 'constraints_version', version)
+  end
+  redis.call('ZADD', strict_key(partition), tonumber(f[2]), strict_member(tonumber(f[3]), id))
+  redis.call('SADD', K['strict:partitions'], partition)
 end
 
 -- How many more jobs constraint `cid` lets start now; a deleted constraint limits nothing.

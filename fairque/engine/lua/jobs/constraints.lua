@@ -7,7 +7,7 @@
 
 local now = clock_now()
 local reply = {}
-local all = redis.call('HGETALL', K.constraints)
+local all = current_constraints()
 for i = 1, #all, 2 do
   local cid, c = all[i], read_constraint(all[i + 1])
   local running = redis.call('ZCOUNT', running_key(cid), '(' .. int(now), '+inf')

@@ -23,12 +23,14 @@ for i, row in ipairs(rows) do
     return redis.error_reply('INVALID priority ' .. tostring(priority))
   end
   if redis.call('EXISTS', task_key(id)) == 1 then return redis.error_reply('DUPLICATE ' .. id) end
-  local refused = too_big('argument', ARGV[ARGUMENTS + i])
+  -- In a batch, the error names the job as the master's API does: [1].argument.
+  local field = #rows > 1 and ('[' .. (i - 1) .. '].argument') or 'argument'
+  local refused = too_big(field, ARGV[ARGUMENTS + i])
   if refused then return refused end
 end
 
 local now = clock_now()
-local constraints = redis.call('HGETALL', K.constraints)
+local constraints, version = current_constraints()
 for i, row in ipairs(rows) do
   local id, name = row[1], row[2]
   local argument = ARGV[ARGUMENTS + i]
@@ -37,7 +39,7 @@ for i, row in ipairs(rows) do
     'payload', argument, 'max_retries', row[4], 'timeout', row[5], 'keep_result', row[6],
     'created_at', now,
     'state', 'queued', 'seq', seq, 'start_time', seq,
-    'partition', partition_of(name, argument, constraints))
+    'partition', partition_of(name, argument, constraints), 'constraints_version', version)
   queue_strict(id)
   count('pushed')
 end
