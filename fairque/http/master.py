@@ -54,7 +54,7 @@ from fairque.jobs import (
 from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue import AsyncFairQueue
-from fairque.queue.client import MAINTENANCE_INTERVAL
+from fairque.queue.client import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
 
 log = logging.getLogger("fairque.master")
 
@@ -160,7 +160,11 @@ class Master:
 
     async def _maintain_once(self) -> None:
         try:
-            await self.queue.maintain(MAINTENANCE_INTERVAL)
+            done = await self.queue.maintain(MAINTENANCE_INTERVAL)
+            for _ in range(MAINTENANCE_ROUNDS):  # a round that hit its bound: the next is due now
+                if not done.more:
+                    break
+                done = await self.queue.maintain(MAINTENANCE_INTERVAL)
         except OUTAGE as exc:  # said once per outage, with the routes' 503s
             self.outage.failed(exc)
 

@@ -31,6 +31,7 @@ from fairque.queue.ops import QueueOps, ResultWait
 
 T = TypeVar("T")
 MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
+MAINTENANCE_ROUNDS = 100  # rounds in a row, at most, while each hits its bound
 HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
 UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
 

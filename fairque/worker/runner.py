@@ -30,6 +30,7 @@ from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
+from fairque.queue.client import MAINTENANCE_ROUNDS
 from fairque.queue.models import LeasedTask, WorkerInfo
 from fairque.queue.protocol import AsyncQueue, Queue
 from fairque.queue.sharded import open_async_queue, open_queue
@@ -369,8 +370,12 @@ class Worker:
             try:
                 await queue.register_worker(self._record(), max(10.0, 5 * interval))
                 done = await queue.maintain(interval)
-                if done.ran and (done.dropped or done.expired or done.orphaned):
-                    log.debug("maintenance: %s", done)
+                rounds = 1
+                # A round that hit its bound leaves the next one due at once: go on (each
+                # is short), so a backlog of expired records leaves within seconds.
+                while done.more and rounds < MAINTENANCE_ROUNDS and not self._stopping.is_set():
+                    done = await queue.maintain(interval)
+                    rounds += 1
             except OUTAGE as exc:
                 log.warning("registry and maintenance skipped (%s); trying in %g s", exc, interval)
             if await wait_event(self._stopping, interval):
