@@ -187,3 +187,44 @@ class AsyncBound(Protocol):
 
     @property
     def namespace(self) -> Namespace: ...
+
+
+C = TypeVar("C", bound="Closing")
+A = TypeVar("A", bound="AsyncClosing")
+
+
+class Closing:
+    """``close()`` and ``with`` for a client that sends through an :class:`Executor` and
+    closes it only if it opened it (``owns_executor``)."""
+
+    executor: Executor
+    owns_executor: bool
+
+    def close(self) -> None:
+        """Closes the connection pool, unless it is shared with another client."""
+        if self.owns_executor:
+            self.executor.close()
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncClosing:
+    """:class:`Closing` for asyncio clients: ``await close()`` and ``async with``."""
+
+    executor: AsyncExecutor
+    owns_executor: bool
+
+    async def close(self) -> None:
+        """Closes the connection pool, unless it is shared with another client."""
+        if self.owns_executor:
+            await self.executor.close()
+
+    async def __aenter__(self: A) -> A:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

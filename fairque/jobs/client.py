@@ -8,12 +8,18 @@ connection pool too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncBound, AsyncExecutor, Bound, Executor
+from fairque.engine.executor import (
+    AsyncBound,
+    AsyncClosing,
+    AsyncExecutor,
+    Bound,
+    Closing,
+    Executor,
+)
 from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState
 from fairque.jobs.models import (
@@ -31,7 +37,7 @@ RESULT_TTL = 3600.0  # seconds a kept result waits for its pusher
 LEASE_GRACE = 5.0  # seconds a lease outlives the job's timeout
 
 
-class JobQueue:
+class JobQueue(Closing):
     """Strict-policy jobs in one namespace.
 
     >>> jobs = JobQueue("redis://localhost:6379/0")  # or JobQueue(FairQueue())  # doctest: +SKIP
@@ -119,24 +125,8 @@ class JobQueue:
         """Every constraint with its current use."""
         return self.executor.execute(self.ops.constraints())
 
-    def close(self) -> None:
-        """Closes the connection pool, unless it is shared with another client."""
-        if self.owns_executor:
-            self.executor.close()
 
-    def __enter__(self) -> JobQueue:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncJobQueue:
+class AsyncJobQueue(AsyncClosing):
     """:class:`JobQueue` for asyncio: every method is a coroutine."""
 
     def __init__(
@@ -221,19 +211,3 @@ class AsyncJobQueue:
     async def constraints(self) -> list[ConstraintStatus]:
         """Every constraint with its current use."""
         return await self.executor.execute(self.ops.constraints())
-
-    async def close(self) -> None:
-        """Closes the connection pool, unless it is shared with another client."""
-        if self.owns_executor:
-            await self.executor.close()
-
-    async def __aenter__(self) -> AsyncJobQueue:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

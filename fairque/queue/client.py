@@ -7,14 +7,13 @@ sends it through an executor, which other clients of the same server may share.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener, Listener
 from fairque.engine.records import Record, TaskState
@@ -36,7 +35,7 @@ HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
 UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
 
 
-class FairQueue:
+class FairQueue(Closing):
     """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
 
     >>> q = FairQueue()  # embedded Valkey, or $FAIRQUE_REDIS_URL  # doctest: +SKIP
@@ -249,24 +248,8 @@ class FairQueue:
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
         return self.executor.execute(self.ops.hand_over(tasks, delay, grace))
 
-    def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            self.executor.close()
 
-    def __enter__(self) -> FairQueue:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncFairQueue:
+class AsyncFairQueue(AsyncClosing):
     """:class:`FairQueue` for asyncio: every method is a coroutine.
 
     >>> q = AsyncFairQueue()  # doctest: +SKIP
@@ -462,19 +445,3 @@ class AsyncFairQueue:
         """Gives back leased tasks whose function this worker lacks (see
         :meth:`FairQueue.hand_over`)."""
         return await self.executor.execute(self.ops.hand_over(tasks, delay, grace))
-
-    async def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            await self.executor.close()
-
-    async def __aenter__(self) -> AsyncFairQueue:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

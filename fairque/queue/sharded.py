@@ -21,12 +21,11 @@ import dataclasses
 import itertools
 import zlib
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine.connect import AsyncClient, SyncClient
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Executor
 from fairque.engine.records import Record, TaskState
 from fairque.errors import InvalidInput
 from fairque.queue.client import (
@@ -177,7 +176,7 @@ def _tenants(tasks: Sequence[Task] | Sequence[LeasedTask]) -> list[str]:
     return [task.user_id for task in tasks]
 
 
-class ShardedQueue:
+class ShardedQueue(Closing):
     """One logical queue split over ``shards`` namespaces ``<namespace>:<i>``.
 
     >>> q = ShardedQueue("redis+cluster://10.0.0.1:6379", "jobs", shards=12)  # doctest: +SKIP
@@ -388,24 +387,8 @@ class ShardedQueue:
             lost += self.shards[shard].hand_over([tasks[i] for i in positions], delay, grace)
         return lost
 
-    def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            self.executor.close()
 
-    def __enter__(self) -> ShardedQueue:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncShardedQueue:
+class AsyncShardedQueue(AsyncClosing):
     """:class:`ShardedQueue` for asyncio: every method is a coroutine."""
 
     def __init__(
@@ -618,22 +601,6 @@ class AsyncShardedQueue:
             for shard, positions in groups.items()
         ))  # fmt: skip
         return [task_id for part in lost for task_id in part]
-
-    async def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            await self.executor.close()
-
-    async def __aenter__(self) -> AsyncShardedQueue:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 def open_queue(

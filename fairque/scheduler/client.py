@@ -14,7 +14,7 @@ from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
 from fairque.engine.waiting import wait_event
@@ -46,7 +46,7 @@ def _one(snapshot: Snapshot, schedule_id: str) -> ScheduleInfo:
     return snapshot.schedules[0]
 
 
-class TaskScheduler:
+class TaskScheduler(Closing):
     """Cron and interval schedules of one queue namespace (seed 002).
 
     >>> scheduler = TaskScheduler()  # doctest: +SKIP
@@ -186,19 +186,8 @@ class TaskScheduler:
             return False  # called from inside run() itself: it ends once this returns
         return self._ended.wait(timeout)
 
-    def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            self.executor.close()
 
-    def __enter__(self) -> TaskScheduler:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class AsyncTaskScheduler:
+class AsyncTaskScheduler(AsyncClosing):
     """:class:`TaskScheduler` for asyncio: the same methods, as coroutines.
 
     >>> scheduler = AsyncTaskScheduler()  # doctest: +SKIP
@@ -303,14 +292,3 @@ class AsyncTaskScheduler:
             await self._ended.wait()
             return True
         return await wait_event(self._ended, timeout)
-
-    async def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            await self.executor.close()
-
-    async def __aenter__(self) -> AsyncTaskScheduler:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()

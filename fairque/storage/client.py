@@ -8,18 +8,17 @@ fair queue.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
 from fairque.storage.ops import StorageOps
 from fairque.storage.plan import WorkerReport
 
 
-class RedisStorage:
+class RedisStorage(Closing):
     """Blocking :class:`~fairque.storage.Storage` on Redis / Valkey.
 
     >>> storage = RedisStorage(namespace="jobs")  # embedded Valkey  # doctest: +SKIP
@@ -72,24 +71,8 @@ class RedisStorage:
     def read_plan(self) -> dict[str, list[int]]:
         return self.executor.execute(self.ops.read_plan())
 
-    def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            self.executor.close()
 
-    def __enter__(self) -> RedisStorage:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncRedisStorage:
+class AsyncRedisStorage(AsyncClosing):
     """:class:`RedisStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`)."""
 
     def __init__(
@@ -137,19 +120,3 @@ class AsyncRedisStorage:
 
     async def read_plan(self) -> dict[str, list[int]]:
         return await self.executor.execute(self.ops.read_plan())
-
-    async def close(self) -> None:
-        """Closes the connection pool, unless it was shared through ``executor``."""
-        if self.owns_executor:
-            await self.executor.close()
-
-    async def __aenter__(self) -> AsyncRedisStorage:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
