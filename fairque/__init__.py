@@ -40,6 +40,7 @@ from fairque.queue import (
     ShardedQueue,
     Task,
     TaskInfo,
+    TenantShares,
     TenantStats,
 )
 from fairque.scheduler import AsyncTaskScheduler, Schedule, SchedulerConfig, TaskScheduler
@@ -102,6 +103,7 @@ __all__ = [
     "TaskNotFound",
     "TaskScheduler",
     "TaskState",
+    "TenantShares",
     "TenantStats",
     "Worker",
     "WorkerConfig",

@@ -16,7 +16,7 @@ from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
-from fairque.queue import LeasedTask, Priority, QueueOps, WorkerInfo
+from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
 from fairque.scheduler import Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, Plan, SchedulerOps
@@ -35,7 +35,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "namespace/reap", "namespace/retry", "namespace/settings", "namespace/stats",
         "namespace/tasks",
         "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
-        "queue/push", "queue/release", "queue/retry_failed", "queue/workers",
+        "queue/push", "queue/release", "queue/retry_failed", "queue/tenant", "queue/workers",
         "queue/xcom_pull", "queue/xcom_push",
         "scheduler/due", "scheduler/failed", "scheduler/fire", "scheduler/instance",
         "scheduler/lock", "scheduler/pause", "scheduler/read", "scheduler/remove",
@@ -124,6 +124,8 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
         WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9), 10.0
     ),
     "queue hand_over": lambda: QUEUE.hand_over([_leased()], 1.0, 60.0),
+    "queue tenant": lambda: QUEUE.set_tenant("a", SharesChange(weight=2, rate=5, period=1.0)),
+    "queue tenants": lambda: QUEUE.tenants_with_shares(0, 10),
     "namespace cancel": lambda: QUEUE.cancel("t1"),
     "namespace retry": lambda: QUEUE.retry("t1"),
     "namespace get": lambda: QUEUE.get("t1"),

@@ -21,9 +21,12 @@ from fairque.queue.models import (
     LeasedTask,
     Maintenance,
     QueueStats,
+    SharesChange,
+    SharesPage,
     Task,
     TaskInfo,
     TaskPage,
+    TenantShares,
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps, ResultWait
@@ -238,6 +241,31 @@ class FairQueue(Closing):
         """The live workers: what they serve, their concurrency, tasks in flight."""
         return self.executor.execute(self.ops.workers())
 
+    def tenant(self, tenant: str) -> TenantShares:
+        """A tenant's shares (weight, limits, paused) and where it stands now."""
+        return self.executor.execute(self.ops.tenant(tenant))
+
+    def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares:
+        """Changes a tenant's shares at once (None keeps a value; see
+        :class:`~fairque.queue.models.SharesChange`) and returns them."""
+        change = SharesChange(
+            weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
+        )
+        return self.executor.execute(self.ops.set_tenant(tenant, change))
+
+    def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
+        """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
+        return self.executor.execute(self.ops.tenants_with_shares(cursor, count))
+
     def hand_over(
         self,
         tasks: Sequence[LeasedTask],
@@ -435,6 +463,31 @@ class AsyncFairQueue(AsyncClosing):
     async def workers(self) -> list[WorkerInfo]:
         """The live workers: what they serve, their concurrency, tasks in flight."""
         return await self.executor.execute(self.ops.workers())
+
+    async def tenant(self, tenant: str) -> TenantShares:
+        """A tenant's shares (weight, limits, paused) and where it stands now."""
+        return await self.executor.execute(self.ops.tenant(tenant))
+
+    async def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares:
+        """Changes a tenant's shares at once (None keeps a value; see
+        :class:`~fairque.queue.models.SharesChange`) and returns them."""
+        change = SharesChange(
+            weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
+        )
+        return await self.executor.execute(self.ops.set_tenant(tenant, change))
+
+    async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
+        """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
+        return await self.executor.execute(self.ops.tenants_with_shares(cursor, count))
 
     async def hand_over(
         self,

@@ -199,6 +199,68 @@ class TenantStats:
     expired: int = 0
 
 
+MAX_WEIGHT = 1_000
+MAX_CONCURRENCY = 1_000_000
+MAX_RATE = 10_000  # starts remembered per window: the sliding log is bounded by it
+MAX_RATE_PERIOD = 86_400.0
+
+
+class SharesChange(BaseModel):
+    """A change to a tenant's shares (``FairQueue.set_tenant``); None keeps a value.
+
+    ``weight``: turns of the ring per round (weighted round robin, default 1).
+    ``concurrency``: at most this many of the tenant's tasks STARTED at once across all
+    workers (0: no limit). ``rate`` per ``period`` seconds: at most this many starts in
+    any window of that length (0: no limit). ``paused``: nobody pops its tasks.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weight: int | None = Field(default=None, ge=1, le=MAX_WEIGHT)
+    concurrency: int | None = Field(default=None, ge=0, le=MAX_CONCURRENCY)
+    rate: int | None = Field(default=None, ge=0, le=MAX_RATE)
+    period: float | None = Field(default=None, ge=0.001, le=MAX_RATE_PERIOD)
+    paused: bool | None = None
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _raise_fairque_error(
+        cls, data: Any, handler: ModelWrapValidatorHandler[SharesChange]
+    ) -> SharesChange:
+        return validated(handler, data)
+
+    @pydantic.field_validator("weight", "concurrency", "rate", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(f"must be a whole number, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class TenantShares:
+    """A tenant's shares, and where it stands now (``FairQueue.tenant``)."""
+
+    tenant: str
+    weight: int = 1
+    concurrency: int = 0  # STARTED at once across all workers; 0: no limit
+    rate: int = 0  # starts per `period` seconds; 0: no limit
+    period: float = 0.0
+    paused: bool = False
+    running: int = 0  # its tasks STARTED now
+    ready: int = 0  # its tasks queued and ready
+    servable: bool = False  # in the ring: a pop may serve it now
+    window_opens_at: float | None = None  # held by its rate limit until then (epoch s)
+
+
+@dataclass(frozen=True)
+class SharesPage:
+    """A page of tenants with shares; pass ``cursor`` back for the next page (0: no more)."""
+
+    tenants: list[TenantShares]
+    cursor: int
+
+
 @dataclass(frozen=True)
 class WorkerInfo:
     """A live worker of the namespace, as it registered itself (see ``FairQueue.workers``)."""

@@ -53,10 +53,13 @@ from fairque.queue.models import (
     MaintenanceStatus,
     Priority,
     QueueStats,
+    SharesChange,
+    SharesPage,
     Task,
     TaskInfo,
     TaskPage,
     TaskSummary,
+    TenantShares,
     TenantStats,
     WorkerInfo,
 )
@@ -455,6 +458,50 @@ class QueueOps:
     def promote(self, limit: int) -> Call[int]:
         """Makes up to ``limit`` due scheduled tasks ready."""
         return self.namespace.call("namespace/promote", (limit,), int)
+
+    def tenant(self, tenant: str) -> Call[TenantShares]:
+        """A tenant's shares and where it stands (every tenant has them: defaults)."""
+        _check_name(tenant, "user_id")
+        return self.namespace.call("queue/tenant", ("get", tenant), _shares_of(tenant))
+
+    def set_tenant(self, tenant: str, change: SharesChange) -> Call[TenantShares]:
+        """Changes a tenant's shares (None fields keep their value); applies at once."""
+        _check_name(tenant, "user_id")
+
+        def given(value: float | bool | None) -> Arg:
+            return "" if value is None else int(value)
+
+        period = None if change.period is None else round(change.period * MICROS)
+        args = ("set", tenant, given(change.weight), given(change.concurrency),
+                given(change.rate), given(period), given(change.paused))  # fmt: skip
+        return self.namespace.call("queue/tenant", args, _shares_of(tenant))
+
+    def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> Call[SharesPage]:
+        """A page of the tenants whose shares are not all defaults; pass the cursor back
+        for the next page (0: no more)."""
+        if not 0 <= cursor < 2**63:
+            raise InvalidInput("cursor", f"must be 0 or a cursor a page returned, got {cursor}")
+        _check_positive(count, "count", MAX_PAGE)
+        return self.namespace.call("queue/tenant", ("list", cursor, int(count)), _parse_shares_page)
+
+
+def _shares_row(tenant: str, row: list[Any]) -> TenantShares:
+    opens = int(row[8])
+    return TenantShares(
+        tenant=tenant, weight=int(row[0]), concurrency=int(row[1]), rate=int(row[2]),
+        period=int(row[3]) / MICROS, paused=bool(row[4]), running=int(row[5]),
+        ready=int(row[6]), servable=bool(row[7]),
+        window_opens_at=None if opens < 0 else opens / MICROS,
+    )  # fmt: skip
+
+
+def _shares_of(tenant: str) -> Callable[[list[Any]], TenantShares]:
+    return lambda row: _shares_row(tenant, row)
+
+
+def _parse_shares_page(reply: list[Any]) -> SharesPage:
+    tenants = [_shares_row(reply[i].decode(), reply[i + 1]) for i in range(1, len(reply), 2)]
+    return SharesPage(tenants=tenants, cursor=int(reply[0]))
 
 
 def _lost_ids(tasks: Sequence[LeasedTask]) -> Callable[[list[int]], list[str]]:

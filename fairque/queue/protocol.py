@@ -20,9 +20,11 @@ from fairque.queue.models import (
     LeasedTask,
     Maintenance,
     QueueStats,
+    SharesPage,
     Task,
     TaskInfo,
     TaskPage,
+    TenantShares,
     WorkerInfo,
 )
 
@@ -101,6 +103,21 @@ class Queue(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def workers(self) -> list[WorkerInfo]: ...
+
+    def tenant(self, tenant: str) -> TenantShares: ...
+
+    def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares: ...
+
+    def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage: ...
 
     def hand_over(
         self,
@@ -201,6 +218,21 @@ class AsyncQueue(Protocol):
     async def unregister_worker(self, worker_id: str) -> None: ...
 
     async def workers(self) -> list[WorkerInfo]: ...
+
+    async def tenant(self, tenant: str) -> TenantShares: ...
+
+    async def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares: ...
+
+    async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage: ...
 
     async def hand_over(
         self,

@@ -40,9 +40,11 @@ from fairque.queue.models import (
     Maintenance,
     MaintenanceStatus,
     QueueStats,
+    SharesPage,
     Task,
     TaskInfo,
     TaskPage,
+    TenantShares,
     TenantStats,
     WorkerInfo,
 )
@@ -100,14 +102,15 @@ def split_cursor(cursor: int, shards: int) -> tuple[int, int]:
     return shard, inner
 
 
-def next_cursor(page: TaskPage, shard: int, shards: int) -> int | None:
-    """The sharded cursor after ``page`` of ``shard``; None to go on to the next shard
-    at once (the shard is done and the page is empty)."""
-    if page.cursor:
-        return page.cursor * shards + shard
+def next_cursor(cursor: int, found: bool, shard: int, shards: int) -> int | None:
+    """The sharded cursor after a page of ``shard`` that returned ``cursor`` and ``found``
+    something or not; None to go on to the next shard at once (the shard is done and the
+    page is empty)."""
+    if cursor:
+        return cursor * shards + shard
     if shard + 1 == shards:
         return 0
-    return shard + 1 if page.tasks else None
+    return shard + 1 if found else None
 
 
 def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
@@ -314,7 +317,7 @@ class ShardedQueue(Closing):
         shard, inner = split_cursor(cursor, shards)
         while True:
             page = self.shards[shard].tasks(state, None, name, inner, limit)
-            following = next_cursor(page, shard, shards)
+            following = next_cursor(page.cursor, bool(page.tasks), shard, shards)
             if following is not None:
                 return TaskPage(page.tasks, following)
             shard, inner = shard + 1, 0
@@ -374,6 +377,36 @@ class ShardedQueue(Closing):
     def workers(self) -> list[WorkerInfo]:
         """The live workers, each once."""
         return merge_workers([shard.workers() for shard in self.shards])
+
+    def tenant(self, tenant: str) -> TenantShares:
+        """A tenant's shares, on its shard."""
+        return self.shard_for(tenant).tenant(tenant)
+
+    def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares:
+        """Changes a tenant's shares on its shard, where all its tasks are."""
+        return self.shard_for(tenant).set_tenant(
+            tenant, weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
+        )
+
+    def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
+        """A page of the tenants with shares, shard after shard."""
+        shards = len(self.shards)
+        shard, inner = split_cursor(cursor, shards)
+        while True:
+            page = self.shards[shard].tenants_with_shares(inner, count)
+            following = next_cursor(page.cursor, bool(page.tenants), shard, shards)
+            if following is not None:
+                return SharesPage(page.tenants, following)
+            shard, inner = shard + 1, 0
 
     def hand_over(
         self,
@@ -527,7 +560,7 @@ class AsyncShardedQueue(AsyncClosing):
         shard, inner = split_cursor(cursor, shards)
         while True:
             page = await self.shards[shard].tasks(state, None, name, inner, limit)
-            following = next_cursor(page, shard, shards)
+            following = next_cursor(page.cursor, bool(page.tasks), shard, shards)
             if following is not None:
                 return TaskPage(page.tasks, following)
             shard, inner = shard + 1, 0
@@ -587,6 +620,36 @@ class AsyncShardedQueue(AsyncClosing):
     async def workers(self) -> list[WorkerInfo]:
         """The live workers, each once."""
         return merge_workers(await asyncio.gather(*(shard.workers() for shard in self.shards)))
+
+    async def tenant(self, tenant: str) -> TenantShares:
+        """A tenant's shares, on its shard."""
+        return await self.shard_for(tenant).tenant(tenant)
+
+    async def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares:
+        """Changes a tenant's shares on its shard, where all its tasks are."""
+        return await self.shard_for(tenant).set_tenant(
+            tenant, weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
+        )
+
+    async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
+        """A page of the tenants with shares, shard after shard."""
+        shards = len(self.shards)
+        shard, inner = split_cursor(cursor, shards)
+        while True:
+            page = await self.shards[shard].tenants_with_shares(inner, count)
+            following = next_cursor(page.cursor, bool(page.tenants), shard, shards)
+            if following is not None:
+                return SharesPage(page.tenants, following)
+            shard, inner = shard + 1, 0
 
     async def hand_over(
         self,

@@ -156,10 +156,12 @@ end
 local function each_held_lease(rows, wanted, handle)
   local held, unleased = {}, {}
   for i, row in ipairs(rows) do
-    local f = redis.call('HMGET', task_key(row[1]), 'state', 'lease_token', unpack(wanted))
+    local f = redis.call('HMGET', task_key(row[1]), 'state', 'lease_token', 'kind', 'tenant',
+      unpack(wanted))
     if f[1] == 'started' and f[2] == row[2] then
       unleased[#unleased + 1] = row[1]
-      handle(row, {unpack(f, 3)})
+      lease_ended(f[3], f[4])
+      handle(row, {unpack(f, 5)})
       held[i] = 1
     else
       held[i] = 0
@@ -175,9 +177,19 @@ local function holds_lease(id, token)
   return f[1] == 'started' and f[2] == token
 end
 
+-- Drops the lease of task `id` if `token` still holds it; returns whether it did.
+local function drop_lease(id, token)
+  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token', 'kind', 'tenant')
+  if f[1] ~= 'started' or f[2] ~= token then return false end
+  redis.call('ZREM', K.leases, id)
+  lease_ended(f[3], f[4])
+  return true
+end
+
 -- Writes everything this call accumulated; every script returns through here.
 local function flush(now, reply)
   flush_ready(now)
+  flush_running(now)
   flush_appends()
   flush_counters()
   if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end

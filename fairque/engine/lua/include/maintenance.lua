@@ -15,6 +15,7 @@ local function reap_expired(now, limit)
     local tenant, priority = f[1], tonumber(f[2])
     local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
     count('expired', tenant)
+    lease_ended(f[6], tenant)
     if max_retries >= 0 and attempts > max_retries then
       redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[5])
       end_task(id, tenant, 'failed', now, 'lease expired')
@@ -32,8 +33,10 @@ local function reap_expired(now, limit)
   return #ids
 end
 
--- Makes scheduled tasks whose time has come ready, as of their execute_after.
+-- Makes scheduled tasks whose time has come ready, as of their execute_after, and lets
+-- tenants whose rate window opened back into the ring.
 local function promote_due(now, limit)
+  wake_sleepers(now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.scheduled, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
   local ids = {}

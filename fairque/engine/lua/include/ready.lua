@@ -4,12 +4,15 @@
 -- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
 -- bits of queues it finds empty), so a pop reads both in one field and probes only
 -- queues that have work. Invariant: a tenant is in the ring exactly when its count is
--- above zero. Strict-policy jobs (kind 'job') have their own partitions (strict.lua).
+-- above zero and its shares let it start a task (shares.lua); a tenant whose rate
+-- window is full waits in K.sleeping instead. Strict-policy jobs (kind 'job') have their
+-- own partitions (strict.lua).
 --
 -- Every record says what it is in its `kind` field, written when it is created: 'task'
 -- (the fair queue), 'job' (the strict policy) or 'storage' (a numbered queue).
 --@include writes
 --@include strict
+--@include shares
 
 local LEVELS = 64
 
@@ -47,21 +50,87 @@ local function queue_ready(id, kind, tenant, priority, start_time, first)
   ready_added[tenant] = ready_added[tenant] + 1
 end
 
+-- Puts `tenant` where its ready count and shares say: in the ring (joining at the back
+-- if it was not there), asleep until its rate window opens, or in neither (no ready
+-- work, paused, at its concurrency limit). Returns true if it is in the ring.
+local function place(tenant, now)
+  local ready = split_ready(redis.call('HGET', K.ready, tenant))
+  local s = shares_of(tenant)
+  local room, opens = 1, nil
+  if ready > 0 then room, opens = start_room(tenant, s, now) end
+  if s then
+    if opens then
+      redis.call('ZADD', K.sleeping, opens, tenant)
+    else
+      redis.call('ZREM', K.sleeping, tenant)
+    end
+  end
+  if ready > 0 and room > 0 then
+    redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant)
+    return true
+  end
+  redis.call('ZREM', K.ring, tenant)
+  if ready == 0 and s and s.weight > 1 then redis.call('HDEL', K.turns, tenant) end
+  return false
+end
+
+-- Idle workers wait on `wake` (sharded pub/sub: on a cluster the message stays within
+-- the shard of the namespace); it is published only when a tenant may be served.
+local function wake_workers(tenants)
+  if tenants > 0 then redis.call('SPUBLISH', PREFIX .. 'wake', tenants) end
+end
+
 -- Writes the queued ids, the ready entries, and the ring for tenants that came back
--- (they join at the back of the ring), and wakes idle workers waiting on `wake`
--- (sharded pub/sub: on a cluster the message stays within the shard of the namespace).
+-- (they join at the back of the ring), and wakes idle workers if any of them may be
+-- served now.
 local function flush_ready(now)
   flush_appends()
   if #ready_tenants == 0 then return end
-  redis.call('SPUBLISH', PREFIX .. 'wake', #ready_tenants)
+  local servable = 0
   for _, tenant in ipairs(ready_tenants) do
     local added = ready_added[tenant]
     local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))
     local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
     if missing ~= 0 then redis.call('HINCRBY', K.ready, tenant, missing) end
-    if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
+    if not shares_of(tenant) then
+      if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
+      servable = servable + 1
+    elseif ready == added then
+      if place(tenant, now) then servable = servable + 1 end
+    elseif redis.call('ZSCORE', K.ring, tenant) then
+      servable = servable + 1
+    end
   end
+  wake_workers(servable)
   ready_added, ready_tenants, ready_levels = {}, {}, {}
+end
+
+-- Takes the leases that ended in this call off K.running; a tenant that its concurrency
+-- limit held comes back into the ring at once.
+local function flush_running(now)
+  local servable = 0
+  for _, tenant in ipairs(leases_ended_tenants) do
+    if redis.call('HINCRBY', K.running, tenant, -leases_ended[tenant]) <= 0 then
+      redis.call('HDEL', K.running, tenant)
+    end
+    local s = shares_of(tenant)
+    if s and s.concurrency > 0 and place(tenant, now) then servable = servable + 1 end
+  end
+  wake_workers(servable)
+  leases_ended, leases_ended_tenants = {}, {}
+end
+
+-- Tenants whose rate window opened come back into the ring (at most `limit`).
+local function wake_sleepers(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', K.sleeping, '-inf', now, 'LIMIT', 0, limit)
+  if #due == 0 then return 0 end
+  redis.call('ZREM', K.sleeping, unpack(due))
+  local servable = 0
+  for _, tenant in ipairs(due) do
+    if place(tenant, now) then servable = servable + 1 end
+  end
+  wake_workers(servable)
+  return #due
 end
 
 -- One ready task of `tenant` left its queues outside a pop (cancel).
@@ -69,7 +138,7 @@ local function release_ready(tenant)
   local ready = split_ready(redis.call('HINCRBY', K.ready, tenant, -LEVELS))
   if ready <= 0 then
     redis.call('HDEL', K.ready, tenant)
-    redis.call('ZREM', K.ring, tenant)
+    place(tenant, clock_now())
   end
 end
 

@@ -1,13 +1,13 @@
 -- due: how long until something becomes ready without a push: the next scheduled task
--- (a delay or a retry backoff) or the earliest lease deadline (a worker that died), so
--- an idle worker can wake for it.
--- KEYS: scheduled leases
+-- (a delay or a retry backoff), the earliest lease deadline (a worker that died) or the
+-- next tenant rate window to open, so an idle worker can wake for it.
+-- KEYS: scheduled leases sleeping
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns microseconds (0: now), or -1 for nothing.
 --@include base
 
 local next_time = nil
-for _, key in ipairs({K.scheduled, K.leases}) do
+for _, key in ipairs({K.scheduled, K.leases, K.sleeping}) do
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if head[1] and (next_time == nil or tonumber(head[2]) < next_time) then
     next_time = tonumber(head[2])

@@ -1,5 +1,5 @@
 -- fail: an attempt failed; retry with backoff while attempts remain, else FAILED.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] the lease token
@@ -9,7 +9,6 @@
 --@include ending
 
 local id, token, reason = ARGV[2], ARGV[3], ARGV[4]
-if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
-redis.call('ZREM', K.leases, id)
+if not drop_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
 local now = clock_now()
 return flush(now, retry_or_fail(id, now, reason, ARGV[5] == '1'))

@@ -3,7 +3,7 @@
 -- Round robin is simulated inside the call on the tenants it can reach (the first
 -- `count` of the ring, or the named ones), then written back once: the result is the
 -- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
@@ -31,6 +31,7 @@ local now = clock_now()
 reap_expired(now, limit)
 promote_due(now, limit)
 flush_ready(now)
+flush_running(now)
 
 -- `candidates` that are in the ring, least recently served first.
 local function in_ring_order(candidates, skip)
@@ -109,6 +110,10 @@ local function take_task(tenant)
 end
 
 local leased, taken = {}, 0
+-- Per tenant: how many more it may start in this call (its shares' room), what is left
+-- of its turn (a tenant of weight w takes w tasks in a row before moving to the back:
+-- weighted round robin), and the lease tokens of its starts.
+local room, turn_left, weight, tokens = {}, {}, {}, {}
 
 local function lease(id, tenant)
   local key = task_key(id)
@@ -126,58 +131,103 @@ local function lease(id, tenant)
   leased[row + 12], leased[row + 13] = f[8], f[9] or ''
   count('started')
   taken = taken + 1
+  local started = tokens[tenant]
+  started[#started + 1] = token
+end
+
+-- Reads what the tenants of `group` may take: their ready entries, shares and turns.
+-- Returns those that may start a task now, in ring order.
+local function open_group(group)
+  local active = {}
+  if #group == 0 then return active end
+  local entries = redis.call('HMGET', K.ready, unpack(group))
+  read_shares(group)
+  for i, tenant in ipairs(group) do
+    remaining[tenant], mask[tenant] = split_ready(entries[i])
+    touched[#touched + 1] = tenant
+    tokens[tenant] = {}
+    local s = shares_read[tenant]
+    room[tenant] = remaining[tenant] > 0 and start_room(tenant, s, now) or 0
+    weight[tenant] = s and s.weight or 1
+    turn_left[tenant] = weight[tenant]
+    if weight[tenant] > 1 then
+      turn_left[tenant] = tonumber(redis.call('HGET', K.turns, tenant)) or weight[tenant]
+    end
+    if remaining[tenant] > 0 and room[tenant] > 0 then active[#active + 1] = tenant end
+  end
+  return active
 end
 
 for _, group in ipairs(groups) do
   if taken >= wanted then break end
-  local active = {}
-  if #group > 0 then
-    local entries = redis.call('HMGET', K.ready, unpack(group))
-    for i, tenant in ipairs(group) do
-      remaining[tenant], mask[tenant] = split_ready(entries[i])
-      touched[#touched + 1] = tenant
-      if remaining[tenant] > 0 then active[#active + 1] = tenant end
-    end
-  end
+  local active = open_group(group)
   while taken < wanted and #active > 0 do
     local still = {}
     for _, tenant in ipairs(active) do
       if taken >= wanted then break end
-      local id = take_task(tenant)
-      if id then
-        lease(id, tenant)
-        remaining[tenant] = remaining[tenant] - 1
+      repeat
+        local id = take_task(tenant)
+        if id then
+          lease(id, tenant)
+          remaining[tenant] = remaining[tenant] - 1
+          room[tenant] = room[tenant] - 1
+          turn_left[tenant] = turn_left[tenant] - 1
+        else
+          remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+        end
+      until taken >= wanted or remaining[tenant] == 0 or room[tenant] == 0
+        or turn_left[tenant] == 0
+      if turn_left[tenant] == 0 then -- its turn is over: to the back of the ring
         served_tick[tenant] = next_tick(now)
-      else
-        remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+        turn_left[tenant] = weight[tenant]
       end
-      if remaining[tenant] > 0 then still[#still + 1] = tenant end
+      if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
     end
     active = still
   end
 end
 
--- Write back ready counts and ring positions: served tenants move to the back in the
--- order of their last serve; tenants left without ready work leave the ring.
-local entries_left, gone, moves = {}, {}, {}
+-- Write back: starts to K.running (and the rate logs), ready counts, ring positions.
+-- Served tenants whose turn ended move to the back in the order of their last serve;
+-- one inside its turn keeps its place; one its shares now hold, and one left without
+-- ready work, leave the ring.
+local entries_left, gone, moves, held = {}, {}, {}, {}
 for _, tenant in ipairs(touched) do
-  if remaining[tenant] > 0 then
-    if served_tick[tenant] then
+  local started = #tokens[tenant]
+  if started > 0 then
+    redis.call('HINCRBY', K.running, tenant, started)
+    record_starts(tenant, shares_read[tenant], now, tokens[tenant])
+  end
+  if remaining[tenant] <= 0 then
+    gone[#gone + 1] = tenant
+  else
+    if started > 0 then
       entries_left[#entries_left + 1] = tenant
       entries_left[#entries_left + 1] = remaining[tenant] * LEVELS + mask[tenant]
+    end
+    if room[tenant] <= 0 then
+      held[#held + 1] = tenant
+    elseif served_tick[tenant] then
       moves[#moves + 1] = served_tick[tenant]
       moves[#moves + 1] = tenant
     end
-  else
-    gone[#gone + 1] = tenant
+    if weight[tenant] > 1 then
+      if turn_left[tenant] < weight[tenant] and room[tenant] > 0 then
+        redis.call('HSET', K.turns, tenant, turn_left[tenant])
+      else
+        redis.call('HDEL', K.turns, tenant)
+      end
+    end
   end
 end
-if #moves > 0 then
-  call_chunked('HSET', K.ready, entries_left)
-  redis.call('ZADD', K.ring, 'XX', unpack(moves))
-end
+if #entries_left > 0 then call_chunked('HSET', K.ready, entries_left) end
+if #moves > 0 then redis.call('ZADD', K.ring, 'XX', unpack(moves)) end
+for _, tenant in ipairs(held) do place(tenant, now) end
 if #gone > 0 then
   call_chunked('HDEL', K.ready, gone)
   call_chunked('ZREM', K.ring, gone)
+  for _, tenant in ipairs(gone) do
+    if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end
+  end
 end
 return flush(now, leased)

@@ -1,0 +1,251 @@
+"""Tunable shares (design section 5.5): weights, concurrency and rate limits, pause.
+
+Every path that ends a lease must give a concurrency-limited tenant its slot back, and a
+held tenant must be out of the ring (not skipped by scanning), so these tests look at the
+ring through ``tenant()`` as well as at what pops return.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from redis.cluster import RedisCluster
+
+from fairque import FairQueue, InvalidInput, LeasedTask, Queue, ShardedQueue, Task
+from tests.conftest import Server, wait_for, wake_listeners
+
+pytestmark = pytest.mark.cluster
+
+
+def push(queue: Queue, tenant: str, n: int) -> None:
+    queue.push_many([Task(user_id=tenant, payload=i) for i in range(n)])
+
+
+def one_at_a_time(queue: FairQueue, pops: int) -> list[str]:
+    order: list[str] = []
+    for _ in range(pops):
+        order += [task.user_id for task in queue.pop(count=1)]
+    return order
+
+
+def test_every_tenant_has_default_shares(queue: FairQueue) -> None:
+    push(queue, "a", 2)
+    shares = queue.tenant("a")
+    assert (shares.weight, shares.concurrency, shares.rate, shares.paused) == (1, 0, 0, False)
+    assert (shares.ready, shares.running, shares.servable) == (2, 0, True)
+    assert shares.window_opens_at is None
+    assert queue.tenants_with_shares().tenants == []
+
+
+def test_a_change_keeps_what_it_does_not_name_and_defaults_leave_no_trace(
+    queue: FairQueue,
+) -> None:
+    queue.set_tenant("a", weight=3, concurrency=2)
+    shares = queue.set_tenant("a", rate=10, period=1.5)
+    assert (shares.weight, shares.concurrency, shares.rate, shares.period) == (3, 2, 10, 1.5)
+    assert [t.tenant for t in queue.tenants_with_shares().tenants] == ["a"]
+    shares = queue.set_tenant("a", weight=1, concurrency=0, rate=0)
+    assert (shares.rate, shares.period) == (0, 0.0)  # no rate: no period either
+    assert queue.tenants_with_shares().tenants == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"weight": 0}, "weight"),
+        ({"weight": 1001}, "weight"),
+        ({"concurrency": -1}, "concurrency"),
+        ({"rate": 2.5}, "rate"),
+        ({"rate": 10_001, "period": 1}, "rate"),
+        ({"period": 0}, "period"),
+        ({"rate": 5}, "period"),  # a rate needs its period
+        ({"weight": True}, "weight"),
+    ],
+)
+def test_bad_shares_are_refused_naming_the_field_and_change_nothing(
+    queue: FairQueue, change: dict[str, object], field: str
+) -> None:
+    queue.set_tenant("a", weight=2)
+    with pytest.raises(InvalidInput) as caught:
+        queue.set_tenant("a", **change)  # type: ignore[arg-type]
+    assert field in str(caught.value)
+    assert queue.tenant("a").weight == 2
+    with pytest.raises(InvalidInput):
+        queue.tenant("")
+
+
+def test_weight_three_gets_three_turns_for_each_turn_of_weight_one(queue: FairQueue) -> None:
+    push(queue, "heavy", 30)
+    push(queue, "light", 30)
+    queue.set_tenant("heavy", weight=3)
+    order = one_at_a_time(queue, 16)
+    assert order[:8] == ["heavy", "heavy", "heavy", "light"] * 2
+    assert Counter(order) == {"heavy": 12, "light": 4}
+
+
+def test_a_weighted_batch_equals_one_at_a_time(queue: FairQueue) -> None:
+    orders = []
+    batched = FairQueue(client=queue.redis, namespace=queue.namespace.name + "-b")
+    for client, counts in ((queue, [1] * 42), (batched, [3, 10, 1, 7, 21])):
+        for tenant, weight in (("a", 2), ("b", 1), ("c", 3)):
+            push(client, tenant, 30)
+            client.set_tenant(tenant, weight=weight)
+        orders.append([task.user_id for count in counts for task in client.pop(count=count)])
+    assert orders[0] == orders[1]
+    assert orders[0][:6] == ["a", "a", "b", "c", "c", "c"]
+    assert Counter(orders[0]) == {"a": 14, "b": 7, "c": 21}
+
+
+def test_changing_a_weight_starts_a_fresh_turn(queue: FairQueue) -> None:
+    push(queue, "a", 10)
+    push(queue, "b", 10)
+    queue.set_tenant("a", weight=3)
+    assert one_at_a_time(queue, 1) == ["a"]  # two turns left...
+    queue.set_tenant("a", weight=2)  # ...forgotten: a full turn of the new weight
+    assert one_at_a_time(queue, 3) == ["a", "a", "b"]
+
+
+def test_a_tenant_at_its_concurrency_limit_leaves_the_ring_without_blocking_others(
+    queue: FairQueue,
+) -> None:
+    push(queue, "a", 5)
+    push(queue, "b", 5)
+    queue.set_tenant("a", concurrency=2)
+    leased = queue.pop(count=10)
+    assert Counter(task.user_id for task in leased) == {"a": 2, "b": 5}
+    shares = queue.tenant("a")
+    assert (shares.running, shares.ready, shares.servable) == (2, 3, False)
+    assert queue.pop(count=10) == []
+    mine = [task for task in leased if task.user_id == "a"]
+    queue.finish(mine[0])
+    assert queue.tenant("a").servable
+    again = queue.pop(count=10)
+    assert [task.user_id for task in again] == ["a"]
+    assert queue.tenant("a").running == 2
+
+
+def _held_a(queue: FairQueue) -> list[LeasedTask]:
+    push(queue, "a", 3)
+    queue.set_tenant("a", concurrency=1)
+    leased = queue.pop(count=3)
+    assert [task.user_id for task in leased] == ["a"]
+    assert not queue.tenant("a").servable
+    return leased
+
+
+@pytest.mark.parametrize("ending", ["finish", "fail", "retry", "release", "hand_over"])
+def test_every_ending_gives_the_slot_back(queue: FairQueue, ending: str) -> None:
+    (task,) = _held_a(queue)
+    if ending == "finish":
+        queue.finish(task)
+    elif ending in ("fail", "retry"):
+        queue.fail(task, "boom", retry=ending == "retry")
+    elif ending == "release":
+        queue.release([task])
+    else:
+        queue.hand_over([task], delay=60.0, grace=3600.0)
+    shares = queue.tenant("a")
+    assert shares.running == 0
+    assert shares.servable
+    assert [t.user_id for t in queue.pop(count=3)] == ["a"]  # and the limit still holds
+
+
+def test_an_expired_lease_gives_the_slot_back(queue: FairQueue) -> None:
+    push(queue, "a", 3)
+    queue.set_tenant("a", concurrency=1)
+    assert len(queue.pop(count=3, lease_seconds=0.05)) == 1
+    # The worker died (SIGKILL): nobody finishes the task; its lease runs out.
+    wait_for(lambda: queue.reap().expired == 1)
+    assert queue.tenant("a").running == 0
+    again = queue.pop(count=3)
+    assert len(again) == 1  # the limit holds: the expired task is back in line, one runs
+    assert queue.tenant("a").running == 1
+
+
+def test_a_limit_set_while_tasks_run_counts_them(queue: FairQueue) -> None:
+    push(queue, "a", 5)
+    queue.pop(count=3)
+    shares = queue.set_tenant("a", concurrency=2)
+    assert (shares.running, shares.servable) == (3, False)
+    assert queue.pop(count=5) == []
+
+
+def test_assigned_workers_skip_a_held_tenant_too(queue: FairQueue) -> None:
+    push(queue, "a", 3)
+    queue.set_tenant("a", concurrency=1)
+    assert len(queue.pop(count=3, assigned_users=["a"])) == 1
+    assert queue.pop(count=3, assigned_users=["a"]) == []
+
+
+def test_a_paused_tenant_keeps_its_tasks_and_the_rest_flow(queue: FairQueue) -> None:
+    queue.set_tenant("a", paused=True)
+    push(queue, "a", 3)
+    push(queue, "b", 2)
+    assert [task.user_id for task in queue.pop(count=10)] == ["b", "b"]
+    shares = queue.tenant("a")
+    assert (shares.paused, shares.ready, shares.servable) == (True, 3, False)
+    queue.set_tenant("a", paused=False)
+    assert [task.user_id for task in queue.pop(count=10)] == ["a"] * 3
+
+
+def test_pushes_for_a_held_tenant_wake_no_worker(queue: FairQueue) -> None:
+    if isinstance(queue.redis, RedisCluster):
+        pytest.skip("the wake channel is the same script code on a cluster; read it simply")
+    queue.set_tenant("a", paused=True)
+    wake = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    wake.ssubscribe(queue.namespace.wake_channel)
+    try:
+        wait_for(lambda: wake_listeners(queue) == 1)
+        push(queue, "a", 2)  # paused: nobody may serve it, so no message
+        push(queue, "b", 1)  # one tenant may be served: one message
+        message = wait_for(lambda: wake.get_sharded_message(timeout=0.05))
+        assert int(message["data"]) == 1
+        assert wake.get_sharded_message(timeout=0.05) is None
+    finally:
+        wake.close()
+
+
+def test_a_rate_limited_tenant_sleeps_until_its_window_opens(queue: FairQueue) -> None:
+    push(queue, "a", 5)
+    push(queue, "b", 5)
+    queue.set_tenant("a", rate=2, period=0.3)
+    first = queue.pop(count=10)
+    assert Counter(task.user_id for task in first) == {"a": 2, "b": 5}
+    shares = queue.tenant("a")
+    assert not shares.servable
+    assert shares.window_opens_at is not None
+    due = queue.next_due()
+    assert due is not None
+    assert due <= 0.3  # an idle worker wakes when the window opens
+    third = wait_for(lambda: queue.pop(count=10))
+    assert [task.user_id for task in third] == ["a", "a"]
+    # No window of `period` ever held more than `rate` starts (server clock).
+    starts = sorted(
+        info.leased_at
+        for task in first + third
+        if task.user_id == "a" and (info := queue.get(task.task_id)) and info.leased_at
+    )
+    assert starts[2] - starts[0] >= 0.3
+    assert starts[3] - starts[1] >= 0.3
+
+
+def test_shares_route_to_the_tenants_shard(server: Server, namespace: str) -> None:
+    queue = ShardedQueue(server.url, namespace=namespace, shards=3)
+    try:
+        for tenant in ("a", "b", "c", "d"):
+            push(queue, tenant, 3)
+            queue.set_tenant(tenant, concurrency=1)
+        leased = queue.pop(count=20)
+        assert Counter(task.user_id for task in leased) == {"a": 1, "b": 1, "c": 1, "d": 1}
+        assert queue.tenant("c").running == 1
+        listed, cursor = [], 0
+        while True:
+            page = queue.tenants_with_shares(cursor, count=1)
+            listed += [shares.tenant for shares in page.tenants]
+            cursor = page.cursor
+            if not cursor:
+                break
+        assert sorted(listed) == ["a", "b", "c", "d"]
+    finally:
+        queue.close()
