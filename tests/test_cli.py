@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from fairque import FairQueue, ShardedQueue, demo
+from fairque import FairQueue, ShardedQueue, Task, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
 from fairque.engine.embedded import HOME_ENV, LocalServer
@@ -154,3 +154,44 @@ def test_worker_refuses_a_bad_shard_count() -> None:
     result = runner.invoke(app, ["worker", "--shards", "0", "--url", "redis://x"])
     assert result.exit_code == 2
     assert "shards" in result.output
+
+
+def test_tenant_shares_from_the_shell(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    with FairQueue(server.url, namespace) as queue:
+        queue.push_many([Task(user_id="alice", payload=i) for i in range(3)])
+        shown = runner.invoke(app, ["tenant", "show", "alice", *where])
+        assert shown.exit_code == 0, shown.output
+        assert "served" in shown.output
+        changed = runner.invoke(
+            app, ["tenant", "set", "alice", "--weight", "3", "--rate", "5", "--period", "60",
+                  "--json", *where],
+        )  # fmt: skip
+        assert changed.exit_code == 0, changed.output
+        assert '"weight": 3' in changed.stdout
+        assert queue.tenant("alice").rate == 5
+        paused = runner.invoke(app, ["tenant", "pause", "alice", *where])
+        assert paused.exit_code == 0
+        assert "paused alice: 3 ready tasks wait" in paused.output
+        assert queue.pop(count=3) == []
+        listed = runner.invoke(app, ["tenants", *where])
+        assert "alice" in listed.output
+        assert "paused" in listed.output
+        assert runner.invoke(app, ["tenant", "resume", "alice", *where]).exit_code == 0
+        assert len(queue.pop(count=3)) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [(["--weight", "0"], "weight"), (["--rate", "5"], "period"), ([], "nothing to set")],
+)
+def test_tenant_set_refuses_bad_shares_in_one_line(
+    server: LocalServer, namespace: str, arguments: list[str], named: str
+) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    result = runner.invoke(app, ["tenant", "set", "alice", *arguments, *where])
+    assert result.exit_code == 2
+    assert named in result.output
+    assert "Traceback" not in result.output
+    with FairQueue(server.url, namespace) as queue:
+        assert queue.tenants_with_shares().tenants == []

@@ -2,6 +2,7 @@
 
 - :mod:`~fairque.cli.queue`: ``worker``, ``push``, ``stats``, ``demo``
 - :mod:`~fairque.cli.tasks`: ``task get|result|cancel|retry``, ``tasks``
+- :mod:`~fairque.cli.tenants`: ``tenant show|set|pause|resume``, ``tenants``
 - :mod:`~fairque.cli.scheduler`: ``scheduler add|update|remove|pause|resume|list|show|
   health|run``
 - :mod:`~fairque.cli.http`: ``master``, ``dashboard``, ``http-worker``
@@ -17,7 +18,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from fairque.cli import http, queue, scheduler, server, settings, storage, tasks
+from fairque.cli import http, queue, scheduler, server, settings, storage, tasks, tenants
 from fairque.cli.common import DEBUG_ENV, State, Typer, errors
 
 app = Typer(
@@ -44,6 +45,7 @@ def options(
 
 queue.register(app)
 tasks.register(app)
+tenants.register(app)
 storage.register(app)
 http.register(app)
 app.add_typer(scheduler.app, name="scheduler")

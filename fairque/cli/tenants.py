@@ -1,0 +1,158 @@
+"""``fairque tenant show|set|pause|resume NAME`` and ``fairque tenants``: a tenant's shares
+of the queue (weight, concurrency and rate limits, paused), as the Web UI edits them."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+
+import typer
+from rich.table import Table
+
+from fairque.cli.common import (
+    JSON_OPTION,
+    NAMESPACE_OPTION,
+    SHARDS_OPTION,
+    URL_OPTION,
+    Typer,
+    console,
+    fail,
+    print_json,
+)
+from fairque.queue.models import TenantShares
+from fairque.queue.sharded import open_queue
+
+app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
+
+TENANT = typer.Argument(..., metavar="TENANT", help="The tenant (user_id of its tasks).")
+
+
+def _limit(value: int, unit: str = "") -> str:
+    return "-" if value == 0 else f"{value}{unit}"
+
+
+def _state(one: TenantShares) -> str:
+    if one.servable:
+        return "served"
+    if one.paused:
+        return "paused"
+    if one.window_opens_at is not None:
+        opens = datetime.fromtimestamp(one.window_opens_at, timezone.utc)
+        return f"rate window opens {opens:%H:%M:%S} UTC"
+    return "at its concurrency limit" if one.ready else "no ready task"
+
+
+def _print(shares: list[TenantShares], title: str) -> None:
+    table = Table(title=title)
+    for column in ("tenant", "weight", "concurrency", "rate", "paused", "running", "ready",
+                   "state"):  # fmt: skip
+        table.add_column(column)
+    for one in shares:
+        rate = "-" if one.rate == 0 else f"{one.rate} per {one.period:g} s"
+        table.add_row(
+            one.tenant, str(one.weight), _limit(one.concurrency), rate,
+            "yes" if one.paused else "no", str(one.running), str(one.ready), _state(one),
+        )  # fmt: skip
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    tenant: str = TENANT,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """A tenant's shares and where it stands (running, ready, served or held)."""
+    with open_queue(url, namespace, shards) as queue:
+        shares = queue.tenant(tenant)
+    if as_json:
+        print_json(dataclasses.asdict(shares))
+    else:
+        _print([shares], f"tenant {tenant} of {namespace}")
+
+
+@app.command("set")
+def set_(
+    tenant: str = TENANT,
+    weight: int | None = typer.Option(
+        None, "--weight", metavar="N", help="Turns of the ring per round (1 to 1000)."
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", metavar="N", help="Tasks STARTED at once at most (0: no limit)."
+    ),
+    rate: int | None = typer.Option(
+        None, "--rate", metavar="N", help="Starts per --period at most (0: no limit)."
+    ),
+    period: float | None = typer.Option(
+        None, "--period", metavar="SECONDS", help="The window --rate counts starts over."
+    ),
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Change a tenant's shares (what you leave out keeps its value); applies at once."""
+    if weight is None and concurrency is None and rate is None and period is None:
+        raise fail("nothing to set: give --weight, --concurrency or --rate with --period")
+    with open_queue(url, namespace, shards) as queue:
+        shares = queue.set_tenant(
+            tenant, weight=weight, concurrency=concurrency, rate=rate, period=period
+        )
+    if as_json:
+        print_json(dataclasses.asdict(shares))
+    else:
+        _print([shares], f"tenant {tenant} of {namespace}")
+
+
+@app.command("pause")
+def pause(
+    tenant: str = TENANT,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Nobody pops the tenant's tasks until it is resumed; they stay queued."""
+    with open_queue(url, namespace, shards) as queue:
+        shares = queue.set_tenant(tenant, paused=True)
+    console.print(f"paused {tenant}: {shares.ready} ready tasks wait", highlight=False)
+
+
+@app.command("resume")
+def resume(
+    tenant: str = TENANT,
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+) -> None:
+    """Workers pop the tenant's tasks again."""
+    with open_queue(url, namespace, shards) as queue:
+        shares = queue.set_tenant(tenant, paused=False)
+    console.print(f"resumed {tenant}: {shares.ready} ready tasks", highlight=False)
+
+
+def tenants(
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    cursor: int = typer.Option(0, "--cursor", help="Where a previous page ended."),
+    limit: int = typer.Option(100, "--limit", metavar="N", help="Tenants per page (1 to 1000)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The tenants whose shares are not all defaults, a page at a time."""
+    with open_queue(url, namespace, shards) as queue:
+        page = queue.tenants_with_shares(cursor, limit)
+    if as_json:
+        print_json({"tenants": [dataclasses.asdict(one) for one in page.tenants],
+                    "cursor": page.cursor})  # fmt: skip
+        return
+    _print(page.tenants, f"tenants with shares in {namespace}")
+    if page.cursor:
+        console.print(f"more: --cursor {page.cursor}", highlight=False)
+
+
+def register(root: Typer) -> None:
+    """Adds ``tenant ...`` and ``tenants`` to ``root``."""
+    root.add_typer(app, name="tenant")
+    root.command("tenants")(tenants)
