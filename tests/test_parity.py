@@ -172,6 +172,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("tenant", ("alice",), {}),
         ("set_tenant", ("alice",), {"weight": 2, "rate": 5, "period": 1.5, "paused": True}),
         ("tenants_with_shares", (0, 10), {}),
+        ("fairness", (3, 7), {}),
         ("namespace_settings", (), {}),
         ("hand_over", ([_leased()], 0.5, 30.0), {}),
         ("next_due", (), {}),

@@ -249,3 +249,49 @@ def test_shares_route_to_the_tenants_shard(server: Server, namespace: str) -> No
         assert sorted(listed) == ["a", "b", "c", "d"]
     finally:
         queue.close()
+
+
+def test_the_fairness_view_counts_starts_and_waits_per_tenant(queue: FairQueue) -> None:
+    assert queue.fairness().starts == 0
+    push(queue, "big", 30)
+    push(queue, "small", 3)
+    queue.set_tenant("small", weight=2, concurrency=5)
+    for _ in range(3):
+        assert len(queue.pop(count=4)) == 4
+    view = queue.fairness(minutes=2, top=1)
+    assert view.starts == 12
+    assert sum(view.waits) == 12
+    (busiest,) = view.tenants
+    assert (busiest.tenant, busiest.starts) == ("big", 9)
+    assert busiest.share == pytest.approx(9 / 12)
+    assert busiest.per_minute == pytest.approx(4.5)
+    assert view.other_starts == 3
+    wide = queue.fairness(top=5)
+    small = next(one for one in wide.tenants if one.tenant == "small")
+    assert (small.starts, small.shares.weight, small.shares.running) == (3, 2, 3)
+    # The tasks waited from push to pop: a few ms at most here, never less than nothing.
+    assert small.wait_p50 is not None
+    assert 0 < small.wait_p50 <= small.wait_p99 <= 10  # type: ignore[operator]
+    assert view.wait_p99 is not None
+
+
+def test_the_fairness_view_refuses_a_window_it_does_not_keep(queue: FairQueue) -> None:
+    for minutes, top in ((0, 5), (11, 5), (5, 0), (5, 101)):
+        with pytest.raises(InvalidInput):
+            queue.fairness(minutes, top)
+
+
+def test_a_sharded_fairness_view_adds_the_shards_up(server: Server, namespace: str) -> None:
+    queue = ShardedQueue(server.url, namespace=namespace, shards=3)
+    try:
+        for i, tenant in enumerate(("a", "b", "c", "d")):
+            push(queue, tenant, i + 1)
+        leased = queue.pop(count=20)
+        assert len(leased) == 10
+        view = queue.fairness(top=2)
+        assert view.starts == 10
+        assert [(one.tenant, one.starts) for one in view.tenants] == [("d", 4), ("c", 3)]
+        assert view.other_starts == 3
+        assert sum(one.share for one in view.tenants) == pytest.approx(0.7)
+    finally:
+        queue.close()

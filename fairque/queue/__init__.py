@@ -8,6 +8,7 @@
 
 from fairque.queue.client import AsyncFairQueue, FairQueue
 from fairque.queue.models import (
+    FairnessView,
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
@@ -19,6 +20,7 @@ from fairque.queue.models import (
     TaskInfo,
     TaskPage,
     TaskSummary,
+    TenantService,
     TenantShares,
     TenantStats,
     WorkerInfo,
@@ -32,6 +34,7 @@ __all__ = [
     "AsyncQueue",
     "AsyncShardedQueue",
     "FairQueue",
+    "FairnessView",
     "LeasedTask",
     "Maintenance",
     "MaintenanceStatus",
@@ -46,6 +49,7 @@ __all__ = [
     "TaskInfo",
     "TaskPage",
     "TaskSummary",
+    "TenantService",
     "TenantShares",
     "TenantStats",
     "WorkerInfo",

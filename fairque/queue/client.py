@@ -18,6 +18,7 @@ from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener, Listener
 from fairque.engine.records import Record, TaskState
 from fairque.queue.models import (
+    FairnessView,
     LeasedTask,
     Maintenance,
     QueueStats,
@@ -266,6 +267,12 @@ class FairQueue(Closing):
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
         return self.executor.execute(self.ops.tenants_with_shares(cursor, count))
 
+    def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
+        """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
+        from ready to start, overall and for the ``top`` busiest tenants, with their
+        shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
+        return self.executor.execute(self.ops.fairness(minutes, top))
+
     def hand_over(
         self,
         tasks: Sequence[LeasedTask],
@@ -488,6 +495,12 @@ class AsyncFairQueue(AsyncClosing):
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
         return await self.executor.execute(self.ops.tenants_with_shares(cursor, count))
+
+    async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
+        """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
+        from ready to start, overall and for the ``top`` busiest tenants, with their
+        shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
+        return await self.executor.execute(self.ops.fairness(minutes, top))
 
     async def hand_over(
         self,

@@ -253,6 +253,75 @@ class TenantShares:
     window_opens_at: float | None = None  # held by its rate limit until then (epoch s)
 
 
+WAIT_BUCKETS = 48  # include/figures.lua: bucket b >= 1 holds waits below 1.5^b ms
+
+
+def wait_percentile(waits: tuple[int, ...], fraction: float) -> float | None:
+    """The wait (seconds) below which ``fraction`` of the starts counted in ``waits`` (a
+    histogram of include/figures.lua) fell: the upper edge of the bucket where that
+    fraction is reached, so at most 1.5 times the true figure; None with no start."""
+    total = sum(waits)
+    if total == 0:
+        return None
+    rank = fraction * total
+    seen = 0
+    for bucket, count in enumerate(waits):
+        seen += count
+        if seen >= rank:
+            return 1.5**bucket / 1000 if bucket else 0.001
+    return 1.5 ** (len(waits) - 1) / 1000  # pragma: no cover - the loop reaches the total
+
+
+@dataclass(frozen=True)
+class TenantService:
+    """How the queue served one tenant over a fairness window."""
+
+    tenant: str
+    starts: int  # tasks started in the window
+    share: float  # of all starts in the window (0..1)
+    per_minute: float
+    waits: tuple[int, ...]  # histogram of ready-to-start waits (see wait_percentile)
+    shares: TenantShares  # its weight and limits, and how many run now
+
+    @property
+    def wait_p50(self) -> float | None:
+        """Median wait from ready to start, seconds (upper bucket edge)."""
+        return wait_percentile(self.waits, 0.50)
+
+    @property
+    def wait_p99(self) -> float | None:
+        """99th percentile wait from ready to start, seconds (upper bucket edge)."""
+        return wait_percentile(self.waits, 0.99)
+
+
+@dataclass(frozen=True)
+class FairnessView:
+    """Who the queue served over the last ``minutes`` (``FairQueue.fairness``): every
+    start, and the busiest tenants; the rest add up to ``other_starts``."""
+
+    at: float  # server time, epoch seconds
+    minutes: int
+    starts: int
+    waits: tuple[int, ...]  # every start's wait, as in TenantService.waits
+    tenants: list[TenantService]  # the busiest first
+    other_starts: int  # starts of the tenants not listed
+
+    @property
+    def per_minute(self) -> float:
+        """Tasks started per minute over the window."""
+        return self.starts / self.minutes
+
+    @property
+    def wait_p50(self) -> float | None:
+        """Median wait from ready to start over every start, seconds."""
+        return wait_percentile(self.waits, 0.50)
+
+    @property
+    def wait_p99(self) -> float | None:
+        """99th percentile wait from ready to start over every start, seconds."""
+        return wait_percentile(self.waits, 0.99)
+
+
 @dataclass(frozen=True)
 class SharesPage:
     """A page of tenants with shares; pass ``cursor`` back for the next page (0: no more)."""

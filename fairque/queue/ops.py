@@ -48,6 +48,7 @@ from fairque.errors import (
     TaskNotFound,
 )
 from fairque.queue.models import (
+    FairnessView,
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
@@ -59,6 +60,7 @@ from fairque.queue.models import (
     TaskInfo,
     TaskPage,
     TaskSummary,
+    TenantService,
     TenantShares,
     TenantStats,
     WorkerInfo,
@@ -476,6 +478,15 @@ class QueueOps:
                 given(change.rate), given(period), given(change.paused))  # fmt: skip
         return self.namespace.call("queue/tenant", args, _shares_of(tenant))
 
+    def fairness(self, minutes: int = 5, top: int = 20) -> Call[FairnessView]:
+        """Who was served over the last ``minutes`` (1 to 10): every start, and the
+        ``top`` (1 to 100) busiest tenants with their waits and shares."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 10:
+            raise InvalidInput("minutes", f"must be a whole number from 1 to 10, got {minutes!r}")
+        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 100:
+            raise InvalidInput("top", f"must be a whole number from 1 to 100, got {top!r}")
+        return self.namespace.call("namespace/fairness", (minutes, top), _fairness_of(minutes))
+
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> Call[SharesPage]:
         """A page of the tenants whose shares are not all defaults; pass the cursor back
         for the next page (0: no more)."""
@@ -497,6 +508,26 @@ def _shares_row(tenant: str, row: list[Any]) -> TenantShares:
 
 def _shares_of(tenant: str) -> Callable[[list[Any]], TenantShares]:
     return lambda row: _shares_row(tenant, row)
+
+
+def _fairness_of(minutes: int) -> Callable[[list[Any]], FairnessView]:
+    def parse(reply: list[Any]) -> FairnessView:
+        total = int(reply[1])
+        served = []
+        for i in range(3, len(reply), 4):
+            tenant, starts = reply[i].decode(), int(reply[i + 1])
+            served.append(TenantService(
+                tenant=tenant, starts=starts, share=starts / total if total else 0.0,
+                per_minute=starts / minutes, waits=tuple(int(n) for n in reply[i + 2]),
+                shares=_shares_row(tenant, reply[i + 3]),
+            ))  # fmt: skip
+        return FairnessView(
+            at=int(reply[0]) / MICROS, minutes=minutes, starts=total,
+            waits=tuple(int(n) for n in reply[2]), tenants=served,
+            other_starts=total - sum(one.starts for one in served),
+        )  # fmt: skip
+
+    return parse
 
 
 def _parse_shares_page(reply: list[Any]) -> SharesPage:

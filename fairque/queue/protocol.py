@@ -17,6 +17,7 @@ from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.records import Record, TaskState
 from fairque.queue.client import HAND_OVER_DELAY, MAINTENANCE_INTERVAL, UNSERVED_GRACE
 from fairque.queue.models import (
+    FairnessView,
     LeasedTask,
     Maintenance,
     QueueStats,
@@ -118,6 +119,8 @@ class Queue(Protocol):
     ) -> TenantShares: ...
 
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage: ...
+
+    def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView: ...
 
     def hand_over(
         self,
@@ -233,6 +236,8 @@ class AsyncQueue(Protocol):
     ) -> TenantShares: ...
 
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage: ...
+
+    async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView: ...
 
     async def hand_over(
         self,

@@ -36,6 +36,7 @@ from fairque.queue.client import (
     FairQueue,
 )
 from fairque.queue.models import (
+    FairnessView,
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
@@ -111,6 +112,22 @@ def next_cursor(cursor: int, found: bool, shard: int, shards: int) -> int | None
     if shard + 1 == shards:
         return 0
     return shard + 1 if found else None
+
+
+def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
+    """The shards' fairness views as one: each tenant lives on one shard, so the busiest
+    of all are among the shards' busiest."""
+    starts = sum(part.starts for part in parts)
+    waits = tuple(map(sum, zip(*(part.waits for part in parts), strict=True)))
+    busiest = sorted((one for part in parts for one in part.tenants), key=lambda one: -one.starts)
+    tenants = [
+        dataclasses.replace(one, share=one.starts / starts if starts else 0.0)
+        for one in busiest[:top]
+    ]
+    return FairnessView(
+        at=max(part.at for part in parts), minutes=parts[0].minutes, starts=starts,
+        waits=waits, tenants=tenants, other_starts=starts - sum(one.starts for one in tenants),
+    )  # fmt: skip
 
 
 def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
@@ -408,6 +425,10 @@ class ShardedQueue(Closing):
                 return SharesPage(page.tenants, following)
             shard, inner = shard + 1, 0
 
+    def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
+        """The shards' fairness views as one."""
+        return merge_fairness([shard.fairness(minutes, top) for shard in self.shards], top)
+
     def hand_over(
         self,
         tasks: Sequence[LeasedTask],
@@ -650,6 +671,11 @@ class AsyncShardedQueue(AsyncClosing):
             if following is not None:
                 return SharesPage(page.tenants, following)
             shard, inner = shard + 1, 0
+
+    async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
+        """The shards' fairness views as one."""
+        parts = await asyncio.gather(*(shard.fairness(minutes, top) for shard in self.shards))
+        return merge_fairness(parts, top)
 
     async def hand_over(
         self,

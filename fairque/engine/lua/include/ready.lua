@@ -74,6 +74,18 @@ local function place(tenant, now)
   return false
 end
 
+-- A tenant's shares and where it stands: {weight, concurrency, rate, period (us), paused
+-- (0/1), running, ready, in the ring (0/1), when its rate window opens (us, or -1)}.
+local function shares_row(tenant)
+  local s = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
+    paused = false}
+  local ready = split_ready(redis.call('HGET', K.ready, tenant))
+  local in_ring = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
+  local opens = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
+  return {s.weight, s.concurrency, s.rate, s.period, s.paused and 1 or 0, running_of(tenant),
+    ready, in_ring, opens}
+end
+
 -- Idle workers wait on `wake` (sharded pub/sub: on a cluster the message stays within
 -- the shard of the namespace); it is published only when a tenant may be served.
 local function wake_workers(tenants)

@@ -13,6 +13,7 @@
 -- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
 -- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
 --@include maintenance
+--@include figures
 
 local worker_id = ARGV[2]
 local wanted = tonumber(ARGV[3])
@@ -130,6 +131,7 @@ local function lease(id, tenant)
   leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
   leased[row + 12], leased[row + 13] = f[8], f[9] or ''
   count('started')
+  note_start(tenant, now - (tonumber(f[8]) or now))
   taken = taken + 1
   local started = tokens[tenant]
   started[#started + 1] = token
@@ -230,4 +232,5 @@ if #gone > 0 then
     if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end
   end
 end
+flush_figures(now)
 return flush(now, leased)

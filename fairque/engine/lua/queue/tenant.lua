@@ -8,9 +8,8 @@
 --   'get' tenant
 --   'set' tenant, weight, concurrency, rate, period (us), paused (0/1); '' keeps a value
 --   'list' cursor, count: a page of the tenants whose shares are not all defaults
--- Returns, for 'get' and 'set', the tenant's row {weight, concurrency, rate, period,
--- paused, running, ready, in ring (0/1), rate window opens (us, or -1)}; for 'list',
--- {next cursor, tenant, row, tenant, row...}.
+-- Returns, for 'get' and 'set', the tenant's row (shares_row in include/ready.lua); for
+-- 'list', {next cursor, tenant, row, tenant, row...}.
 --@include ready
 
 -- Bounds, the same as fairque/queue/models.py's TenantShares.
@@ -25,29 +24,19 @@ local function done(reply)
   return reply
 end
 
-local function row_of(tenant)
-  local s = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
-    paused = false}
-  local ready = split_ready(redis.call('HGET', K.ready, tenant))
-  local in_ring = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
-  local opens = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
-  return {s.weight, s.concurrency, s.rate, s.period, s.paused and 1 or 0, running_of(tenant),
-    ready, in_ring, opens}
-end
-
 local op = ARGV[2]
 if op == 'list' then
   local scan = redis.call('HSCAN', K.shares, ARGV[3], 'COUNT', tonumber(ARGV[4]))
   local reply = {scan[1]}
   for i = 1, #scan[2], 2 do
     reply[#reply + 1] = scan[2][i]
-    reply[#reply + 1] = row_of(scan[2][i])
+    reply[#reply + 1] = shares_row(scan[2][i])
   end
   return done(reply)
 end
 local tenant = ARGV[3]
 if tenant == nil or tenant == '' then return redis.error_reply('INVALID user_id is empty') end
-if op == 'get' then return done(row_of(tenant)) end
+if op == 'get' then return done(shares_row(tenant)) end
 if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
 
 local current = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
@@ -84,4 +73,4 @@ if new.weight ~= current.weight then redis.call('HDEL', K.turns, tenant) end
 shares_read[tenant] = nil
 redis.call('ZREM', K.sleeping, tenant)
 if place(tenant, now) then wake_workers(1) end
-return done(row_of(tenant))
+return done(shares_row(tenant))
