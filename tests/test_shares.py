@@ -295,3 +295,12 @@ def test_a_sharded_fairness_view_adds_the_shards_up(server: Server, namespace: s
         assert sum(one.share for one in view.tenants) == pytest.approx(0.7)
     finally:
         queue.close()
+
+
+def test_stats_carry_the_fairness_view(queue: FairQueue) -> None:
+    push(queue, "a", 2)
+    queue.pop(count=2)
+    fairness = queue.stats().fairness
+    assert fairness is not None
+    assert (fairness.minutes, fairness.starts) == (5, 2)
+    assert [one.tenant for one in fairness.tenants] == ["a"]

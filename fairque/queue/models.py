@@ -374,3 +374,4 @@ class QueueStats:
     counters: dict[str, int]
     tenants: dict[str, TenantStats] = field(default_factory=dict)
     maintenance: MaintenanceStatus = field(default_factory=MaintenanceStatus)
+    fairness: FairnessView | None = None  # the last 5 minutes, the 20 busiest tenants

@@ -69,6 +69,7 @@ from fairque.queue.models import (
 T = TypeVar("T")
 
 MAX_TENANTS_PER_POP = 1_000
+STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua reads them
 _POP_ROW = 13
 
 
@@ -752,7 +753,7 @@ def _maintenance_status(flat: list[bytes]) -> MaintenanceStatus:
 
 
 def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
-    states_flat, counters_flat, ready_flat, maintenance_flat = reply
+    states_flat, counters_flat, ready_flat, maintenance_flat, fairness = reply
     states = {TaskState(name): count for name, count in _pairs(states_flat).items()}
     counters: dict[str, int] = {}
     per_tenant: dict[str, dict[str, int]] = {}
@@ -774,4 +775,5 @@ def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
         counters=counters,
         tenants=tenants,
         maintenance=_maintenance_status(maintenance_flat),
+        fairness=_fairness_of(STATS_FAIRNESS_MINUTES)(fairness),
     )

@@ -49,6 +49,7 @@ from fairque.queue.models import (
     TenantStats,
     WorkerInfo,
 )
+from fairque.queue.ops import STATS_FAIRNESS_TOP
 
 MAX_SHARDS = 1024
 
@@ -149,11 +150,13 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
         rounds=sum(status.rounds for status in rounds),
         dropped=sum(status.dropped for status in rounds),
     )
+    views = [part.fairness for part in parts if part.fairness is not None]
     return QueueStats(
         states=states,
         counters=counters,
         tenants=dict(sorted(tenants.items())),
         maintenance=maintenance,
+        fairness=merge_fairness(views, STATS_FAIRNESS_TOP) if views else None,
     )
 
 

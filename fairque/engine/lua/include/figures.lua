@@ -9,7 +9,7 @@
 --   fairness:<m>:all     hash  'starts' -> all starts, '<bucket>' -> all waits in bucket
 -- A wait bucket b >= 1 holds waits below 1.5^b ms (from 1.5^(b-1) ms); bucket 0 holds
 -- waits below 1 ms; the last one every longer wait.
---@include base
+--@include ready
 
 local FIGURES_TTL = 11 * 60
 local WAIT_BUCKETS = 48
@@ -111,6 +111,21 @@ local function read_figures(now, window, top)
     reply[#reply + 1] = tenant
     reply[#reply + 1] = sums[tenant]
     reply[#reply + 1] = buckets
+  end
+  return reply
+end
+
+-- The reply of namespace/fairness: {server time (us), all starts, overall wait buckets,
+-- then per tenant, busiest first: tenant, starts, wait buckets, shares row}.
+local function fairness_reply(now, window, top)
+  local figures = read_figures(now, window, top)
+  local reply = {now, figures[1], figures[2]}
+  for i = 3, #figures, 3 do
+    local tenant = figures[i]
+    reply[#reply + 1] = tenant
+    reply[#reply + 1] = figures[i + 1]
+    reply[#reply + 1] = figures[i + 2]
+    reply[#reply + 1] = shares_row(tenant)
   end
   return reply
 end

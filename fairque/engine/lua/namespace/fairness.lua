@@ -5,23 +5,11 @@
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the window, in minutes (1 to 10; the current minute is the last)
 -- ARGV[3] how many of the busiest tenants (1 to 100)
--- Returns {server time (us), all starts, overall wait buckets, then per tenant, busiest
--- first: tenant, starts, wait buckets, shares row (include/ready.lua)}.
---@include ready
+-- Returns fairness_reply (include/figures.lua).
 --@include figures
 
 local window, top = tonumber(ARGV[2]), tonumber(ARGV[3])
 if window == nil or window < 1 or window > 10 or top == nil or top < 1 or top > 100 then
   return redis.error_reply('INVALID window must be 1 to 10 minutes and top 1 to 100')
 end
-local now = clock_now()
-local figures = read_figures(now, window, top)
-local reply = {now, figures[1], figures[2]}
-for i = 3, #figures, 3 do
-  local tenant = figures[i]
-  reply[#reply + 1] = tenant
-  reply[#reply + 1] = figures[i + 1]
-  reply[#reply + 1] = figures[i + 2]
-  reply[#reply + 1] = shares_row(tenant)
-end
-return reply
+return fairness_reply(clock_now(), window, top)

@@ -4,9 +4,11 @@
 -- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues maintenance running shares sleeping turns
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns {flat state/count list, flat counter/value list, flat tenant/ready list, flat
--- field/value list of the maintenance hash (see namespace/reap.lua)}.
---@include ready
+-- field/value list of the maintenance hash (see namespace/reap.lua), the fairness view of
+-- the last FAIRNESS_MINUTES (namespace/fairness.lua)}.
+--@include figures
 
+local FAIRNESS_MINUTES, FAIRNESS_TOP = 5, 20
 local now = clock_now()
 local queued = 0
 local ready = redis.call('HGETALL', K.ready)
@@ -39,4 +41,5 @@ for state, registry in pairs({finished = K['state:finished'], failed = K['state:
   states[#states + 1] = state
   states[#states + 1] = redis.call('ZCOUNT', registry, '(' .. int(now), '+inf')
 end
-return {states, redis.call('HGETALL', K.stats), per_tenant, redis.call('HGETALL', K.maintenance)}
+return {states, redis.call('HGETALL', K.stats), per_tenant, redis.call('HGETALL', K.maintenance),
+  fairness_reply(now, FAIRNESS_MINUTES, FAIRNESS_TOP)}
