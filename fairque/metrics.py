@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from redis.exceptions import RedisError
 
 from fairque.errors import FairQueueError
+from fairque.queue.models import FairnessView, wait_percentile
 from fairque.queue.protocol import Queue
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage.protocol import Storage
@@ -84,7 +85,54 @@ class _QueueCollector:
             labels=["namespace"],
         )
         dropped.add_metric(labels, maintenance.dropped)
-        return [tasks, last_run, rounds, dropped]
+        families = [tasks, last_run, rounds, dropped]
+        if stats.fairness is not None:
+            families += _fairness_families(self.namespace, stats.fairness)
+        return families
+
+
+OTHER_TENANTS = "other"  # the label of every tenant outside the busiest 20
+
+
+def _fairness_families(namespace: str, view: FairnessView) -> list[Metric]:
+    """Per-tenant service over the last 5 minutes: the 20 busiest tenants by name, the
+    rest as tenant="other", so a namespace has at most 21 tenant label values."""
+    labels = ["namespace", "tenant"]
+    per_minute = GaugeMetricFamily(
+        "fairque_tenant_starts_per_minute",
+        "Tasks started per minute (last 5 minutes).",
+        labels=labels,
+    )
+    share = GaugeMetricFamily(
+        "fairque_tenant_share", "Share of all starts (last 5 minutes, 0 to 1).", labels=labels
+    )
+    wait = GaugeMetricFamily(
+        "fairque_tenant_wait_seconds",
+        "Wait from ready to start (last 5 minutes; upper bucket edge, within 1.5x).",
+        labels=[*labels, "quantile"],
+    )
+    running = GaugeMetricFamily(
+        "fairque_tenant_running", "Tasks of the tenant STARTED now.", labels=labels
+    )
+    limit = GaugeMetricFamily(
+        "fairque_tenant_concurrency_limit",
+        "The tenant's concurrency limit (0: none).",
+        labels=labels,
+    )
+    rows = [(one.tenant, one.starts, one.waits) for one in view.tenants]
+    if view.other_starts:
+        rows.append((OTHER_TENANTS, view.other_starts, view.other_waits))
+    for tenant, starts, waits in rows:
+        per_minute.add_metric([namespace, tenant], starts / view.minutes)
+        share.add_metric([namespace, tenant], starts / view.starts if view.starts else 0.0)
+        for quantile in (0.5, 0.99):
+            seconds = wait_percentile(waits, quantile)
+            if seconds is not None:
+                wait.add_metric([namespace, tenant, str(quantile)], seconds)
+    for one in view.tenants:
+        running.add_metric([namespace, one.tenant], one.shares.running)
+        limit.add_metric([namespace, one.tenant], one.shares.concurrency)
+    return [per_minute, share, wait, running, limit]
 
 
 class _SchedulerCollector:

@@ -209,3 +209,32 @@ def test_scheduler_metrics(metrics: Metrics) -> None:
     assert samples[("fairque_scheduler_running", ())] == 1
     assert samples[("fairque_scheduler_latency_seconds", (("quantile", "0.99"),))] == 0.75
     assert samples[("fairque_scheduler_lock_time_seconds", (("quantile", "0.5"),))] == 0.001
+
+
+def test_fairness_metrics_keep_the_busiest_tenants_and_an_other_bucket(
+    metrics: Metrics, server: LocalServer, namespace: str
+) -> None:
+    with FairQueue(server.url, namespace) as queue:
+        for i in range(25):  # 25 tenants, tenant-i with i + 1 tasks
+            queue.push_many([Task(user_id=f"tenant-{i}") for _ in range(i + 1)])
+        queue.set_tenant("tenant-24", concurrency=50)
+        started = 0
+        while batch := queue.pop(count=100):
+            started += len(batch)
+        metrics.watch_queue(queue, namespace)
+        samples = scrape(metrics)
+    per_minute = {
+        dict(labels)["tenant"]: value
+        for (name, labels), value in samples.items()
+        if name == "fairque_tenant_starts_per_minute"
+    }
+    assert len(per_minute) == 21  # the 20 busiest and "other": bounded cardinality
+    assert per_minute["tenant-24"] == 25 / 5
+    assert per_minute["other"] == sum(range(1, 6)) / 5  # tenants 0..4: 15 starts
+    assert sum(per_minute.values()) * 5 == started
+    label = (("namespace", namespace), ("tenant", "tenant-24"))
+    assert samples[("fairque_tenant_running", label)] == 25
+    assert samples[("fairque_tenant_concurrency_limit", label)] == 50
+    assert 0 < samples[("fairque_tenant_share", label)] < 1
+    wait = samples[("fairque_tenant_wait_seconds", tuple(sorted((*label, ("quantile", "0.99")))))]
+    assert 0 < wait < 60

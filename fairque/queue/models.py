@@ -312,6 +312,14 @@ class FairnessView:
         return self.starts / self.minutes
 
     @property
+    def other_waits(self) -> tuple[int, ...]:
+        """The waits of the tenants not listed (every start's, less the listed ones')."""
+        listed = [0] * len(self.waits)
+        for one in self.tenants:
+            listed = [n + m for n, m in zip(listed, one.waits, strict=True)]
+        return tuple(n - m for n, m in zip(self.waits, listed, strict=True))
+
+    @property
     def wait_p50(self) -> float | None:
         """Median wait from ready to start over every start, seconds."""
         return wait_percentile(self.waits, 0.50)
