@@ -62,6 +62,53 @@ def _expand(text: str, included: set[str]) -> str:
     return _INCLUDE.sub(include, text)
 
 
+_DEFINITION = re.compile(r"^local\s+(?:function\s+(\w+)|([\w\s,]+?)\s*=)")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+def _definitions(library: str) -> list[tuple[set[str], str]]:
+    """The helpers' top-level definitions, in order: (names defined, text). A definition
+    starts at a line beginning ``local`` and runs to the next one; comments go with
+    the definition they follow."""
+    units: list[tuple[set[str], str]] = []
+    for chunk in re.split(r"(?m)^(?=local\s)", library):
+        found = _DEFINITION.match(chunk)
+        if found is None:  # a file's header comments, before its first definition
+            continue
+        function, variables = found.groups()
+        names = {function} if function else {name.strip() for name in variables.split(",")}
+        units.append((names, chunk))
+    return units
+
+
+def _used_helpers(library: str, body: str) -> str:
+    """The definitions of ``library`` that ``body`` needs, directly or through other
+    definitions, in their order. Every ``local function`` of a script is a closure made
+    anew on each call (with its upvalues bound), so a helper a script never calls would
+    cost every call of it about a microsecond for nothing."""
+    units = _definitions(library)
+    needed = set(_IDENTIFIER.findall(_COMMENT.sub("", body)))
+    kept = [False] * len(units)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(units) - 1, -1, -1):
+            names, text = units[i]
+            if not kept[i] and names & needed:
+                kept[i] = changed = True
+                needed |= set(_IDENTIFIER.findall(_COMMENT.sub("", text)))
+    return "".join(text for (_, text), keep in zip(units, kept, strict=True) if keep)
+
+
+def expand(text: str) -> str:
+    """A script's source with its includes: the helper definitions it uses, then its own
+    code (a script's ``--@include`` lines come before its code)."""
+    library = _expand("".join(m.group(0) + "\n" for m in _INCLUDE.finditer(text)), set())
+    body = _INCLUDE.sub("", text)
+    return _used_helpers(library, body) + body
+
+
 def lua_name(key: str) -> str:
     """The name a declared key has in the script's ``K`` table (``task:<id>`` -> ``task``)."""
     return _PARAM.sub("", key)
@@ -103,7 +150,7 @@ def load(name: str) -> Script:
     text = _read(f"{name}.lua")
     keys, variadic_key = _declared_keys(name, text)
     arg_count, variadic_args = _declared_args(name, text)
-    source = _prelude(keys) + _expand(text, set())
+    source = _prelude(keys) + expand(text)
     sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - the server's script id
     return Script(name, source, sha, keys, variadic_key, arg_count, variadic_args)
 

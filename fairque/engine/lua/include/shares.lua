@@ -25,10 +25,18 @@ local function parse_shares(raw)
   return {weight = f[1], concurrency = f[2], rate = f[3], period = f[4], paused = f[5] == 1}
 end
 
+-- Whether any tenant has shares: when none has (the common case), a call asks nothing
+-- more about shares, so tenants without them cost one HLEN per call.
+local any_shares = nil
+local function shares_exist()
+  if any_shares == nil then any_shares = redis.call('HLEN', K.shares) > 0 end
+  return any_shares
+end
+
 local function shares_of(tenant)
   local s = shares_read[tenant]
   if s == nil then
-    s = parse_shares(redis.call('HGET', K.shares, tenant))
+    s = shares_exist() and parse_shares(redis.call('HGET', K.shares, tenant))
     shares_read[tenant] = s
   end
   return s
@@ -37,6 +45,10 @@ end
 -- Reads the shares of `tenants` in one call (a pop's candidates).
 local function read_shares(tenants)
   if #tenants == 0 then return end
+  if not shares_exist() then
+    for _, tenant in ipairs(tenants) do shares_read[tenant] = false end
+    return
+  end
   local raw = redis.call('HMGET', K.shares, unpack(tenants))
   for i, tenant in ipairs(tenants) do shares_read[tenant] = parse_shares(raw[i]) end
 end

@@ -4,7 +4,7 @@
 -- others). Jobs in any other state (scheduled for a retry, failed, deferred) follow when
 -- they are queued again (queue_strict in include/strict.lua). An operator call: it reads
 -- every ready and running job once, so that dispatch never has to.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
+-- KEYS: leases strict:partitions constraints
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the constraint id
 -- ARGV[3] its definition (MessagePack, see strict.lua), or '' to delete it

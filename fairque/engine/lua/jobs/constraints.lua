@@ -1,5 +1,5 @@
 -- jobs/constraints: every constraint with its current use.
--- KEYS: strict:partitions constraints
+-- KEYS: constraints
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns per constraint: id, definition (MessagePack), jobs running, jobs started
 -- within its rate period.

@@ -1,7 +1,7 @@
 -- stats: records per state (fair tasks, strict jobs and storage tasks), counters, and
 -- ready tasks per tenant. Reads one entry per tenant with ready work: fine for an
 -- operator call, not the hot path.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints storage:queues maintenance running shares sleeping turns
+-- KEYS: ring ready scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance running shares sleeping
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns {flat state/count list, flat counter/value list, flat tenant/ready list, flat
 -- field/value list of the maintenance hash (see namespace/reap.lua), the fairness view of

@@ -3,7 +3,7 @@
 -- priorities 5 to 1), then the strict jobs' partitions (when no tenant is asked for);
 -- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
 -- are filtered by tenant and name after reading, so a page may hold fewer than asked.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints running shares sleeping turns
+-- KEYS: ready scheduled leases state:deferred state:finished state:failed state:canceled strict:partitions
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the state (scheduled, deferred, queued, started, finished, failed, canceled)
 -- ARGV[3] the tenant ('' any)

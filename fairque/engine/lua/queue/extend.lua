@@ -1,5 +1,5 @@
 -- extend: move the lease deadline of a running task to now + seconds (heartbeat).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
+-- KEYS: leases
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] the lease token

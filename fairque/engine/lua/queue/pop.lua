@@ -3,7 +3,7 @@
 -- Round robin is simulated inside the call on the tenants it can reach (the first
 -- `count` of the ring, or the named ones), then written back once: the result is the
 -- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
+-- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count

@@ -1,7 +1,7 @@
 -- queue/tenant: read or change a tenant's shares (include/shares.lua): weight,
 -- concurrency limit, rate limit and paused flag. A change applies at once: the tenant
 -- leaves or rejoins the ring as its new shares say, keeping its place if it stays.
--- KEYS: ring ready shares running sleeping turns clock constraints stats strict:partitions
+-- KEYS: ring ready shares running sleeping turns clock
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:
@@ -70,7 +70,7 @@ else
     new.concurrency, new.rate, new.period, new.paused))
 end
 if new.weight ~= current.weight then redis.call('HDEL', K.turns, tenant) end
-shares_read[tenant] = nil
+shares_read[tenant], any_shares = nil, nil
 redis.call('ZREM', K.sleeping, tenant)
 if place(tenant, now) then wake_workers(1) end
 return done(shares_row(tenant))

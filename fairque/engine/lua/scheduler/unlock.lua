@@ -1,6 +1,6 @@
 -- scheduler/unlock: release a lock if the owner token still owns it; the compare and
 -- the delete are one step.
--- KEYS: schedules:next schedules:status scheduler:lock:<id>
+-- KEYS: scheduler:lock:<id>
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] the owner token
