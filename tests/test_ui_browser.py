@@ -295,3 +295,22 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
         path = shots / f"{name}.png"
         assert browser.save_screenshot(str(path))
         assert path.stat().st_size > 1000
+
+
+def test_an_unknown_route_says_so_and_links_back(
+    ui: Callable[[str], None], browser: webdriver.Chrome
+) -> None:
+    ui("/overview")
+    wait(browser, lambda: count(browser, "queued") == "0")
+    ui("/nope")  # loaded as the page's first route
+    wait(browser, lambda: text_of(browser, "#not-found-route") == "#/nope")
+    # A name the pages object inherits, a page with a path under it, a task without an id,
+    # a malformed escape: each is "not found" too, reached by a hash change.
+    for route in ("#/toString", "#/tenants/extra", "#/task/", "#/task/%E0"):
+        browser.execute_script("location.hash = arguments[0]", route)
+        wait(browser, partial(lambda r: text_of(browser, "#not-found-route") == r, route))
+        assert text_of(browser, "#not-found h1") == "Page not found"
+        assert not browser.find_elements(By.CSS_SELECTOR, "[data-state], #live")
+    element(browser, '#not-found a[href="#/overview"]').click()
+    wait(browser, lambda: count(browser, "queued") == "0")
+    assert not browser.find_elements(By.ID, "not-found")

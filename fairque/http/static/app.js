@@ -285,11 +285,33 @@ function scheduleButton(s) {
   }, pause ? "Pause" : "Resume");
 }
 
+// An empty hash is the overview; a route no page answers (or a task without an id) is
+// "not found", naming what was asked for, never another page in its place.
 function route() {
   const [path, query] = (location.hash.slice(1) || "/overview").split("?");
   const parts = path.split("/").filter(Boolean);
-  const name = parts[0] in pages ? parts[0] : "overview";
-  return { name, params: new URLSearchParams(query || ""), id: decodeURIComponent(parts.slice(1).join("/")) };
+  const name = parts.length === 0 ? "overview" : parts[0];
+  const id = safeDecode(parts.slice(1).join("/"));
+  const known = Object.hasOwn(pages, name) && (name === "task" ? Boolean(id) : parts.length === 1);
+  return { name: known ? name : "notFound", params: new URLSearchParams(query || ""), id, asked: location.hash || "#/" };
+}
+
+function safeDecode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null; // a malformed escape (#/task/%E0): no such task
+  }
+}
+
+function notFound(asked) {
+  return h(
+    "section",
+    { id: "not-found" },
+    h("h1", {}, "Page not found"),
+    h("p", {}, "There is no page at ", h("code", { id: "not-found-route" }, asked), "."),
+    h("p", {}, link("#/overview", "← Back to the overview")),
+  );
 }
 
 let current = null;
@@ -317,18 +339,29 @@ function stop() {
   current = null;
 }
 
+// The header of a page shown: the nav (this page's link marked) and Log out.
+function showChrome(name) {
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
+}
+
 function open() {
   stop();
   generation += 1;
-  const { name, params, id } = route();
+  const { name, params, id, asked } = route();
+  if (name === "notFound") {
+    view.replaceChildren(notFound(asked));
+    document.getElementById("login").hidden = true;
+    showChrome(name);
+    return; // nothing to load, nothing to refresh
+  }
   const page = pages[name];
   const live = h("div", { id: "live" });
   const fixed = typeof page === "object" ? page.setup(params) : [];
   const load = typeof page === "object" ? page.refresh : page;
   view.replaceChildren(...fixed, live);
-  document.getElementById("nav").hidden = false;
-  document.getElementById("logout").hidden = false;
-  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
+  showChrome(name);
   current = { live, refresh: () => load(live, params, id) };
   refresh();
   timer = setInterval(refresh, REFRESH_MS);
