@@ -219,6 +219,24 @@ def test_the_page_loads_without_a_token_and_the_data_needs_one(
     assert namespace_keys(queue.redis, namespace) == before
 
 
+@pytest.mark.parametrize("token", [None, "s3cret"])
+def test_the_page_learns_whether_a_token_is_needed(
+    server: LocalServer, namespace: str, token: str | None
+) -> None:
+    """/ui/api/access answers without a token, on the master and the dashboard alike;
+    the page shows a login form and Log out only when it says one is required."""
+    master = create_master(MasterConfig(url=server.url, namespace=namespace, token=token))
+    dashboard = create_dashboard(DashboardConfig(UiConfig(server.url, namespace), token=token))
+    for app in (master, dashboard):
+        with TestClient(app) as client:
+            assert get(client, "/access") == {"token_required": token is not None}
+            get(client, "/tenants", 401 if token else 200)
+    if token:
+        document = master.openapi_schema.to_schema()
+        assert document["security"] == [{"bearer": []}]
+        assert document["paths"]["/ui/api/access"]["get"]["security"] == [{}]
+
+
 def test_the_ui_routes_are_in_the_openapi_document(client: TestClient[Any]) -> None:
     paths = client.get("/schema/openapi.json").json()["paths"]
     assert {"/ui/api/tasks", "/ui/api/tenants/{user_id}/retry-failed"} <= set(paths)

@@ -162,7 +162,10 @@ def test_log_in_and_watch_counts_change_as_tasks_run(
 ) -> None:
     ui("/overview")
     wait(browser, lambda: count(browser, "queued") == "0")
-    browser.find_element(By.ID, "logout").click()
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-token") == "required"
+    element(browser, "#logout").click()
+    wait(browser, lambda: not element(browser, "#logout").is_displayed())
+    assert element(browser, "#login").is_displayed()
     log_in(browser, "wrong")
     wait(browser, lambda: "refused" in text_of(browser, "#login-error"))
     log_in(browser, TOKEN)
@@ -174,6 +177,29 @@ def test_log_in_and_watch_counts_change_as_tasks_run(
         queue.finish(task)
     wait(browser, lambda: count(browser, "finished") == "2" and count(browser, "queued") == "3")
     wait(browser, lambda: "alice" in text_of(browser, "#live table"))
+
+
+def test_without_a_token_there_is_no_sign_in_form_and_no_log_out(
+    server: LocalServer, namespace: str, browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push(Task(user_id="alice"))
+    with serving(
+        create_master(MasterConfig(url=server.url, namespace=namespace)), free_port()
+    ) as url:
+        browser.get(f"{url}/ui#/overview")  # a new port: a new origin, no token kept
+        # The page has asked the server (data-token), and shows data at once.
+        wait(browser, lambda: count(browser, "queued") == "1")
+        body = browser.find_element(By.TAG_NAME, "body")
+        wait(browser, lambda: body.get_attribute("data-token") == "none")
+        assert element(browser, "#nav").is_displayed()
+        assert not element(browser, "#logout").is_displayed()
+        assert not element(browser, "#login").is_displayed()
+        # A page that loads data, and one that does not.
+        for route, title in (("#/tenants", "Tenants"), ("#/nope", "Page not found")):
+            browser.execute_script("location.hash = arguments[0]", route)
+            wait(browser, partial(lambda t: text_of(browser, "#view h1") == t, title))
+            assert not element(browser, "#logout").is_displayed()
+            assert not element(browser, "#login").is_displayed()
 
 
 def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(

@@ -72,7 +72,8 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-PUBLIC = {"public": True}  # the page and its files load before the login form: no token
+# The page, its files and /ui/api/access load before the login form: no token.
+PUBLIC = {"public": True}
 MAX_LEASE_HOLDERS = 1000  # started tasks read to list who holds leases
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -176,6 +177,14 @@ class ScheduleRow:
 
 
 @dataclass(frozen=True)
+class Access:
+    """What the page learns before it asks for data: whether the data routes want a bearer
+    token (without one there is nothing to sign in to, so no login form and no Log out)."""
+
+    token_required: bool
+
+
+@dataclass(frozen=True)
 class Requeued:
     """How many failed tasks an action queued again."""
 
@@ -255,8 +264,11 @@ class Dashboard:
         http_workers: Callable[[], list[WorkerStatus]] | None = None,
         executor: Callable[[], AsyncExecutor] | None = None,
         outage: OutageLog | None = None,
+        *,
+        token_required: bool = False,
     ) -> None:
         self.config = config
+        self.token_required = token_required  # the app guards the data routes with a token
         self.http_workers = http_workers or list
         self.throughput = Throughput()
         # Shared with the master when it mounts the UI: one log line per outage in all.
@@ -367,6 +379,16 @@ def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
     return sorted(rows, key=lambda row: (-row.queued, row.user_id))
 
 
+@get(
+    "/access",
+    opt=PUBLIC,
+    security=[{}],  # answered without a token, even when the others need one
+    summary="Whether the data routes need a bearer token (asked without one)",
+)
+async def access(ui: NamedDependency[Dashboard]) -> Access:
+    return Access(ui.token_required)
+
+
 @get("/overview", summary="Tasks per state, counters, tenants and throughput")
 async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
     stats = await ui.queue.stats()
@@ -468,6 +490,7 @@ async def constraints(ui: NamedDependency[Dashboard]) -> list[ConstraintStatus]:
 
 
 ROUTES = [
+    access,
     overview,
     tenants,
     task_list,
@@ -499,7 +522,7 @@ async def to_ui() -> Redirect:
 def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
     """The Web UI and its data routes, without the master's job API and dispatcher."""
     config = config or DashboardConfig()
-    dashboard = Dashboard(config.ui)
+    dashboard = Dashboard(config.ui, token_required=bool(config.token))
     return Litestar(
         route_handlers=[to_ui, dashboard.router()],
         request_class=WireRequest,

@@ -9,6 +9,23 @@ const PAGE_SIZE = 25;
 const view = document.getElementById("view");
 let timer = null;
 let generation = 0;
+// Whether the server wants a bearer token: null until /access answers. Without one there
+// is nothing to sign in to: no login form, no Log out (a 401 still brings the form).
+let tokenRequired = null;
+
+async function learnAccess() {
+  try {
+    tokenRequired = (await api("/access")).token_required;
+    document.body.dataset.token = tokenRequired ? "required" : "none";
+  } catch {
+    // The server is away: asked again at the next refresh.
+  }
+}
+
+function showLogout() {
+  const nav = document.getElementById("nav");
+  document.getElementById("logout").hidden = nav.hidden || tokenRequired !== true;
+}
 
 function flash(message, kind = "ok") {
   const box = document.getElementById("flash");
@@ -317,19 +334,24 @@ function notFound(asked) {
 let current = null;
 
 async function refresh() {
-  if (!current) return;
+  const page = current;
+  if (!page) return;
   const mine = generation;
+  if (tokenRequired === null) await learnAccess();
+  if (mine !== generation) return;
+  showLogout();
   try {
-    await current.refresh();
+    await page.refresh();
     if (mine === generation) document.getElementById("login").hidden = true;
   } catch (error) {
     if (mine !== generation) return;
     if (error instanceof ApiError && error.status === 401) {
+      tokenRequired = true; // whatever /access said before: the server wants one now
       stop();
       showLogin(sessionStorage.length ? "That token was refused." : "");
       return;
     }
-    current.live.replaceChildren(h("p", { class: "error", id: "load-error" }, `Could not load: ${error.message}`));
+    page.live.replaceChildren(h("p", { class: "error", id: "load-error" }, `Could not load: ${error.message}`));
   }
 }
 
@@ -342,7 +364,7 @@ function stop() {
 // The header of a page shown: the nav (this page's link marked) and Log out.
 function showChrome(name) {
   document.getElementById("nav").hidden = false;
-  document.getElementById("logout").hidden = false;
+  showLogout();
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
 }
 
@@ -383,4 +405,5 @@ window.addEventListener("hashchange", () => {
   document.getElementById("flash").hidden = true;
   open();
 });
+await learnAccess();
 open();
