@@ -154,19 +154,44 @@ def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQ
     assert post(client, "/tasks/ghost/cancel", 404)["error"] == "not_found"
 
 
-def test_workers_holding_leases_and_http_workers(client: TestClient[Any], queue: FairQueue) -> None:
-    queue.push_many([Task(user_id="u") for _ in range(3)])
-    leased = queue.pop(count=3, worker_id="host:42")
+def test_workers_registered_or_holding_leases_and_http_workers(
+    client: TestClient[Any], queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="u") for _ in range(5)])
+    unregistered = queue.pop(count=3, worker_id="host:42")
+    busy = queue.pop(count=2, worker_id="busy-1")
     queue.register_worker(WorkerInfo("idle-1", "host-b", 7, ("report",), 5, 0, 1.7e9), ttl=60)
+    queue.register_worker(WorkerInfo("busy-1", "host-c", 8, ("a", "b"), 4, 2, 1.7e9), ttl=60)
     registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
     assert client.put("/workers/hw-1", json=registration).status_code == 200
+    JobQueue(queue).push(Job(name="other"))
+    assert JobQueue(queue).pop("hw-1")  # a lease of the HTTP worker: shown in its table only
+
     workers = get(client, "/workers")
-    (holder,) = workers["leases"]
-    assert (holder["worker_id"], holder["running"]) == ("host:42", 3)
-    assert sorted(holder["task_ids"]) == sorted(t.task_id for t in leased)
+    rows = {row["worker_id"]: row for row in workers["queue"]}
+    assert list(rows) == ["busy-1", "host:42", "idle-1"]  # by id
+    idle = rows["idle-1"]  # registered, runs nothing: listed all the same
+    assert idle | {"seen_at": None} == {
+        "worker_id": "idle-1",
+        "registered": True,
+        "host": "host-b",
+        "pid": 7,
+        "functions": ["report"],
+        "concurrency": 5,
+        "seen_at": None,
+        "held": 0,
+        "task_ids": [],
+    }
+    assert idle["seen_at"] > 1.7e9  # the server's clock at its beat
+    held = rows["busy-1"]  # registered and holding leases: one row with both
+    assert (held["host"], held["functions"], held["held"]) == ("host-c", ["a", "b"], 2)
+    assert sorted(held["task_ids"]) == sorted(t.task_id for t in busy)
+    lone = rows["host:42"]  # holds leases, not in the registry: its id and tasks only
+    unknown = ("host", "pid", "concurrency", "seen_at")
+    assert (lone["registered"], lone["functions"], lone["held"]) == (False, [], 3)
+    assert [lone[key] for key in unknown] == [None] * len(unknown)
+    assert sorted(lone["task_ids"]) == sorted(t.task_id for t in unregistered)
     assert [(w["id"], w["capacity"]) for w in workers["http"]] == [("hw-1", 4)]
-    (idle,) = workers["live"]  # a fair-queue worker that runs nothing is listed too
-    assert (idle["worker_id"], idle["functions"], idle["in_flight"]) == ("idle-1", ["report"], 0)
     assert client.delete("/workers/hw-1").status_code == 204
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import (
@@ -30,6 +31,7 @@ from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
+from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
 from tests.test_http_workers import free_port, serving
 
@@ -244,6 +246,50 @@ def test_cancel_a_queued_task_and_requeue_a_tenant(
     ui("/tenants")
     assert "3 failed task(s) of carol queued again" in confirm(browser, "button.requeue")
     assert queue.stats().tenants["carol"].queued == 3
+
+
+def rows_of(browser: webdriver.Chrome, css: str) -> dict[str, list[str]]:
+    """A table's rows by their first cell: the cells' texts, read in one script (a
+    refresh cannot replace the table halfway)."""
+    script = (
+        "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'),"
+        " (row) => Array.from(row.cells, (cell) => cell.innerText))"
+    )
+    rows: list[list[str]] = browser.execute_script(script, css)
+    return {cells[0]: cells for cells in rows}
+
+
+def test_workers_idle_ones_too_with_what_they_hold(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="u", task_id=f"t{n}") for n in range(3)])
+    queue.register_worker(WorkerInfo("idle-1", "host-b", 7, ("report", "mail"), 5, 0, 0), 60)
+    queue.register_worker(WorkerInfo("busy-1", "host-c", 8, ("resize",), 4, 0, 0), 60)
+    busy = queue.pop(count=2, worker_id="busy-1")
+    (lone,) = queue.pop(worker_id="old-worker")  # holds a lease, not in the registry
+    ui("/workers")
+    master = browser.current_url.split("/ui")[0]
+    registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    assert httpx.put(f"{master}/workers/hw-1", json=registration, headers=bearer).is_success
+
+    wait(browser, lambda: "hw-1" in rows_of(browser, "#http-workers"))
+    wait(browser, lambda: len(rows_of(browser, "#queue-workers")) == 3)
+    rows = rows_of(browser, "#queue-workers")
+    assert rows["idle-1"][1:4] == ["host-b", "7", "report, mail"]
+    assert rows["idle-1"][4].startswith("20")  # its last beat, a date
+    assert rows["idle-1"][5] == "0 of 5"
+    assert rows["busy-1"][5].startswith("2 of 4")
+    for task in busy:
+        element(browser, f'#queue-workers a[href="#/task/{task.task_id}"]')
+    assert rows["old-worker"][1:5] == ["—", "—", "—", "not registered"]
+    assert rows["old-worker"][5] == f"1 {lone.task_id}"
+    assert rows_of(browser, "#http-workers")["hw-1"][1:5] == [
+        "http://127.0.0.1:9",
+        "resize",
+        "4",
+        "0",
+    ]
 
 
 def test_pause_a_schedule(

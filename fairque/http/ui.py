@@ -74,7 +74,7 @@ SECURITY_HEADERS = {
 }
 # The page, its files and /ui/api/access load before the login form: no token.
 PUBLIC = {"public": True}
-MAX_LEASE_HOLDERS = 1000  # started tasks read to list who holds leases
+MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker holds
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -138,22 +138,58 @@ class TaskDetail:
 
 
 @dataclass(frozen=True)
-class LeaseHolder:
-    """A worker of the queue (found by the leases it holds now) and what it runs."""
+class QueueWorker:
+    """A worker of the queue, one row: as it registered itself in the worker registry, and
+    the tasks it holds leases on now. ``registered`` False: it holds leases but is not in
+    the registry (a worker of a version before the registry, or one whose registration
+    lapsed), so only its id and tasks are known."""
 
     worker_id: str
-    running: int
-    task_ids: list[str]
+    registered: bool
+    host: str | None
+    pid: int | None
+    functions: list[str]  # the task function names it serves
+    concurrency: int | None
+    seen_at: float | None  # its last heartbeat, epoch seconds (server clock)
+    held: int  # tasks it holds leases on now
+    task_ids: list[str]  # those tasks
 
 
 @dataclass(frozen=True)
 class Workers:
-    """Live workers of the fair queue (idle ones too), HTTP workers registered with the
-    master, and every worker holding leases."""
+    """The queue's workers (live ones from the registry, idle ones too, and any other
+    holding leases) and the HTTP workers registered with the master."""
 
+    queue: list[QueueWorker]
     http: list[WorkerStatus]
-    leases: list[LeaseHolder]
-    live: list[WorkerInfo] = field(default_factory=list)
+
+
+def _queue_workers(
+    live: list[WorkerInfo], held: dict[str, list[str]], elsewhere: set[str]
+) -> list[QueueWorker]:
+    """The registry's workers with the leases each holds, then the holders of leases the
+    registry lacks (but not those listed ``elsewhere``: the master's HTTP workers)."""
+    rows = [
+        QueueWorker(
+            w.worker_id,
+            True,
+            w.host,
+            w.pid,
+            list(w.functions),
+            w.concurrency,
+            w.seen_at,
+            len(held.get(w.worker_id, [])),
+            held.get(w.worker_id, []),
+        )
+        for w in live
+    ]
+    registered = {w.worker_id for w in live}
+    rows += [
+        QueueWorker(worker, False, None, None, [], None, None, len(ids), ids)
+        for worker, ids in held.items()
+        if worker not in registered and worker not in elsewhere
+    ]
+    return sorted(rows, key=lambda row: row.worker_id)
 
 
 @dataclass(frozen=True)
@@ -447,14 +483,15 @@ async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Reque
     return Requeued(await ui.queue.retry_failed(user_id))
 
 
-@get("/workers", summary="HTTP workers of the master and workers holding leases")
+@get("/workers", summary="Workers of the queue (registered or holding leases) and HTTP workers")
 async def workers(ui: NamedDependency[Dashboard]) -> Workers:
     started = await ui.queue.tasks(TaskState.STARTED, limit=MAX_LEASE_HOLDERS)
     held: dict[str, list[str]] = {}
     for task in started.tasks:
         held.setdefault(task.worker_id or "?", []).append(task.task_id)
-    holders = [LeaseHolder(worker, len(ids), ids) for worker, ids in sorted(held.items())]
-    return Workers(ui.http_workers(), holders, await ui.queue.workers())
+    http = ui.http_workers()
+    live = await ui.queue.workers()
+    return Workers(_queue_workers(live, held, {w.id for w in http}), http)
 
 
 @get("/schedules", summary="Schedules: state, next and last run, failures")

@@ -182,23 +182,26 @@ const pages = {
     const data = await api("/workers");
     live.replaceChildren(
       h("h1", {}, "Workers"),
-      h("h2", {}, "Live workers (registered, idle ones too)"),
+      h("h2", {}, "Queue workers (registered, idle ones too)"),
       table(
-        ["worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"],
-        data.live.map((w) => [w.worker_id, w.host, w.pid, w.functions.join(", "), w.concurrency, w.in_flight, when(w.seen_at)]),
-        "No worker is registered.",
-      ),
-      h("h2", {}, "Workers holding leases"),
-      table(
-        ["worker", "running", "current tasks"],
-        data.leases.map((w) => [w.worker_id, w.running, h("span", {}, w.task_ids.slice(0, 10).map((id) => [link(`#/task/${encodeURIComponent(id)}`, id), " "]))]),
-        "No worker holds a lease now.",
+        ["worker", "host", "pid", "functions", "last seen", "tasks held"],
+        data.queue.map((w) => [
+          w.worker_id,
+          w.host ?? "—",
+          w.pid ?? "—",
+          w.functions.length ? w.functions.join(", ") : "—",
+          w.registered ? when(w.seen_at) : h("span", { class: "muted" }, "not registered"),
+          heldTasks(w),
+        ]),
+        "No worker is registered or holds a lease.",
+        "queue-workers",
       ),
       h("h2", {}, "HTTP workers (registered with the master)"),
       table(
         ["worker", "url", "names", "capacity", "running", "last seen"],
         data.http.map((w) => [w.id, w.url, w.names.join(", "), w.capacity, w.running, `${w.seen_seconds_ago.toFixed(1)} s ago`]),
         "No HTTP worker is registered.",
+        "http-workers",
       ),
     );
   },
@@ -249,6 +252,14 @@ const pages = {
     ))));
   },
 };
+
+// "2 of 8" (held of its concurrency), then the first tasks, each a link.
+function heldTasks(worker) {
+  const count = worker.concurrency ? `${worker.held} of ${worker.concurrency}` : String(worker.held);
+  const shown = worker.task_ids.slice(0, 10).map((id) => [" ", link(`#/task/${encodeURIComponent(id)}`, id)]);
+  const more = worker.task_ids.length > 10 ? ` and ${worker.task_ids.length - 10} more` : "";
+  return h("span", { class: "held" }, count, shown, more);
+}
 
 function usage(used, limit, suffix = "") {
   return h("span", { class: "bar" }, h("meter", { min: 0, max: limit, value: used }), ` ${used} / ${limit}${suffix}`);

@@ -30,11 +30,11 @@ export function when(seconds) {
   return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
-export function table(columns, rows, empty = "Nothing here.") {
-  if (rows.length === 0) return h("p", { class: "muted empty" }, empty);
+export function table(columns, rows, empty = "Nothing here.", id = undefined) {
+  if (rows.length === 0) return h("p", { class: "muted empty", id }, empty);
   return h(
     "table",
-    {},
+    { id },
     h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
     h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
   );
