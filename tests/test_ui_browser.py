@@ -259,6 +259,38 @@ def rows_of(browser: webdriver.Chrome, css: str) -> dict[str, list[str]]:
     return {cells[0]: cells for cells in rows}
 
 
+def test_the_failed_list_shows_each_error_cut_short_and_whole_on_hover(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    long = "Traceback (most recent call last):\n" + "  File 'x.py', line 1\n" * 50 + "KeyError"
+    errors = {"short": "upstream timed out", "long": long}
+    for task_id, error in errors.items():
+        queue.push(Task(user_id="u", task_id=task_id, max_retries=0))
+        (task,) = queue.pop()
+        queue.fail(task, error)
+
+    ui("/tasks?state=failed")
+    wait(browser, lambda: len(rows_of(browser, "#task-list")) == 2)
+    headers = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#task-list th'), (th) => th.innerText)"
+    )
+    column = headers.index("last error")
+    rows = rows_of(browser, "#task-list")
+    assert rows["short"][column] == "upstream timed out"
+    shown = rows["long"][column]
+    assert len(shown) == 80  # one line, cut
+    assert shown == " ".join(long.split())[:79] + "…"
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#task-list .last-error'), (e) => e.title)"
+    )
+    assert sorted(titles) == sorted(errors.values())  # the whole text on hover
+    ui("/tasks?state=queued")  # other lists have no error column
+    wait(browser, lambda: text_of(browser, "#live .empty") == "No tasks in this state.")
+    queue.push(Task(user_id="u"))
+    wait(browser, lambda: rows_of(browser, "#task-list"))
+    assert "last error" not in text_of(browser, "#task-list thead")
+
+
 def test_workers_idle_ones_too_with_what_they_hold(
     ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
 ) -> None:

@@ -6,6 +6,7 @@ import { h, link, table, when } from "./dom.js";
 const REFRESH_MS = 1500;
 const STATES = ["queued", "scheduled", "deferred", "started", "finished", "failed", "canceled"];
 const PAGE_SIZE = 25;
+const ERROR_CHARS = 80; // of a failed task's error in the task list
 const view = document.getElementById("view");
 let timer = null;
 let generation = 0;
@@ -152,6 +153,7 @@ const pages = {
       const query = new URLSearchParams({ state: params.get("state") || "queued", limit: PAGE_SIZE });
       for (const key of ["user_id", "name", "cursor"]) if (params.get(key)) query.set(key, params.get(key));
       const page = await api(`/tasks?${query}`);
+      const failed = query.get("state") === "failed";
       const rows = page.tasks.map((t) => [
         link(`#/task/${encodeURIComponent(t.task_id)}`, t.task_id),
         t.user_id ?? "(job)",
@@ -161,12 +163,14 @@ const pages = {
         t.attempts,
         when(t.created_at),
         t.worker_id ?? "—",
+        failed ? errorCell(t.last_error) : false,
         taskActions(t.task_id, t.state),
-      ]);
+      ].filter((cell) => cell !== false));
+      const columns = ["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", failed && "last error", ""];
       const next = new URLSearchParams(params);
       next.set("cursor", page.cursor);
       live.replaceChildren(
-        table(["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", ""], rows, "No tasks in this state."),
+        table(columns.filter((c) => c !== false), rows, "No tasks in this state.", "task-list"),
         h(
           "p",
           { class: "pager" },
@@ -252,6 +256,14 @@ const pages = {
     ))));
   },
 };
+
+// A failed task's error on one line, cut at ERROR_CHARS; the whole text on hover.
+function errorCell(error) {
+  if (!error) return "—";
+  const line = error.replace(/\s+/g, " ").trim();
+  const short = line.length > ERROR_CHARS ? `${line.slice(0, ERROR_CHARS - 1)}…` : line;
+  return h("span", { class: "last-error", title: error }, short);
+}
 
 // "2 of 8" (held of its concurrency), then the first tasks, each a link.
 function heldTasks(worker) {
