@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 import httpx
 import pytest
@@ -336,6 +337,83 @@ def test_pause_a_schedule(
         assert "paused" in confirm(browser, "button.pause")
         assert scheduler.get_schedule(schedule_id).state.value == "paused"
         wait(browser, lambda: element(browser, "button.resume"))
+
+
+class Sizes(TypedDict):
+    width: int  # window.innerWidth
+    scroll: int  # the document's scrollWidth
+    client: int  # the document's clientWidth
+    outside: list[str]  # nav links that end past the window
+
+
+def overflow(browser: webdriver.Chrome) -> Sizes:
+    """How wide the page is against the window, and the nav links that end past it."""
+    script = """
+        const width = window.innerWidth;
+        const links = Array.from(document.querySelectorAll("#nav a"));
+        return {
+            width,
+            scroll: document.documentElement.scrollWidth,
+            client: document.documentElement.clientWidth,  // without a vertical scrollbar
+            outside: links
+                .filter((a) => a.getBoundingClientRect().right > width)
+                .map((a) => a.innerText),
+        };
+    """
+    result: Sizes = browser.execute_script(script)
+    return result
+
+
+@pytest.fixture
+def narrow(browser: webdriver.Chrome) -> Iterator[None]:
+    """The window as a phone's: 420 CSS pixels wide, until the test ends."""
+    metrics = {"width": 420, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        yield
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_every_page_fits_a_420_pixel_window(  # noqa: PLR0917 - fixtures
+    narrow: None,
+    ui: Callable[[str], None],
+    browser: webdriver.Chrome,
+    queue: FairQueue,
+    server: LocalServer,
+    namespace: str,
+) -> None:
+    long_id = "a-task-id-" + "x" * 120  # ids, names and errors wider than the window
+    queue.push(Task(user_id="tenant-with-a-long-name-" + "y" * 60, task_id=long_id, name="n" * 90))
+    queue.push_many([Task(user_id="acme", name="render", max_retries=0) for _ in range(4)])
+    for task in queue.pop(count=3, worker_id="worker-" + "w" * 60):
+        queue.fail(task, "Traceback: " + "a-long-word-without-spaces" * 20)
+    queue.register_worker(WorkerInfo("w-1", "h" * 80, 7, ("f" * 80, "g"), 4, 0, 0), 60)
+    queue.push(Task(user_id="acme", payload={"k": "v" * 400}, depends_on=(long_id,)))
+    jobs = JobQueue(queue)
+    jobs.set_constraint("c" * 60, Constraint([Matcher("name", "equals", "r" * 60)], concurrency=4))
+    with TaskScheduler(server.url, namespace) as scheduler:
+        scheduler.add_schedule(interval=30, task={"name": "p" * 60, "user_id": "ops"})
+    routes = {
+        "/overview": "#live .cards",
+        "/tenants": "#live table",
+        "/tasks?state=queued": "#task-list",
+        "/tasks?state=failed": "#task-list .last-error",
+        f"/task/{long_id}": "#payload",
+        "/workers": "#queue-workers",
+        "/schedules": "#live table",
+        "/constraints": "#live table",
+        "/nope": "#not-found",
+    }
+    for route, shown in routes.items():
+        ui(route)
+        element(browser, shown)
+        sizes = overflow(browser)
+        assert sizes["width"] == 420
+        # No sideways scrolling of the page, even beside a vertical scrollbar.
+        assert sizes["scroll"] <= sizes["width"], (route, sizes)
+        assert sizes["scroll"] <= sizes["client"], (route, sizes)
+        assert sizes["outside"] == [], (route, sizes)  # the nav wraps, every link in view
 
 
 def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
