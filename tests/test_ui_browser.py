@@ -449,6 +449,10 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
             schedule_id="ping", interval=30, task={"name": "ping", "user_id": "ops"}
         )
 
+    for n, functions in enumerate((("render", "report"), ("render", "mail"), ("cleanup",))):
+        worker = WorkerInfo(f"worker-{n}", f"build-0{n + 1}", 4100 + n, functions, 8, 0, 0)
+        queue.register_worker(worker, ttl=600)  # worker-2 stays idle
+
     ui("/overview")
     # Work spread over a few samples, so the throughput chart has a line to draw.
     for round_ in range(5):
