@@ -118,6 +118,29 @@ def test_task_pages_detail_and_dependencies(client: TestClient[Any], queue: Fair
     assert get(client, "/tasks/nope", 404)["error"] == "not_found"
 
 
+def test_failed_rows_carry_their_last_error(client: TestClient[Any], queue: FairQueue) -> None:
+    # More than one batch of reads (ui.ERROR_READS), one error longer than the page shows.
+    queue.push_many([Task(user_id="alice", task_id=f"a{n}", max_retries=0) for n in range(30)])
+    errors = {f"a{n}": f"boom {n}" for n in range(30)}
+    errors["a7"] = "Traceback (most recent call last):\n" + "  frame\n" * 300 + "ValueError: x"
+    for task in queue.pop(count=30):
+        queue.fail(task, errors[task.task_id])
+    queue.push(Task(user_id="bob", task_id="retried"))
+    (again,) = queue.pop()
+    queue.fail(again, "first try failed")  # queued again for a retry, with an error
+
+    failed = get(client, "/tasks?state=failed&limit=100")["tasks"]
+    assert {row["task_id"]: row["last_error"] for row in failed} == errors  # whole texts
+    # Rows of other states carry none (the errors are read for failed rows only); the
+    # retry waits out its backoff, or is queued already.
+    waiting = [
+        (row["task_id"], row["last_error"])
+        for state in ("scheduled", "queued")
+        for row in get(client, f"/tasks?state={state}")["tasks"]
+    ]
+    assert waiting == [("retried", None)]
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
@@ -154,19 +177,44 @@ def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQ
     assert post(client, "/tasks/ghost/cancel", 404)["error"] == "not_found"
 
 
-def test_workers_holding_leases_and_http_workers(client: TestClient[Any], queue: FairQueue) -> None:
-    queue.push_many([Task(user_id="u") for _ in range(3)])
-    leased = queue.pop(count=3, worker_id="host:42")
+def test_workers_registered_or_holding_leases_and_http_workers(
+    client: TestClient[Any], queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="u") for _ in range(5)])
+    unregistered = queue.pop(count=3, worker_id="host:42")
+    busy = queue.pop(count=2, worker_id="busy-1")
     queue.register_worker(WorkerInfo("idle-1", "host-b", 7, ("report",), 5, 0, 1.7e9), ttl=60)
+    queue.register_worker(WorkerInfo("busy-1", "host-c", 8, ("a", "b"), 4, 2, 1.7e9), ttl=60)
     registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
     assert client.put("/workers/hw-1", json=registration).status_code == 200
+    JobQueue(queue).push(Job(name="other"))
+    assert JobQueue(queue).pop("hw-1")  # a lease of the HTTP worker: shown in its table only
+
     workers = get(client, "/workers")
-    (holder,) = workers["leases"]
-    assert (holder["worker_id"], holder["running"]) == ("host:42", 3)
-    assert sorted(holder["task_ids"]) == sorted(t.task_id for t in leased)
+    rows = {row["worker_id"]: row for row in workers["queue"]}
+    assert list(rows) == ["busy-1", "host:42", "idle-1"]  # by id
+    idle = rows["idle-1"]  # registered, runs nothing: listed all the same
+    assert idle | {"seen_at": None} == {
+        "worker_id": "idle-1",
+        "registered": True,
+        "host": "host-b",
+        "pid": 7,
+        "functions": ["report"],
+        "concurrency": 5,
+        "seen_at": None,
+        "held": 0,
+        "task_ids": [],
+    }
+    assert idle["seen_at"] > 1.7e9  # the server's clock at its beat
+    held = rows["busy-1"]  # registered and holding leases: one row with both
+    assert (held["host"], held["functions"], held["held"]) == ("host-c", ["a", "b"], 2)
+    assert sorted(held["task_ids"]) == sorted(t.task_id for t in busy)
+    lone = rows["host:42"]  # holds leases, not in the registry: its id and tasks only
+    unknown = ("host", "pid", "concurrency", "seen_at")
+    assert (lone["registered"], lone["functions"], lone["held"]) == (False, [], 3)
+    assert [lone[key] for key in unknown] == [None] * len(unknown)
+    assert sorted(lone["task_ids"]) == sorted(t.task_id for t in unregistered)
     assert [(w["id"], w["capacity"]) for w in workers["http"]] == [("hw-1", 4)]
-    (idle,) = workers["live"]  # a fair-queue worker that runs nothing is listed too
-    assert (idle["worker_id"], idle["functions"], idle["in_flight"]) == ("idle-1", ["report"], 0)
     assert client.delete("/workers/hw-1").status_code == 204
 
 
@@ -217,6 +265,24 @@ def test_the_page_loads_without_a_token_and_the_data_needs_one(
         assert client.get("/ui/api/overview", headers=bearer).status_code == 200
         assert client.post("/ui/api/tasks/x/retry", headers=JSON).status_code == 401
     assert namespace_keys(queue.redis, namespace) == before
+
+
+@pytest.mark.parametrize("token", [None, "s3cret"])
+def test_the_page_learns_whether_a_token_is_needed(
+    server: LocalServer, namespace: str, token: str | None
+) -> None:
+    """/ui/api/access answers without a token, on the master and the dashboard alike;
+    the page shows a login form and Log out only when it says one is required."""
+    master = create_master(MasterConfig(url=server.url, namespace=namespace, token=token))
+    dashboard = create_dashboard(DashboardConfig(UiConfig(server.url, namespace), token=token))
+    for app in (master, dashboard):
+        with TestClient(app) as client:
+            assert get(client, "/access") == {"token_required": token is not None}
+            get(client, "/tenants", 401 if token else 200)
+    if token:
+        document = master.openapi_schema.to_schema()
+        assert document["security"] == [{"bearer": []}]
+        assert document["paths"]["/ui/api/access"]["get"]["security"] == [{}]
 
 
 def test_the_ui_routes_are_in_the_openapi_document(client: TestClient[Any]) -> None:

@@ -12,7 +12,9 @@ import os
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import (
@@ -30,6 +32,7 @@ from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
+from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
 from tests.test_http_workers import free_port, serving
 
@@ -162,7 +165,10 @@ def test_log_in_and_watch_counts_change_as_tasks_run(
 ) -> None:
     ui("/overview")
     wait(browser, lambda: count(browser, "queued") == "0")
-    browser.find_element(By.ID, "logout").click()
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-token") == "required"
+    element(browser, "#logout").click()
+    wait(browser, lambda: not element(browser, "#logout").is_displayed())
+    assert element(browser, "#login").is_displayed()
     log_in(browser, "wrong")
     wait(browser, lambda: "refused" in text_of(browser, "#login-error"))
     log_in(browser, TOKEN)
@@ -174,6 +180,29 @@ def test_log_in_and_watch_counts_change_as_tasks_run(
         queue.finish(task)
     wait(browser, lambda: count(browser, "finished") == "2" and count(browser, "queued") == "3")
     wait(browser, lambda: "alice" in text_of(browser, "#live table"))
+
+
+def test_without_a_token_there_is_no_sign_in_form_and_no_log_out(
+    server: LocalServer, namespace: str, browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push(Task(user_id="alice"))
+    with serving(
+        create_master(MasterConfig(url=server.url, namespace=namespace)), free_port()
+    ) as url:
+        browser.get(f"{url}/ui#/overview")  # a new port: a new origin, no token kept
+        # The page has asked the server (data-token), and shows data at once.
+        wait(browser, lambda: count(browser, "queued") == "1")
+        body = browser.find_element(By.TAG_NAME, "body")
+        wait(browser, lambda: body.get_attribute("data-token") == "none")
+        assert element(browser, "#nav").is_displayed()
+        assert not element(browser, "#logout").is_displayed()
+        assert not element(browser, "#login").is_displayed()
+        # A page that loads data, and one that does not.
+        for route, title in (("#/tenants", "Tenants"), ("#/nope", "Page not found")):
+            browser.execute_script("location.hash = arguments[0]", route)
+            wait(browser, partial(lambda t: text_of(browser, "#view h1") == t, title))
+            assert not element(browser, "#logout").is_displayed()
+            assert not element(browser, "#login").is_displayed()
 
 
 def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
@@ -220,6 +249,82 @@ def test_cancel_a_queued_task_and_requeue_a_tenant(
     assert queue.stats().tenants["carol"].queued == 3
 
 
+def rows_of(browser: webdriver.Chrome, css: str) -> dict[str, list[str]]:
+    """A table's rows by their first cell: the cells' texts, read in one script (a
+    refresh cannot replace the table halfway)."""
+    script = (
+        "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'),"
+        " (row) => Array.from(row.cells, (cell) => cell.innerText))"
+    )
+    rows: list[list[str]] = browser.execute_script(script, css)
+    return {cells[0]: cells for cells in rows}
+
+
+def test_the_failed_list_shows_each_error_cut_short_and_whole_on_hover(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    long = "Traceback (most recent call last):\n" + "  File 'x.py', line 1\n" * 50 + "KeyError"
+    errors = {"short": "upstream timed out", "long": long}
+    for task_id, error in errors.items():
+        queue.push(Task(user_id="u", task_id=task_id, max_retries=0))
+        (task,) = queue.pop()
+        queue.fail(task, error)
+
+    ui("/tasks?state=failed")
+    wait(browser, lambda: len(rows_of(browser, "#task-list")) == 2)
+    headers = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#task-list th'), (th) => th.innerText)"
+    )
+    column = headers.index("last error")
+    rows = rows_of(browser, "#task-list")
+    assert rows["short"][column] == "upstream timed out"
+    shown = rows["long"][column]
+    assert len(shown) == 80  # one line, cut
+    assert shown == " ".join(long.split())[:79] + "…"
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#task-list .last-error'), (e) => e.title)"
+    )
+    assert sorted(titles) == sorted(errors.values())  # the whole text on hover
+    ui("/tasks?state=queued")  # other lists have no error column
+    wait(browser, lambda: text_of(browser, "#live .empty") == "No tasks in this state.")
+    queue.push(Task(user_id="u"))
+    wait(browser, lambda: rows_of(browser, "#task-list"))
+    assert "last error" not in text_of(browser, "#task-list thead")
+
+
+def test_workers_idle_ones_too_with_what_they_hold(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="u", task_id=f"t{n}") for n in range(3)])
+    queue.register_worker(WorkerInfo("idle-1", "host-b", 7, ("report", "mail"), 5, 0, 0), 60)
+    queue.register_worker(WorkerInfo("busy-1", "host-c", 8, ("resize",), 4, 0, 0), 60)
+    busy = queue.pop(count=2, worker_id="busy-1")
+    (lone,) = queue.pop(worker_id="old-worker")  # holds a lease, not in the registry
+    ui("/workers")
+    master = browser.current_url.split("/ui")[0]
+    registration = {"url": "http://127.0.0.1:9", "names": ["resize"], "capacity": 4}
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    assert httpx.put(f"{master}/workers/hw-1", json=registration, headers=bearer).is_success
+
+    wait(browser, lambda: "hw-1" in rows_of(browser, "#http-workers"))
+    wait(browser, lambda: len(rows_of(browser, "#queue-workers")) == 3)
+    rows = rows_of(browser, "#queue-workers")
+    assert rows["idle-1"][1:4] == ["host-b", "7", "report, mail"]
+    assert rows["idle-1"][4].startswith("20")  # its last beat, a date
+    assert rows["idle-1"][5] == "0 of 5"
+    assert rows["busy-1"][5].startswith("2 of 4")
+    for task in busy:
+        element(browser, f'#queue-workers a[href="#/task/{task.task_id}"]')
+    assert rows["old-worker"][1:5] == ["—", "—", "—", "not registered"]
+    assert rows["old-worker"][5] == f"1 {lone.task_id}"
+    assert rows_of(browser, "#http-workers")["hw-1"][1:5] == [
+        "http://127.0.0.1:9",
+        "resize",
+        "4",
+        "0",
+    ]
+
+
 def test_pause_a_schedule(
     ui: Callable[[str], None],
     browser: webdriver.Chrome,
@@ -232,6 +337,83 @@ def test_pause_a_schedule(
         assert "paused" in confirm(browser, "button.pause")
         assert scheduler.get_schedule(schedule_id).state.value == "paused"
         wait(browser, lambda: element(browser, "button.resume"))
+
+
+class Sizes(TypedDict):
+    width: int  # window.innerWidth
+    scroll: int  # the document's scrollWidth
+    client: int  # the document's clientWidth
+    outside: list[str]  # nav links that end past the window
+
+
+def overflow(browser: webdriver.Chrome) -> Sizes:
+    """How wide the page is against the window, and the nav links that end past it."""
+    script = """
+        const width = window.innerWidth;
+        const links = Array.from(document.querySelectorAll("#nav a"));
+        return {
+            width,
+            scroll: document.documentElement.scrollWidth,
+            client: document.documentElement.clientWidth,  // without a vertical scrollbar
+            outside: links
+                .filter((a) => a.getBoundingClientRect().right > width)
+                .map((a) => a.innerText),
+        };
+    """
+    result: Sizes = browser.execute_script(script)
+    return result
+
+
+@pytest.fixture
+def narrow(browser: webdriver.Chrome) -> Iterator[None]:
+    """The window as a phone's: 420 CSS pixels wide, until the test ends."""
+    metrics = {"width": 420, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        yield
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_every_page_fits_a_420_pixel_window(  # noqa: PLR0917 - fixtures
+    narrow: None,
+    ui: Callable[[str], None],
+    browser: webdriver.Chrome,
+    queue: FairQueue,
+    server: LocalServer,
+    namespace: str,
+) -> None:
+    long_id = "a-task-id-" + "x" * 120  # ids, names and errors wider than the window
+    queue.push(Task(user_id="tenant-with-a-long-name-" + "y" * 60, task_id=long_id, name="n" * 90))
+    queue.push_many([Task(user_id="acme", name="render", max_retries=0) for _ in range(4)])
+    for task in queue.pop(count=3, worker_id="worker-" + "w" * 60):
+        queue.fail(task, "Traceback: " + "a-long-word-without-spaces" * 20)
+    queue.register_worker(WorkerInfo("w-1", "h" * 80, 7, ("f" * 80, "g"), 4, 0, 0), 60)
+    queue.push(Task(user_id="acme", payload={"k": "v" * 400}, depends_on=(long_id,)))
+    jobs = JobQueue(queue)
+    jobs.set_constraint("c" * 60, Constraint([Matcher("name", "equals", "r" * 60)], concurrency=4))
+    with TaskScheduler(server.url, namespace) as scheduler:
+        scheduler.add_schedule(interval=30, task={"name": "p" * 60, "user_id": "ops"})
+    routes = {
+        "/overview": "#live .cards",
+        "/tenants": "#live table",
+        "/tasks?state=queued": "#task-list",
+        "/tasks?state=failed": "#task-list .last-error",
+        f"/task/{long_id}": "#payload",
+        "/workers": "#queue-workers",
+        "/schedules": "#live table",
+        "/constraints": "#live table",
+        "/nope": "#not-found",
+    }
+    for route, shown in routes.items():
+        ui(route)
+        element(browser, shown)
+        sizes = overflow(browser)
+        assert sizes["width"] == 420
+        # No sideways scrolling of the page, even beside a vertical scrollbar.
+        assert sizes["scroll"] <= sizes["width"], (route, sizes)
+        assert sizes["scroll"] <= sizes["client"], (route, sizes)
+        assert sizes["outside"] == [], (route, sizes)  # the nav wraps, every link in view
 
 
 def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
@@ -267,6 +449,10 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
             schedule_id="ping", interval=30, task={"name": "ping", "user_id": "ops"}
         )
 
+    for n, functions in enumerate((("render", "report"), ("render", "mail"), ("cleanup",))):
+        worker = WorkerInfo(f"worker-{n}", f"build-0{n + 1}", 4100 + n, functions, 8, 0, 0)
+        queue.register_worker(worker, ttl=600)  # worker-2 stays idle
+
     ui("/overview")
     # Work spread over a few samples, so the throughput chart has a line to draw.
     for round_ in range(5):
@@ -295,3 +481,22 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
         path = shots / f"{name}.png"
         assert browser.save_screenshot(str(path))
         assert path.stat().st_size > 1000
+
+
+def test_an_unknown_route_says_so_and_links_back(
+    ui: Callable[[str], None], browser: webdriver.Chrome
+) -> None:
+    ui("/overview")
+    wait(browser, lambda: count(browser, "queued") == "0")
+    ui("/nope")  # loaded as the page's first route
+    wait(browser, lambda: text_of(browser, "#not-found-route") == "#/nope")
+    # A name the pages object inherits, a page with a path under it, a task without an id,
+    # a malformed escape: each is "not found" too, reached by a hash change.
+    for route in ("#/toString", "#/tenants/extra", "#/task/", "#/task/%E0"):
+        browser.execute_script("location.hash = arguments[0]", route)
+        wait(browser, partial(lambda r: text_of(browser, "#not-found-route") == r, route))
+        assert text_of(browser, "#not-found h1") == "Page not found"
+        assert not browser.find_elements(By.CSS_SELECTOR, "[data-state], #live")
+    element(browser, '#not-found a[href="#/overview"]').click()
+    wait(browser, lambda: count(browser, "queued") == "0")
+    assert not browser.find_elements(By.ID, "not-found")

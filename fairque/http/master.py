@@ -327,6 +327,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
         lambda: master.executor,
         master.outage,
+        token_required=bool(config.token),
     )
     api = Router(
         "/",

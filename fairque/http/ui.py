@@ -53,7 +53,7 @@ from fairque.http.wire import (
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
-from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats, WorkerInfo
+from fairque.queue import AsyncQueue, TaskInfo, TenantStats, WorkerInfo
 from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
@@ -72,8 +72,10 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-PUBLIC = {"public": True}  # the page and its files load before the login form: no token
-MAX_LEASE_HOLDERS = 1000  # started tasks read to list who holds leases
+# The page, its files and /ui/api/access load before the login form: no token.
+PUBLIC = {"public": True}
+ERROR_READS = 25  # records read at once for the errors of a page of failed tasks
+MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker holds
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -128,6 +130,30 @@ class UiOverview:
 
 
 @dataclass(frozen=True)
+class TaskRow:
+    """One line of a task list: the queue's :class:`TaskSummary`, and the error a failed
+    task ended with (None for the other states: it is read for failed rows only)."""
+
+    task_id: str
+    user_id: str | None
+    name: str | None
+    state: str
+    priority: int
+    attempts: int
+    created_at: float | None
+    worker_id: str | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """A page of a task list; pass ``cursor`` back for the next page (0: no more)."""
+
+    tasks: list[TaskRow]
+    cursor: int
+
+
+@dataclass(frozen=True)
 class TaskDetail:
     """A task (fair policy, ``task``) or a job (strict policy, ``job``)."""
 
@@ -137,22 +163,58 @@ class TaskDetail:
 
 
 @dataclass(frozen=True)
-class LeaseHolder:
-    """A worker of the queue (found by the leases it holds now) and what it runs."""
+class QueueWorker:
+    """A worker of the queue, one row: as it registered itself in the worker registry, and
+    the tasks it holds leases on now. ``registered`` False: it holds leases but is not in
+    the registry (a worker of a version before the registry, or one whose registration
+    lapsed), so only its id and tasks are known."""
 
     worker_id: str
-    running: int
-    task_ids: list[str]
+    registered: bool
+    host: str | None
+    pid: int | None
+    functions: list[str]  # the task function names it serves
+    concurrency: int | None
+    seen_at: float | None  # its last heartbeat, epoch seconds (server clock)
+    held: int  # tasks it holds leases on now
+    task_ids: list[str]  # those tasks
 
 
 @dataclass(frozen=True)
 class Workers:
-    """Live workers of the fair queue (idle ones too), HTTP workers registered with the
-    master, and every worker holding leases."""
+    """The queue's workers (live ones from the registry, idle ones too, and any other
+    holding leases) and the HTTP workers registered with the master."""
 
+    queue: list[QueueWorker]
     http: list[WorkerStatus]
-    leases: list[LeaseHolder]
-    live: list[WorkerInfo] = field(default_factory=list)
+
+
+def _queue_workers(
+    live: list[WorkerInfo], held: dict[str, list[str]], elsewhere: set[str]
+) -> list[QueueWorker]:
+    """The registry's workers with the leases each holds, then the holders of leases the
+    registry lacks (but not those listed ``elsewhere``: the master's HTTP workers)."""
+    rows = [
+        QueueWorker(
+            w.worker_id,
+            True,
+            w.host,
+            w.pid,
+            list(w.functions),
+            w.concurrency,
+            w.seen_at,
+            len(held.get(w.worker_id, [])),
+            held.get(w.worker_id, []),
+        )
+        for w in live
+    ]
+    registered = {w.worker_id for w in live}
+    rows += [
+        QueueWorker(worker, False, None, None, [], None, None, len(ids), ids)
+        for worker, ids in held.items()
+        if worker not in registered and worker not in elsewhere
+    ]
+    return sorted(rows, key=lambda row: row.worker_id)
 
 
 @dataclass(frozen=True)
@@ -173,6 +235,14 @@ class ScheduleRow:
     skipped: int
     last_task_id: str | None
     last_error: str | None
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the page learns before it asks for data: whether the data routes want a bearer
+    token (without one there is nothing to sign in to, so no login form and no Log out)."""
+
+    token_required: bool
 
 
 @dataclass(frozen=True)
@@ -255,8 +325,11 @@ class Dashboard:
         http_workers: Callable[[], list[WorkerStatus]] | None = None,
         executor: Callable[[], AsyncExecutor] | None = None,
         outage: OutageLog | None = None,
+        *,
+        token_required: bool = False,
     ) -> None:
         self.config = config
+        self.token_required = token_required  # the app guards the data routes with a token
         self.http_workers = http_workers or list
         self.throughput = Throughput()
         # Shared with the master when it mounts the UI: one log line per outage in all.
@@ -367,6 +440,16 @@ def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
     return sorted(rows, key=lambda row: (-row.queued, row.user_id))
 
 
+@get(
+    "/access",
+    opt=PUBLIC,
+    security=[{}],  # answered without a token, even when the others need one
+    summary="Whether the data routes need a bearer token (asked without one)",
+)
+async def access(ui: NamedDependency[Dashboard]) -> Access:
+    return Access(ui.token_required)
+
+
 @get("/overview", summary="Tasks per state, counters, tenants and throughput")
 async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
     stats = await ui.queue.stats()
@@ -394,8 +477,24 @@ async def task_list(
     name: Annotated[str | None, IDENTIFIER] = None,
     cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
-) -> TaskPage:
-    return await ui.queue.tasks(task_state, user_id, name, cursor, limit)
+) -> TaskRows:
+    page = await ui.queue.tasks(task_state, user_id, name, cursor, limit)
+    errors = await _last_errors(ui.queue, [t.task_id for t in page.tasks if t.state == "failed"])
+    rows = [TaskRow(**asdict(t), last_error=errors.get(t.task_id)) for t in page.tasks]
+    return TaskRows(rows, page.cursor)
+
+
+async def _last_errors(queue: AsyncQueue, task_ids: list[str]) -> dict[str, str]:
+    """The last error of each task that has one, its record read by id (the list script
+    returns no errors), ``ERROR_READS`` at a time."""
+    errors: dict[str, str] = {}
+    for start in range(0, len(task_ids), ERROR_READS):
+        chunk = task_ids[start : start + ERROR_READS]
+        for record in await asyncio.gather(*map(queue.get_record, chunk)):
+            error = record.fields.get("last_error") if record is not None else None
+            if record is not None and error:
+                errors[record.record_id] = error.decode(errors="replace")
+    return errors
 
 
 @get("/tasks/{task_id:str}", summary="A task or job: payload, attempts, lease, dependencies")
@@ -425,14 +524,15 @@ async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Reque
     return Requeued(await ui.queue.retry_failed(user_id))
 
 
-@get("/workers", summary="HTTP workers of the master and workers holding leases")
+@get("/workers", summary="Workers of the queue (registered or holding leases) and HTTP workers")
 async def workers(ui: NamedDependency[Dashboard]) -> Workers:
     started = await ui.queue.tasks(TaskState.STARTED, limit=MAX_LEASE_HOLDERS)
     held: dict[str, list[str]] = {}
     for task in started.tasks:
         held.setdefault(task.worker_id or "?", []).append(task.task_id)
-    holders = [LeaseHolder(worker, len(ids), ids) for worker, ids in sorted(held.items())]
-    return Workers(ui.http_workers(), holders, await ui.queue.workers())
+    http = ui.http_workers()
+    live = await ui.queue.workers()
+    return Workers(_queue_workers(live, held, {w.id for w in http}), http)
 
 
 @get("/schedules", summary="Schedules: state, next and last run, failures")
@@ -468,6 +568,7 @@ async def constraints(ui: NamedDependency[Dashboard]) -> list[ConstraintStatus]:
 
 
 ROUTES = [
+    access,
     overview,
     tenants,
     task_list,
@@ -499,7 +600,7 @@ async def to_ui() -> Redirect:
 def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
     """The Web UI and its data routes, without the master's job API and dispatcher."""
     config = config or DashboardConfig()
-    dashboard = Dashboard(config.ui)
+    dashboard = Dashboard(config.ui, token_required=bool(config.token))
     return Litestar(
         route_handlers=[to_ui, dashboard.router()],
         request_class=WireRequest,

@@ -6,9 +6,27 @@ import { h, link, table, when } from "./dom.js";
 const REFRESH_MS = 1500;
 const STATES = ["queued", "scheduled", "deferred", "started", "finished", "failed", "canceled"];
 const PAGE_SIZE = 25;
+const ERROR_CHARS = 80; // of a failed task's error in the task list
 const view = document.getElementById("view");
 let timer = null;
 let generation = 0;
+// Whether the server wants a bearer token: null until /access answers. Without one there
+// is nothing to sign in to: no login form, no Log out (a 401 still brings the form).
+let tokenRequired = null;
+
+async function learnAccess() {
+  try {
+    tokenRequired = (await api("/access")).token_required;
+    document.body.dataset.token = tokenRequired ? "required" : "none";
+  } catch {
+    // The server is away: asked again at the next refresh.
+  }
+}
+
+function showLogout() {
+  const nav = document.getElementById("nav");
+  document.getElementById("logout").hidden = nav.hidden || tokenRequired !== true;
+}
 
 function flash(message, kind = "ok") {
   const box = document.getElementById("flash");
@@ -135,6 +153,7 @@ const pages = {
       const query = new URLSearchParams({ state: params.get("state") || "queued", limit: PAGE_SIZE });
       for (const key of ["user_id", "name", "cursor"]) if (params.get(key)) query.set(key, params.get(key));
       const page = await api(`/tasks?${query}`);
+      const failed = query.get("state") === "failed";
       const rows = page.tasks.map((t) => [
         link(`#/task/${encodeURIComponent(t.task_id)}`, t.task_id),
         t.user_id ?? "(job)",
@@ -144,12 +163,14 @@ const pages = {
         t.attempts,
         when(t.created_at),
         t.worker_id ?? "—",
+        failed ? errorCell(t.last_error) : false,
         taskActions(t.task_id, t.state),
-      ]);
+      ].filter((cell) => cell !== false));
+      const columns = ["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", failed && "last error", ""];
       const next = new URLSearchParams(params);
       next.set("cursor", page.cursor);
       live.replaceChildren(
-        table(["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", ""], rows, "No tasks in this state."),
+        table(columns.filter((c) => c !== false), rows, "No tasks in this state.", "task-list"),
         h(
           "p",
           { class: "pager" },
@@ -165,23 +186,26 @@ const pages = {
     const data = await api("/workers");
     live.replaceChildren(
       h("h1", {}, "Workers"),
-      h("h2", {}, "Live workers (registered, idle ones too)"),
+      h("h2", {}, "Queue workers (registered, idle ones too)"),
       table(
-        ["worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"],
-        data.live.map((w) => [w.worker_id, w.host, w.pid, w.functions.join(", "), w.concurrency, w.in_flight, when(w.seen_at)]),
-        "No worker is registered.",
-      ),
-      h("h2", {}, "Workers holding leases"),
-      table(
-        ["worker", "running", "current tasks"],
-        data.leases.map((w) => [w.worker_id, w.running, h("span", {}, w.task_ids.slice(0, 10).map((id) => [link(`#/task/${encodeURIComponent(id)}`, id), " "]))]),
-        "No worker holds a lease now.",
+        ["worker", "host", "pid", "functions", "last seen", "tasks held"],
+        data.queue.map((w) => [
+          w.worker_id,
+          w.host ?? "—",
+          w.pid ?? "—",
+          w.functions.length ? w.functions.join(", ") : "—",
+          w.registered ? when(w.seen_at) : h("span", { class: "muted" }, "not registered"),
+          heldTasks(w),
+        ]),
+        "No worker is registered or holds a lease.",
+        "queue-workers",
       ),
       h("h2", {}, "HTTP workers (registered with the master)"),
       table(
         ["worker", "url", "names", "capacity", "running", "last seen"],
         data.http.map((w) => [w.id, w.url, w.names.join(", "), w.capacity, w.running, `${w.seen_seconds_ago.toFixed(1)} s ago`]),
         "No HTTP worker is registered.",
+        "http-workers",
       ),
     );
   },
@@ -232,6 +256,22 @@ const pages = {
     ))));
   },
 };
+
+// A failed task's error on one line, cut at ERROR_CHARS; the whole text on hover.
+function errorCell(error) {
+  if (!error) return "—";
+  const line = error.replace(/\s+/g, " ").trim();
+  const short = line.length > ERROR_CHARS ? `${line.slice(0, ERROR_CHARS - 1)}…` : line;
+  return h("span", { class: "last-error", title: error }, short);
+}
+
+// "2 of 8" (held of its concurrency), then the first tasks, each a link.
+function heldTasks(worker) {
+  const count = worker.concurrency ? `${worker.held} of ${worker.concurrency}` : String(worker.held);
+  const shown = worker.task_ids.slice(0, 10).map((id) => [" ", link(`#/task/${encodeURIComponent(id)}`, id)]);
+  const more = worker.task_ids.length > 10 ? ` and ${worker.task_ids.length - 10} more` : "";
+  return h("span", { class: "held" }, count, shown, more);
+}
 
 function usage(used, limit, suffix = "") {
   return h("span", { class: "bar" }, h("meter", { min: 0, max: limit, value: used }), ` ${used} / ${limit}${suffix}`);
@@ -285,29 +325,56 @@ function scheduleButton(s) {
   }, pause ? "Pause" : "Resume");
 }
 
+// An empty hash is the overview; a route no page answers (or a task without an id) is
+// "not found", naming what was asked for, never another page in its place.
 function route() {
   const [path, query] = (location.hash.slice(1) || "/overview").split("?");
   const parts = path.split("/").filter(Boolean);
-  const name = parts[0] in pages ? parts[0] : "overview";
-  return { name, params: new URLSearchParams(query || ""), id: decodeURIComponent(parts.slice(1).join("/")) };
+  const name = parts.length === 0 ? "overview" : parts[0];
+  const id = safeDecode(parts.slice(1).join("/"));
+  const known = Object.hasOwn(pages, name) && (name === "task" ? Boolean(id) : parts.length === 1);
+  return { name: known ? name : "notFound", params: new URLSearchParams(query || ""), id, asked: location.hash || "#/" };
+}
+
+function safeDecode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null; // a malformed escape (#/task/%E0): no such task
+  }
+}
+
+function notFound(asked) {
+  return h(
+    "section",
+    { id: "not-found" },
+    h("h1", {}, "Page not found"),
+    h("p", {}, "There is no page at ", h("code", { id: "not-found-route" }, asked), "."),
+    h("p", {}, link("#/overview", "← Back to the overview")),
+  );
 }
 
 let current = null;
 
 async function refresh() {
-  if (!current) return;
+  const page = current;
+  if (!page) return;
   const mine = generation;
+  if (tokenRequired === null) await learnAccess();
+  if (mine !== generation) return;
+  showLogout();
   try {
-    await current.refresh();
+    await page.refresh();
     if (mine === generation) document.getElementById("login").hidden = true;
   } catch (error) {
     if (mine !== generation) return;
     if (error instanceof ApiError && error.status === 401) {
+      tokenRequired = true; // whatever /access said before: the server wants one now
       stop();
       showLogin(sessionStorage.length ? "That token was refused." : "");
       return;
     }
-    current.live.replaceChildren(h("p", { class: "error", id: "load-error" }, `Could not load: ${error.message}`));
+    page.live.replaceChildren(h("p", { class: "error", id: "load-error" }, `Could not load: ${error.message}`));
   }
 }
 
@@ -317,18 +384,29 @@ function stop() {
   current = null;
 }
 
+// The header of a page shown: the nav (this page's link marked) and Log out.
+function showChrome(name) {
+  document.getElementById("nav").hidden = false;
+  showLogout();
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
+}
+
 function open() {
   stop();
   generation += 1;
-  const { name, params, id } = route();
+  const { name, params, id, asked } = route();
+  if (name === "notFound") {
+    view.replaceChildren(notFound(asked));
+    document.getElementById("login").hidden = true;
+    showChrome(name);
+    return; // nothing to load, nothing to refresh
+  }
   const page = pages[name];
   const live = h("div", { id: "live" });
   const fixed = typeof page === "object" ? page.setup(params) : [];
   const load = typeof page === "object" ? page.refresh : page;
   view.replaceChildren(...fixed, live);
-  document.getElementById("nav").hidden = false;
-  document.getElementById("logout").hidden = false;
-  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
+  showChrome(name);
   current = { live, refresh: () => load(live, params, id) };
   refresh();
   timer = setInterval(refresh, REFRESH_MS);
@@ -350,4 +428,5 @@ window.addEventListener("hashchange", () => {
   document.getElementById("flash").hidden = true;
   open();
 });
+await learnAccess();
 open();

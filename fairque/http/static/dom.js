@@ -30,13 +30,19 @@ export function when(seconds) {
   return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
-export function table(columns, rows, empty = "Nothing here.") {
-  if (rows.length === 0) return h("p", { class: "muted empty" }, empty);
+// A table in a box of its own that scrolls sideways when the table is wider than the
+// window, so the page itself never does.
+export function table(columns, rows, empty = "Nothing here.", id = undefined) {
+  if (rows.length === 0) return h("p", { class: "muted empty", id }, empty);
   return h(
-    "table",
-    {},
-    h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
-    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
+    "div",
+    { class: "table-scroll" },
+    h(
+      "table",
+      { id },
+      h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
+      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
+    ),
   );
 }
 
