@@ -119,7 +119,7 @@ def test_task_pages_detail_and_dependencies(client: TestClient[Any], queue: Fair
 
 
 def test_failed_rows_carry_their_last_error(client: TestClient[Any], queue: FairQueue) -> None:
-    # More than one batch of reads (ui.ERROR_READS), one error longer than the page shows.
+    # One error longer than the page shows: the whole text comes back.
     queue.push_many([Task(user_id="alice", task_id=f"a{n}", max_retries=0) for n in range(30)])
     errors = {f"a{n}": f"boom {n}" for n in range(30)}
     errors["a7"] = "Traceback (most recent call last):\n" + "  frame\n" * 300 + "ValueError: x"
@@ -131,14 +131,13 @@ def test_failed_rows_carry_their_last_error(client: TestClient[Any], queue: Fair
 
     failed = get(client, "/tasks?state=failed&limit=100")["tasks"]
     assert {row["task_id"]: row["last_error"] for row in failed} == errors  # whole texts
-    # Rows of other states carry none (the errors are read for failed rows only); the
-    # retry waits out its backoff, or is queued already.
+    # A retry waiting out its backoff (or queued already) shows why its attempt failed.
     waiting = [
         (row["task_id"], row["last_error"])
         for state in ("scheduled", "queued")
         for row in get(client, f"/tasks?state={state}")["tasks"]
     ]
-    assert waiting == [("retried", None)]
+    assert waiting == [("retried", "first try failed")]
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ from fairque.http.wire import (
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
-from fairque.queue import AsyncQueue, TaskInfo, TenantStats, WorkerInfo
+from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats, WorkerInfo
 from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
@@ -74,7 +74,6 @@ SECURITY_HEADERS = {
 }
 # The page, its files and /ui/api/access load before the login form: no token.
 PUBLIC = {"public": True}
-ERROR_READS = 25  # records read at once for the errors of a page of failed tasks
 MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker holds
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -127,30 +126,6 @@ class UiOverview:
     counters: dict[str, int]
     tenants: list[TenantRow]
     throughput: list[Rate]
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """One line of a task list: the queue's :class:`TaskSummary`, and the error a failed
-    task ended with (None for the other states: it is read for failed rows only)."""
-
-    task_id: str
-    user_id: str | None
-    name: str | None
-    state: str
-    priority: int
-    attempts: int
-    created_at: float | None
-    worker_id: str | None
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class TaskRows:
-    """A page of a task list; pass ``cursor`` back for the next page (0: no more)."""
-
-    tasks: list[TaskRow]
-    cursor: int
 
 
 @dataclass(frozen=True)
@@ -477,24 +452,8 @@ async def task_list(
     name: Annotated[str | None, IDENTIFIER] = None,
     cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
-) -> TaskRows:
-    page = await ui.queue.tasks(task_state, user_id, name, cursor, limit)
-    errors = await _last_errors(ui.queue, [t.task_id for t in page.tasks if t.state == "failed"])
-    rows = [TaskRow(**asdict(t), last_error=errors.get(t.task_id)) for t in page.tasks]
-    return TaskRows(rows, page.cursor)
-
-
-async def _last_errors(queue: AsyncQueue, task_ids: list[str]) -> dict[str, str]:
-    """The last error of each task that has one, its record read by id (the list script
-    returns no errors), ``ERROR_READS`` at a time."""
-    errors: dict[str, str] = {}
-    for start in range(0, len(task_ids), ERROR_READS):
-        chunk = task_ids[start : start + ERROR_READS]
-        for record in await asyncio.gather(*map(queue.get_record, chunk)):
-            error = record.fields.get("last_error") if record is not None else None
-            if record is not None and error:
-                errors[record.record_id] = error.decode(errors="replace")
-    return errors
+) -> TaskPage:
+    return await ui.queue.tasks(task_state, user_id, name, cursor, limit)
 
 
 @get("/tasks/{task_id:str}", summary="A task or job: payload, attempts, lease, dependencies")

@@ -175,6 +175,7 @@ class TaskSummary:
     attempts: int
     created_at: float | None
     worker_id: str | None  # of the last lease
+    last_error: str | None = None  # of a failed attempt (a failed task's, a retry's)
 
 
 @dataclass(frozen=True)

@@ -688,7 +688,7 @@ def _task_info_of(record: Record) -> TaskInfo:
     )
 
 
-_PAGE_ROW = 8
+_PAGE_ROW = 9
 
 
 def _parse_page(reply: list[Any]) -> TaskPage:
@@ -703,6 +703,7 @@ def _parse_page(reply: list[Any]) -> TaskPage:
             attempts=int(rows[i + 5] or 0),
             created_at=seconds(rows[i + 6]),
             worker_id=text(rows[i + 7]),
+            last_error=None if rows[i + 8] is None else rows[i + 8].decode(errors="replace"),
         )
         for i in range(0, len(rows), _PAGE_ROW)
     ]

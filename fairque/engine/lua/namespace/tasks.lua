@@ -11,7 +11,7 @@
 -- ARGV[5] the cursor (0 first)
 -- ARGV[6] how many entries to look at
 -- Returns {next cursor (0: end), then per task: id, tenant, name, state, priority,
--- attempts, created_at, worker_id}.
+-- attempts, created_at, worker_id, last_error}.
 --@include ready
 
 local state, tenant, name = ARGV[2], ARGV[3], ARGV[4]
@@ -22,10 +22,10 @@ local function page(next_cursor)
   local reply = {next_cursor}
   for _, id in ipairs(ids) do
     local f = redis.call('HMGET', task_key(id), 'tenant', 'name', 'state', 'priority',
-      'attempts', 'created_at', 'worker_id')
+      'attempts', 'created_at', 'worker_id', 'last_error')
     if (tenant == '' or f[1] == tenant) and (name == '' or f[2] == name) then
       reply[#reply + 1] = id
-      for i = 1, 7 do reply[#reply + 1] = f[i] end
+      for i = 1, 8 do reply[#reply + 1] = f[i] end
     end
   end
   return reply
