@@ -304,3 +304,19 @@ def test_stats_carry_the_fairness_view(queue: FairQueue) -> None:
     assert fairness is not None
     assert (fairness.minutes, fairness.starts) == (5, 2)
     assert [one.tenant for one in fairness.tenants] == ["a"]
+
+
+def test_the_minutes_keep_what_the_throughput_chart_draws(queue: FairQueue) -> None:
+    push(queue, "a", 4)
+    leased = queue.pop(count=4)
+    queue.finish_many(leased[:3])
+    queue.fail(leased[3], "boom", retry=False)
+    view = queue.fairness(minutes=3)
+    assert len(view.history) == 3
+    assert view.history[0].at < view.history[-1].at <= view.at
+    totals = [sum(getattr(m, name) for m in view.history)
+              for name in ("pushed", "starts", "finished", "failed")]  # fmt: skip
+    assert totals == [4, 4, 3, 1]
+    (served,) = view.tenants
+    assert sum(served.starts_by_minute) == 4
+    assert len(served.starts_by_minute) == 3

@@ -283,6 +283,7 @@ class TenantService:
     per_minute: float
     waits: tuple[int, ...]  # histogram of ready-to-start waits (see wait_percentile)
     shares: TenantShares  # its weight and limits, and how many run now
+    starts_by_minute: tuple[int, ...] = ()  # one per minute of the window, oldest first
 
     @property
     def wait_p50(self) -> float | None:
@@ -296,6 +297,17 @@ class TenantService:
 
 
 @dataclass(frozen=True)
+class MinuteFigures:
+    """What one minute of server time saw, in all (kept by the scripts for 11 minutes)."""
+
+    at: float  # the minute's start, epoch seconds
+    starts: int
+    pushed: int
+    finished: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class FairnessView:
     """Who the queue served over the last ``minutes`` (``FairQueue.fairness``): every
     start, and the busiest tenants; the rest add up to ``other_starts``."""
@@ -306,6 +318,7 @@ class FairnessView:
     waits: tuple[int, ...]  # every start's wait, as in TenantService.waits
     tenants: list[TenantService]  # the busiest first
     other_starts: int  # starts of the tenants not listed
+    history: list[MinuteFigures] = field(default_factory=list)  # the window's minutes
 
     @property
     def per_minute(self) -> float:

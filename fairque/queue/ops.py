@@ -52,6 +52,7 @@ from fairque.queue.models import (
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
+    MinuteFigures,
     Priority,
     QueueStats,
     SharesChange,
@@ -515,17 +516,28 @@ def _fairness_of(minutes: int) -> Callable[[list[Any]], FairnessView]:
     def parse(reply: list[Any]) -> FairnessView:
         total = int(reply[1])
         served = []
-        for i in range(3, len(reply), 4):
+        for i in range(4, len(reply), 5):
             tenant, starts = reply[i].decode(), int(reply[i + 1])
             served.append(TenantService(
                 tenant=tenant, starts=starts, share=starts / total if total else 0.0,
                 per_minute=starts / minutes, waits=tuple(int(n) for n in reply[i + 2]),
-                shares=_shares_row(tenant, reply[i + 3]),
+                starts_by_minute=tuple(int(n) for n in reply[i + 3]),
+                shares=_shares_row(tenant, reply[i + 4]),
             ))  # fmt: skip
+        history = [
+            MinuteFigures(
+                at=int(m) * 60.0,
+                starts=int(starts),
+                pushed=int(pushed),
+                finished=int(finished),
+                failed=int(failed),
+            )
+            for m, starts, pushed, finished, failed in reply[3]
+        ]
         return FairnessView(
             at=int(reply[0]) / MICROS, minutes=minutes, starts=total,
             waits=tuple(int(n) for n in reply[2]), tenants=served,
-            other_starts=total - sum(one.starts for one in served),
+            other_starts=total - sum(one.starts for one in served), history=history,
         )  # fmt: skip
 
     return parse

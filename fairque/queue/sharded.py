@@ -40,6 +40,7 @@ from fairque.queue.models import (
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
+    MinuteFigures,
     QueueStats,
     SharesPage,
     Task,
@@ -125,9 +126,20 @@ def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
         dataclasses.replace(one, share=one.starts / starts if starts else 0.0)
         for one in busiest[:top]
     ]
+    history = [
+        MinuteFigures(
+            at=minutes[0].at,
+            starts=sum(m.starts for m in minutes),
+            pushed=sum(m.pushed for m in minutes),
+            finished=sum(m.finished for m in minutes),
+            failed=sum(m.failed for m in minutes),
+        )
+        for minutes in zip(*(part.history for part in parts), strict=True)
+    ]
     return FairnessView(
         at=max(part.at for part in parts), minutes=parts[0].minutes, starts=starts,
         waits=waits, tenants=tenants, other_starts=starts - sum(one.starts for one in tenants),
+        history=history,
     )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 -- How an attempt ends: finished, failed (retried with backoff or final), canceled.
 --@include ready
 --@include settings
+--@include figures
 
 -- The registries of ended tasks: ids by the time their record expires (us).
 local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
@@ -190,6 +191,7 @@ end
 local function flush(now, reply)
   flush_ready(now)
   flush_running(now)
+  flush_figures(now)
   flush_appends()
   flush_counters()
   if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end

@@ -13,7 +13,6 @@
 -- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
 -- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
 --@include maintenance
---@include figures
 
 local worker_id = ARGV[2]
 local wanted = tonumber(ARGV[3])
@@ -232,5 +231,4 @@ if #gone > 0 then
     if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end
   end
 end
-flush_figures(now)
 return flush(now, leased)
