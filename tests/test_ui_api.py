@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 from litestar.testing import TestClient
@@ -20,6 +21,7 @@ from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
 from tests.conftest import namespace_keys, wait_for
+from tests.test_http_workers import free_port, serving
 
 JSON = {"accept": "application/json"}
 
@@ -294,3 +296,85 @@ def test_dashboard_refuses_a_public_bind_without_a_token() -> None:
     result = CliRunner().invoke(cli, ["dashboard", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert "token" in result.output
+
+
+def test_the_throughput_chart_has_a_past_when_the_dashboard_starts(
+    server: LocalServer, namespace: str, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="a") for _ in range(12)])
+    queue.finish_many(queue.pop(count=12))
+    # A dashboard that samples rarely: whatever it shows at once comes from the server.
+    config = DashboardConfig(UiConfig(server.url, namespace, sample_every=3600))
+    with TestClient(create_dashboard(config)) as client:
+        rates = get(client, "/overview")["throughput"]
+    assert rates
+    assert any(rate["pushed"] > 0 and rate["finished"] > 0 for rate in rates)
+
+
+def test_the_fairness_route_and_tenant_shares(client: TestClient[Any], queue: FairQueue) -> None:
+    queue.push_many([Task(user_id="a") for _ in range(3)] + [Task(user_id="b")])
+    queue.pop(count=4)
+    view = get(client, "/fairness?minutes=2&top=1")
+    assert (view["minutes"], view["starts"], view["other_starts"]) == (2, 4, 1)
+    (row,) = view["tenants"]
+    assert (row["tenant"], row["starts"], row["running"], row["weight"]) == ("a", 3, 3, 1)
+    assert row["share"] == pytest.approx(0.75)
+    assert len(view["history"]) == 2
+    assert row["wait_p99"] >= row["wait_p50"] > 0
+    assert get(client, "/fairness?minutes=11", 400)["field"] == "minutes"
+
+    changed = client.put(
+        "/ui/api/tenants/a/shares", headers=JSON, json={"weight": 3, "concurrency": 2}
+    )
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["weight"], changed.json()["concurrency"]) == (3, 2)
+    assert queue.tenant("a").weight == 3
+    shown = get(client, "/tenants/a/shares")
+    assert (shown["weight"], shown["running"], shown["servable"]) == (3, 3, False)
+    # MessagePack bodies too, like every route of the API.
+    packed = client.put(
+        "/ui/api/tenants/a/shares",
+        headers={**JSON, "content-type": "application/msgpack"},
+        content=msgspec.msgpack.encode({"paused": True}),
+    )
+    assert packed.json()["paused"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"weight": 0}, "weight"), ({"rate": 5}, "period"), ({"colour": 1}, "colour")],
+)
+def test_bad_shares_are_refused_and_change_nothing(
+    client: TestClient[Any], queue: FairQueue, body: dict[str, Any], field: str
+) -> None:
+    response = client.put("/ui/api/tenants/a/shares", headers=JSON, json=body)
+    assert response.status_code == 400, response.text
+    assert field in response.text
+    assert queue.tenants_with_shares().tenants == []
+
+
+def test_the_fairness_stream_pushes_the_view(server: LocalServer, namespace: str) -> None:
+    config = DashboardConfig(UiConfig(server.url, namespace, sample_every=0.05))
+    events: list[dict[str, Any]] = []
+    with (
+        FairQueue(server.url, namespace) as queue,
+        serving(create_dashboard(config), free_port()) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        queue.push_many([Task(user_id="a") for _ in range(2)])
+        queue.pop(count=2)
+        with http.stream("GET", "/ui/api/fairness/stream?top=3") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = response.iter_lines()
+            # Events keep coming: after a third start, one of them counts it.
+            while not events or (events[-1]["starts"] < 3 and len(events) < 1000):
+                line = next(lines)
+                if line.startswith("data:"):
+                    events.append(msgspec.json.decode(line[5:].strip()))
+                    if len(events) == 1:
+                        queue.push(Task(user_id="b"))
+                        queue.pop()
+    assert events[0]["starts"] == 2
+    assert events[0]["tenants"][0]["tenant"] == "a"
+    assert events[-1]["starts"] == 3
+    assert events[-1]["at"] >= events[0]["at"]

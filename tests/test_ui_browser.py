@@ -449,6 +449,8 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
             schedule_id="ping", interval=30, task={"name": "ping", "user_id": "ops"}
         )
 
+    queue.set_tenant("acme", weight=2)
+    queue.set_tenant("globex", concurrency=3)
     for n, functions in enumerate((("render", "report"), ("render", "mail"), ("cleanup",))):
         worker = WorkerInfo(f"worker-{n}", f"build-0{n + 1}", 4100 + n, functions, 8, 0, 0)
         queue.register_worker(worker, ttl=600)  # worker-2 stays idle
@@ -473,6 +475,7 @@ def test_screenshots_of_the_main_pages(  # noqa: PLR0917 - fixtures
         "workers": "/workers",
         "schedules": "/schedules",
         "constraints": "/constraints",
+        "fairness": "/fairness",
     }
     for name, route in pages.items():
         ui(route)
@@ -500,3 +503,79 @@ def test_an_unknown_route_says_so_and_links_back(
     element(browser, '#not-found a[href="#/overview"]').click()
     wait(browser, lambda: count(browser, "queued") == "0")
     assert not browser.find_elements(By.ID, "not-found")
+
+
+def _row_of(browser: webdriver.Chrome, tenant: str) -> WebElement | None:
+    for row in browser.find_elements(By.CSS_SELECTOR, "#fairness-tenants tbody tr"):
+        if row.find_element(By.CSS_SELECTOR, "td").text == tenant:
+            return row
+    return None
+
+
+def _cells(browser: webdriver.Chrome, tenant: str) -> list[str]:
+    row = _row_of(browser, tenant)
+    return [cell.text for cell in row.find_elements(By.CSS_SELECTOR, "td")] if row else []
+
+
+def test_the_fairness_view_updates_live_and_edits_shares(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="alice") for _ in range(6)])
+    queue.push_many([Task(user_id="bob") for _ in range(2)])
+    queue.pop(count=8)
+    ui("/fairness")
+    wait(browser, lambda: _row_of(browser, "alice") is not None)
+    browser.execute_script("performance.clearResourceTimings()")  # what the page asks now
+    assert "8 tasks started" in text_of(browser, "#fairness-summary")
+    assert browser.find_elements(By.CSS_SELECTOR, '#share-chart polyline[data-tenant="alice"]')
+    # New service shows up without a reload: the server pushes it.
+    queue.push(Task(user_id="carol"))
+    queue.pop()
+    wait(browser, lambda: _row_of(browser, "carol") is not None)
+    requests = browser.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    polled = [name for name in requests if "/ui/api/" in name and "/access" not in name]
+    assert all("/fairness/stream" in name for name in polled)  # no page polling
+
+    # Edit from the row: the form takes the tenant's shares, and saves new ones.
+    row = _row_of(browser, "alice")
+    assert row is not None
+    row.find_element(By.CSS_SELECTOR, "button.edit-shares").click()
+    form = element(browser, "#shares-form")
+    assert form.find_element(By.NAME, "tenant").get_attribute("value") == "alice"
+    for name, value in (("weight", "3"), ("concurrency", "2")):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(
+        browser,
+        lambda: "Shares of alice: weight 3, at most 2 at once" in text_of(browser, "#flash"),
+    )
+    assert (queue.tenant("alice").weight, queue.tenant("alice").concurrency) == (3, 2)
+    # The next event shows them, and that alice is over her new limit.
+    wait(browser, lambda: _cells(browser, "alice")[5:7] == ["6 / 2", "3"])
+
+    # A rate without its period is refused, naming what is missing; nothing changes.
+    rate = form.find_element(By.NAME, "rate")
+    rate.clear()
+    rate.send_keys("5")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, lambda: "period" in text_of(browser, "#flash.error"))
+    assert queue.tenant("alice").rate == 0
+
+
+def test_the_throughput_chart_is_drawn_as_the_page_opens(
+    server: LocalServer, namespace: str, browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="alice") for _ in range(10)])
+    queue.finish_many(queue.pop(count=10))
+    # A master started after the work: its chart starts from the server's minutes.
+    with serving(
+        create_master(MasterConfig(url=server.url, namespace=namespace)), free_port()
+    ) as url:
+        browser.get(f"{url}/ui#/overview")
+        wait(browser, lambda: count(browser, "finished") == "10")
+        assert points(browser) >= 2
+        assert "Collecting samples" not in text_of(browser, "#live")

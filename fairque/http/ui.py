@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import litestar
+import msgspec
 from litestar import Litestar, Response, Router
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import NotFoundException
-from litestar.params import PathParameter, QueryParameter
-from litestar.response import Redirect
+from litestar.params import Body, PathParameter, QueryParameter
+from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage
 from litestar.static_files import create_static_files_router
 
 from fairque.config import QueueSettings, redis_url
@@ -53,7 +54,17 @@ from fairque.http.wire import (
 )
 from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
 from fairque.jobs.ops import job_info
-from fairque.queue import AsyncQueue, TaskInfo, TaskPage, TenantStats, WorkerInfo
+from fairque.queue import (
+    AsyncQueue,
+    FairnessView,
+    MinuteFigures,
+    TaskInfo,
+    TaskPage,
+    TenantShares,
+    TenantStats,
+    WorkerInfo,
+)
+from fairque.queue.models import MAX_CONCURRENCY, MAX_RATE, MAX_RATE_PERIOD, MAX_WEIGHT
 from fairque.queue.ops import task_info
 from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
@@ -78,6 +89,7 @@ MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker h
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
+put = partial(litestar.put, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 
 
 @dataclass(frozen=True)
@@ -213,6 +225,74 @@ class ScheduleRow:
 
 
 @dataclass(frozen=True)
+class FairnessRow:
+    """One of the busiest tenants of the window: its service, and its shares."""
+
+    tenant: str
+    starts: int
+    share: float  # of all starts in the window (0..1)
+    per_minute: float
+    wait_p50: float | None  # seconds from ready to start (upper bucket edge)
+    wait_p99: float | None
+    starts_by_minute: list[int]  # one per minute of the window, oldest first
+    weight: int
+    concurrency: int
+    rate: int
+    period: float
+    paused: bool
+    running: int
+    ready: int
+    servable: bool
+
+
+@dataclass(frozen=True)
+class Fairness:
+    """Who the queue served over the last minutes (``FairQueue.fairness``), for the page."""
+
+    at: float  # server time, epoch seconds
+    minutes: int
+    starts: int
+    per_minute: float
+    wait_p50: float | None
+    wait_p99: float | None
+    other_starts: int
+    history: list[MinuteFigures]
+    tenants: list[FairnessRow]
+
+
+def _minutes(view: FairnessView | None) -> tuple[list[MinuteFigures], float]:
+    """The server's minutes and its time, for the throughput chart's past."""
+    return ([], 0.0) if view is None else (view.history, view.at)
+
+
+def _fairness(view: FairnessView) -> Fairness:
+    rows = [
+        FairnessRow(
+            one.tenant,
+            one.starts,
+            one.share,
+            one.per_minute,
+            one.wait_p50,
+            one.wait_p99,
+            list(one.starts_by_minute),
+            one.shares.weight,
+            one.shares.concurrency,
+            one.shares.rate,
+            one.shares.period,
+            one.shares.paused,
+            one.shares.running,
+            one.shares.ready,
+            one.shares.servable,
+        )
+        for one in view.tenants
+    ]
+    return Fairness(
+        view.at, view.minutes, view.starts, view.per_minute, view.wait_p50, view.wait_p99,
+        view.other_starts, view.history, rows,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Access:
     """What the page learns before it asks for data: whether the data routes want a bearer
     token (without one there is nothing to sign in to, so no login form and no Log out)."""
@@ -278,9 +358,20 @@ class Throughput:
         while len(self.history) > keep:
             self.history.popleft()
 
-    def rates(self) -> list[Rate]:
+    def rates(self, minutes: list[MinuteFigures] | None = None, now: float = 0.0) -> list[Rate]:
+        """Rates between this process's samples, after the server's per-minute history
+        of the whole minutes before them, so the chart has a past when the page opens
+        (and, until two samples exist, the current minute so far, up to ``now``)."""
         samples = list(self.history)
         rates = []
+        first_sample = samples[0][0] if samples else float("inf")
+        for minute in minutes or []:
+            counts = (minute.pushed, minute.finished, minute.failed)
+            end = minute.at + 60
+            if end <= first_sample:
+                rates.append(Rate(end, *(n / 60 for n in counts)))
+            elif len(samples) < 2 and minute.at < now < end:
+                rates.append(Rate(now, *(n / (now - minute.at) for n in counts)))
         for (t0, *before), (t1, *after) in itertools.pairwise(samples):
             span = t1 - t0
             if span > 0:
@@ -313,6 +404,7 @@ class Dashboard:
         self._queue: AsyncQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._scheduler: AsyncTaskScheduler | None = None
+        self.stopping = asyncio.Event()  # set when the app stops: streams end
 
     @property
     def queue(self) -> AsyncQueue:
@@ -363,7 +455,7 @@ class Dashboard:
         )
         self._jobs = AsyncJobQueue(namespace=name, executor=executor)
         self._scheduler = AsyncTaskScheduler(namespace=name, executor=executor)
-        stopping = asyncio.Event()
+        self.stopping = stopping = asyncio.Event()
         sampling = asyncio.create_task(self._sample_until(stopping))
         try:
             yield
@@ -434,7 +526,7 @@ async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
         states,
         stats.counters,
         _tenant_rows(stats.tenants),
-        ui.throughput.rates(),
+        ui.throughput.rates(*_minutes(stats.fairness)),
     )
 
 
@@ -481,6 +573,70 @@ async def cancel_task(ui: NamedDependency[Dashboard], task_id: TaskId) -> Done:
 )
 async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Requeued:
     return Requeued(await ui.queue.retry_failed(user_id))
+
+
+Minutes = Annotated[int, QueryParameter(ge=1, le=10, description="The window, in minutes.")]
+Top = Annotated[int, QueryParameter(ge=1, le=100, description="How many of the busiest tenants.")]
+
+
+class SharesUpdate(msgspec.Struct, forbid_unknown_fields=True):
+    """A change to a tenant's shares (``FairQueue.set_tenant``); a field left out keeps
+    its value. ``rate`` starts per ``period`` seconds; 0 lifts a limit."""
+
+    weight: Annotated[int, msgspec.Meta(ge=1, le=MAX_WEIGHT)] | None = None
+    concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] | None = None
+    rate: Annotated[int, msgspec.Meta(ge=0, le=MAX_RATE)] | None = None
+    period: Annotated[float, msgspec.Meta(ge=0.001, le=MAX_RATE_PERIOD)] | None = None
+    paused: bool | None = None
+
+
+SharesBody = Annotated[SharesUpdate, Body(media_type=MSGPACK, description="Fields to change.")]
+
+
+@get("/fairness", summary="Who was served: shares of service, waits, the busiest tenants")
+async def fairness(ui: NamedDependency[Dashboard], minutes: Minutes = 5, top: Top = 20) -> Fairness:
+    return _fairness(await ui.queue.fairness(minutes, top))
+
+
+@litestar.get("/fairness/stream", include_in_schema=False)
+async def fairness_stream(
+    ui: NamedDependency[Dashboard], minutes: Minutes = 5, top: Top = 20
+) -> ServerSentEvent:
+    """The fairness view as server-sent events (``event: fairness``, JSON data), one
+    every ``sample_every`` seconds until the client goes or the app stops; an outage is
+    an ``event: outage`` and the stream goes on. Left out of the OpenAPI document: a
+    stream has no end for a fuzzer to wait for."""
+
+    async def events() -> AsyncIterator[ServerSentEventMessage]:
+        while not ui.stopping.is_set():
+            try:
+                view = _fairness(await ui.queue.fairness(minutes, top))
+                yield ServerSentEventMessage(msgspec.json.encode(view).decode(), event="fairness")
+            except OUTAGE as exc:
+                yield ServerSentEventMessage(str(exc), event="outage")
+            try:
+                await wait_event(ui.stopping, ui.config.sample_every)
+            except asyncio.CancelledError:
+                # The server stops while a page still listens (uvicorn cancels open
+                # responses before the app's shutdown): the stream ends, as a stream may.
+                return
+
+    return ServerSentEvent(events())
+
+
+@get("/tenants/{user_id:str}/shares", summary="A tenant's shares and where it stands")
+async def tenant_shares(ui: NamedDependency[Dashboard], user_id: UserId) -> TenantShares:
+    return await ui.queue.tenant(user_id)
+
+
+@put("/tenants/{user_id:str}/shares", summary="Change a tenant's weight, limits or pause")
+async def set_tenant_shares(
+    ui: NamedDependency[Dashboard], user_id: UserId, data: SharesBody
+) -> TenantShares:
+    return await ui.queue.set_tenant(
+        user_id, weight=data.weight, concurrency=data.concurrency, rate=data.rate,
+        period=data.period, paused=data.paused,
+    )  # fmt: skip
 
 
 @get("/workers", summary="Workers of the queue (registered or holding leases) and HTTP workers")
@@ -535,6 +691,10 @@ ROUTES = [
     retry_task,
     cancel_task,
     retry_tenant,
+    fairness,
+    fairness_stream,
+    tenant_shares,
+    set_tenant_shares,
     workers,
     schedules,
     pause_schedule,

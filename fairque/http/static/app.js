@@ -1,14 +1,16 @@
 // The fairque Web UI: a page per hash route, refreshed by polling.
-import { ApiError, api, post, setToken } from "./api.js";
-import { throughputChart } from "./chart.js";
+import { ApiError, api, post, put, setToken, stream } from "./api.js";
+import { shareChart, throughputChart } from "./chart.js";
 import { h, link, table, when } from "./dom.js";
 
 const REFRESH_MS = 1500;
+const RECONNECT_MS = 2000; // after a stream ends (a restart of the server, a network blip)
 const STATES = ["queued", "scheduled", "deferred", "started", "finished", "failed", "canceled"];
 const PAGE_SIZE = 25;
 const ERROR_CHARS = 80; // of a failed task's error in the task list
 const view = document.getElementById("view");
 let timer = null;
+let closeStream = null;
 let generation = 0;
 // Whether the server wants a bearer token: null until /access answers. Without one there
 // is nothing to sign in to: no login form, no Log out (a 401 still brings the form).
@@ -182,6 +184,37 @@ const pages = {
     },
   },
 
+  // Live: the server pushes the view (server-sent events); nothing here polls.
+  fairness: {
+    setup() {
+      return [
+        h("h1", {}, "Fairness"),
+        h("p", { id: "fairness-status", class: "muted live-status" }, "Connecting…"),
+        sharesForm(),
+      ];
+    },
+    stream(live, ended) {
+      const status = document.getElementById("fairness-status");
+      return stream(
+        "/fairness/stream",
+        (type, data) => {
+          document.getElementById("login").hidden = true;
+          if (type === "fairness") {
+            const view = JSON.parse(data);
+            live.replaceChildren(...fairnessView(view));
+            status.className = "muted live-status";
+            status.dataset.at = view.at;
+            status.textContent = `Live: updated ${when(view.at)}`;
+          } else if (type === "outage") {
+            status.className = "live-status stale";
+            status.textContent = `The queue's server is unreachable (${data}); the figures shown are from before.`;
+          }
+        },
+        ended,
+      );
+    },
+  },
+
   async workers(live) {
     const data = await api("/workers");
     live.replaceChildren(
@@ -256,6 +289,86 @@ const pages = {
     ))));
   },
 };
+
+function seconds(value) {
+  if (value === null || value === undefined) return "—";
+  if (value < 1) return `${(value * 1000).toFixed(value < 0.01 ? 1 : 0)} ms`;
+  return `${value.toFixed(1)} s`;
+}
+
+function fairnessView(view) {
+  const rows = view.tenants.map((t) => [
+    t.tenant,
+    h("span", { class: "bar" }, h("meter", { min: 0, max: 1, value: t.share }), ` ${(100 * t.share).toFixed(1)}%`),
+    t.per_minute.toFixed(1),
+    seconds(t.wait_p50),
+    seconds(t.wait_p99),
+    t.concurrency ? usage(t.running, t.concurrency) : String(t.running),
+    t.weight,
+    t.rate ? `${t.rate} per ${t.period} s` : "—",
+    t.paused ? h("span", { class: "state schedule-paused" }, "paused") : t.servable ? "served" : t.ready ? h("span", { class: "state schedule-paused" }, "held") : "idle",
+    h("button", { type: "button", class: "edit-shares", onclick: () => fillSharesForm(t) }, "Edit"),
+  ]);
+  const other = view.starts ? (100 * view.other_starts) / view.starts : 0;
+  return [
+    h(
+      "p",
+      { id: "fairness-summary" },
+      `${view.starts} tasks started in the last ${view.minutes} min (${view.per_minute.toFixed(1)} per minute); `,
+      `wait from ready to start: p50 ${seconds(view.wait_p50)}, p99 ${seconds(view.wait_p99)}.`,
+    ),
+    h("h2", {}, "Share of service over time"),
+    shareChart(view.history, view.tenants),
+    h("h2", {}, "The busiest tenants"),
+    table(["tenant", "share", "per minute", "wait p50", "wait p99", "running / limit", "weight", "rate", "state", ""], rows, "No task has started in this window.", "fairness-tenants"),
+    view.other_starts ? h("p", { class: "muted", id: "fairness-other" }, `All other tenants: ${view.other_starts} starts (${other.toFixed(1)}%).`) : "",
+  ];
+}
+
+// The shares editor: stays put while the live figures below it change.
+function sharesForm() {
+  const number = (name, attributes) => h("input", { type: "number", name, ...attributes });
+  const form = h(
+    "form",
+    { id: "shares-form", class: "filters" },
+    h("label", {}, "Tenant ", h("input", { name: "tenant", required: true })),
+    h("label", {}, "Weight ", number("weight", { min: 1, max: 1000 })),
+    h("label", {}, "Concurrency ", number("concurrency", { min: 0, max: 1000000 })),
+    h("label", {}, "Rate ", number("rate", { min: 0, max: 10000 })),
+    h("label", {}, "per ", number("period", { min: 0.001, max: 86400, step: "any" }), " s"),
+    h("label", {}, h("input", { type: "checkbox", name: "paused" }), " paused"),
+    h("button", { type: "submit" }, "Save shares"),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const fields = new FormData(form);
+    const tenant = fields.get("tenant").trim();
+    const change = { paused: fields.get("paused") === "on" };
+    for (const key of ["weight", "concurrency", "rate", "period"]) {
+      if (fields.get(key) !== "") change[key] = Number(fields.get(key));
+    }
+    try {
+      const saved = await put(`/tenants/${encodeURIComponent(tenant)}/shares`, change);
+      const rate = saved.rate ? `${saved.rate} per ${saved.period} s` : "no rate limit";
+      const limit = saved.concurrency ? `at most ${saved.concurrency} at once` : "no concurrency limit";
+      flash(`Shares of ${tenant}: weight ${saved.weight}, ${limit}, ${rate}${saved.paused ? ", paused" : ""}.`);
+    } catch (error) {
+      flash(`Failed: ${error.message}`, "error");
+    }
+  });
+  return form;
+}
+
+function fillSharesForm(t) {
+  const form = document.getElementById("shares-form");
+  form.elements.tenant.value = t.tenant;
+  form.elements.weight.value = t.weight;
+  form.elements.concurrency.value = t.concurrency;
+  form.elements.rate.value = t.rate;
+  form.elements.period.value = t.rate ? t.period : "";
+  form.elements.paused.checked = t.paused;
+  form.elements.weight.focus();
+}
 
 // A failed task's error on one line, cut at ERROR_CHARS; the whole text on hover.
 function errorCell(error) {
@@ -380,8 +493,34 @@ async function refresh() {
 
 function stop() {
   clearInterval(timer);
+  clearTimeout(timer);
   timer = null;
   current = null;
+  if (closeStream) closeStream();
+  closeStream = null;
+}
+
+// A live page: its stream, opened again RECONNECT_MS after it ends, until the page closes.
+async function startStream(page, live) {
+  const mine = generation;
+  if (tokenRequired === null) await learnAccess();
+  if (mine !== generation) return;
+  showLogout();
+  closeStream = page.stream(live, (error) => {
+    if (mine !== generation) return;
+    if (error instanceof ApiError && error.status === 401) {
+      tokenRequired = true;
+      stop();
+      showLogin(sessionStorage.length ? "That token was refused." : "");
+      return;
+    }
+    const status = view.querySelector(".live-status");
+    status.className = "live-status stale";
+    status.textContent = "Disconnected; connecting again…";
+    timer = setTimeout(() => {
+      if (mine === generation) startStream(page, live);
+    }, RECONNECT_MS);
+  });
 }
 
 // The header of a page shown: the nav (this page's link marked) and Log out.
@@ -407,6 +546,10 @@ function open() {
   const load = typeof page === "object" ? page.refresh : page;
   view.replaceChildren(...fixed, live);
   showChrome(name);
+  if (page.stream) {
+    startStream(page, live);
+    return;
+  }
   current = { live, refresh: () => load(live, params, id) };
   refresh();
   timer = setInterval(refresh, REFRESH_MS);
