@@ -340,3 +340,24 @@ def test_process_mode_finds_functions_of_a_worker_script(
     assert done.returncode == 0, done.stderr
     worker_pid, result = done.stdout.split()
     assert result not in ("None", worker_pid)  # ran in a task process, which loaded __main__
+
+
+def test_a_killed_worker_gives_its_tenant_slot_back(
+    start_worker: Start, queue: FairQueue, tmp_path: Path
+) -> None:
+    marker, out = tmp_path / "marker", tmp_path / "ran.txt"
+    queue.set_tenant("u", concurrency=1)
+    napping = queue.push(Task(user_id="u", name="nap_once", payload={"args": [str(marker)]}))
+    waiting = queue.push(Task(user_id="u", name="record", payload={"args": [str(out), 1]}))
+    victim = start_worker(LEASE_SECONDS="0.5", WORKER_ID="victim", CONCURRENCY="4")
+    wait_for(marker.exists, timeout=30)
+    # The victim has free slots, but the tenant's one slot is taken: the second waits.
+    assert state_of(queue, waiting) is TaskState.QUEUED
+    assert not queue.tenant("u").servable
+    victim.kill()
+    victim.wait(timeout=10)
+    # Its lease expires (nobody finishes the nap): the slot comes back, both tasks run.
+    start_worker(LEASE_SECONDS="0.5", WORKER_ID="rescuer")
+    wait_for(lambda: state_of(queue, napping) is TaskState.FINISHED, timeout=30)
+    wait_for(lambda: state_of(queue, waiting) is TaskState.FINISHED, timeout=30)
+    assert queue.tenant("u").running == 0
