@@ -136,7 +136,7 @@ def tenants(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
-    cursor: int = typer.Option(0, "--cursor", help="Where a previous page ended."),
+    cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
     limit: int = typer.Option(100, "--limit", metavar="N", help="Tenants per page (1 to 1000)."),
     as_json: bool = JSON_OPTION,
 ) -> None:
