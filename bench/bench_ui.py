@@ -3,9 +3,10 @@
     uv run python bench/bench_ui.py [--tenants 1000] [--tasks 100000]
 
 Fills one namespace with --tasks queued tasks over --tenants tenants (and 10% of them
-failed), then times, as the UI calls them: the overview (stats), a task list page at
-the start and deep into the queued sequence, with and without a tenant, and requeueing
-every failed task of one tenant. Prints median milliseconds per call; asserts nothing.
+failed), then times, as the UI calls them: the overview (stats, and its server time
+alone), pages of the busiest tenants, a task list page at the start and at the middle
+tenant of the queued sequence, with and without a tenant, and requeueing every failed
+task of one tenant. Prints median milliseconds per call; asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ def timed(call: Callable[[], object], repeat: int = 20) -> float:
     return statistics.median(runs)
 
 
+def server_ms(queue: FairQueue, repeat: int = 20) -> float:
+    """Milliseconds of server time per ``stats`` call (the stats script alone runs)."""
+
+    def usec() -> tuple[int, int]:
+        entry = queue.redis.info("commandstats").get("cmdstat_evalsha", {})
+        return int(entry.get("usec", 0)), int(entry.get("calls", 0))
+
+    queue.stats()  # loaded
+    before, calls_before = usec()
+    for _ in range(repeat):
+        queue.stats()
+    after, calls_after = usec()
+    return (after - before) / (calls_after - calls_before) / 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=1000)
@@ -51,12 +67,16 @@ def main() -> None:
                 failed += 1
         states = {state.value: n for state, n in queue.stats().states.items() if n}
         print(f"{options.tasks:,} tasks over {options.tenants:,} tenants: {states}")
-        deep = options.tasks // 2
+        deep = options.tenants // 2  # a page cursor is a tenant's rank * 2**31 + entries
         figures = {
             "overview (stats)": timed(queue.stats),
+            "busiest tenants, first page of 50": timed(queue.busiest_tenants),
+            "busiest tenants, page of 50 at the middle": timed(
+                lambda: queue.busiest_tenants(options.tenants // 2 // 50 * 50)
+            ),
             "queued, first page of 25": timed(lambda: queue.tasks("queued", limit=25)),
-            f"queued, page of 25 at {deep:,}": timed(
-                lambda: queue.tasks("queued", cursor=deep, limit=25)
+            f"queued, page of 25 at the tenant ranked {deep:,}": timed(
+                lambda: queue.tasks("queued", cursor=deep * 2**31, limit=25)
             ),
             "queued of one tenant, first page": timed(
                 lambda: queue.tasks("queued", user_id="t00007", limit=25)
@@ -68,6 +88,7 @@ def main() -> None:
         }
         for name, ms in figures.items():
             print(f"  {name:45} {ms:8.2f} ms")
+        print(f"  overview, server time per call (INFO commandstats): {server_ms(queue):.3f} ms")
         tenant_failed = sum(1 for n in range(failed) if n % options.tenants == 7)
         start = time.perf_counter()
         requeued = queue.retry_failed("t00007")

@@ -42,6 +42,7 @@ from fairque.queue import (
     TaskInfo,
     TenantShares,
     TenantStats,
+    TenantStatsPage,
 )
 from fairque.scheduler import AsyncTaskScheduler, Schedule, SchedulerConfig, TaskScheduler
 from fairque.storage import (
@@ -105,6 +106,7 @@ __all__ = [
     "TaskState",
     "TenantShares",
     "TenantStats",
+    "TenantStatsPage",
     "Worker",
     "WorkerConfig",
     "task",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -179,6 +180,26 @@ def test_tenant_shares_from_the_shell(server: LocalServer, namespace: str) -> No
         assert "paused" in listed.output
         assert runner.invoke(app, ["tenant", "resume", "alice", *where]).exit_code == 0
         assert len(queue.pop(count=3)) == 3
+
+
+def test_tenants_busiest_first_a_page_at_a_time(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    with FairQueue(server.url, namespace) as queue:
+        queue.push_many([Task(user_id=f"t{n}") for n in range(3) for _ in range(n + 1)])
+    first = runner.invoke(app, ["tenants", "--busiest", "--limit", "2", "--json", *where])
+    assert first.exit_code == 0, first.output
+    page = json.loads(first.stdout)
+    assert [(row["tenant"], row["queued"]) for row in page["tenants"]] == [("t2", 3), ("t1", 2)]
+    more = ["--cursor", str(page["cursor"])]
+    rest = runner.invoke(app, ["tenants", "--busiest", "--limit", "2", *more, *where])
+    assert "t0" in rest.stdout
+    assert "more:" not in rest.stdout
+    table = runner.invoke(app, ["tenants", "--busiest", "--limit", "2", *where])
+    assert f"more: --busiest --cursor {page['cursor']}" in table.stdout
+    bad = runner.invoke(app, ["tenants", "--busiest", "--limit", "0", *where])
+    assert bad.exit_code == 2
+    assert "count" in bad.output
+    assert "Traceback" not in bad.output
 
 
 @pytest.mark.parametrize(

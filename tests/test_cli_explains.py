@@ -358,8 +358,11 @@ def test_stats_rows_add_up_and_say_what_they_count(server: LocalServer, namespac
     assert shown.exit_code == 0, shown.output
     rows = json.loads(shown.stdout)["rows"]
     assert rows["alice"]["queued"] == 2
+    # Rows are the busiest tenants (with ready tasks); bob has none: in "other tenants".
+    assert "bob" not in rows
+    assert rows["other tenants"] == {**dict.fromkeys(rows["alice"], 0), "pushed": 1, "finished": 1}
     assert rows["all tenants"] == {
-        column: rows["alice"][column] + rows["bob"][column] for column in rows["alice"]
+        column: rows["alice"][column] + rows["other tenants"][column] for column in rows["alice"]
     }
     assert rows["jobs + storage"]["queued"] == 2
     assert rows["jobs + storage"]["pushed"] == 2

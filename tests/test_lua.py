@@ -33,7 +33,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "jobs/push", "jobs/result",
         "namespace/cancel", "namespace/due", "namespace/fairness", "namespace/get",
         "namespace/promote", "namespace/reap", "namespace/retry", "namespace/settings",
-        "namespace/stats", "namespace/tasks",
+        "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
         "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
         "queue/push", "queue/release", "queue/retry_failed", "queue/tenant", "queue/workers",
         "queue/xcom_pull", "queue/xcom_push",
@@ -132,6 +132,8 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "namespace get": lambda: QUEUE.get("t1"),
     "namespace tasks": lambda: QUEUE.tasks("queued", "alice", "n", 0, 10),
     "namespace stats": QUEUE.stats,
+    "namespace tenant_stats page": lambda: QUEUE.busiest_tenants(0, 10),
+    "namespace tenant_stats named": lambda: QUEUE.tenant_stats("alice"),
     "namespace settings": lambda: settings_store.write(
         NAMESPACE, QueueSettings(finished_ttl=5, maintenance_batch=7)
     ),

@@ -65,7 +65,8 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         assert all(0 < sync.redis.ttl(key) <= 11 * 60 for key in figures)
         keys = [key for key in keys if key not in figures]
         # What stays is per namespace and per tenant, never per task.
-        names = ("clock", "deps:cursor", "maintenance", "settings", "stats")
+        names = ("clock", "deps:cursor", "maintenance", "ready:total", "settings", "stats",
+                 "stats:tenants")  # fmt: skip
         assert keys == [sync.namespace.key(name) for name in names]
         held = sum(int(sync.redis.memory_usage(key) or 0) for key in keys)
         assert held < 10_000  # bytes, for 2,000 tasks processed

@@ -164,6 +164,8 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("get_record", ("t1",), {}),
         ("result", ("t1", 5.0), {}),
         ("stats", (), {}),
+        ("busiest_tenants", (20, 10), {}),
+        ("tenant_stats", ("alice",), {}),
         ("reap", (50,), {}),
         ("maintain", (5.0,), {}),
         ("register_worker", (WORKER, 10.0), {}),

@@ -58,14 +58,19 @@ def test_overview_counts_states_tenants_and_throughput(
         assert overview["namespace"] == namespace
         assert overview["states"]["queued"] == 4
         assert overview["states"]["finished"] == 3
-        assert [t["user_id"] for t in overview["tenants"]] == ["heavy", "light"]
+        # The busiest tenants: those with ready tasks (light's one task was popped).
+        assert [t["user_id"] for t in overview["tenants"]] == ["heavy"]
+        assert overview["tenants_with_ready"] == 1
         assert overview["tenants"][0]["queued"] + overview["tenants"][0]["finished"] >= 5
-        assert get(client, "/tenants") == overview["tenants"]
+        assert get(client, "/tenants") == {"tenants": overview["tenants"], "cursor": 0}
+        light = get(client, "/tenants/light")  # not ranked (nothing ready), found by name
+        assert (light["user_id"], light["queued"], light["pushed"]) == ("light", 0, 1)
+        assert get(client, "/tenants/" + "x" * 300, 400)["field"] == "user_id"
         rate = overview["throughput"][-1]
         assert set(rate) == {"at", "pushed", "finished", "failed"}
         # MessagePack for a client that does not ask for JSON, like the rest of the API.
         raw = client.get("/ui/api/tenants")
-        assert msgspec.msgpack.decode(raw.content) == overview["tenants"]
+        assert msgspec.msgpack.decode(raw.content)["tenants"] == overview["tenants"]
 
 
 def test_a_sharded_namespace_shows_every_shard(server: LocalServer, namespace: str) -> None:
@@ -103,11 +108,13 @@ def test_task_pages_detail_and_dependencies(client: TestClient[Any], queue: Fair
     queue.push_many([Task(user_id="bob", name="report", priority=Priority.HIGH) for _ in range(3)])
 
     page = get(client, "/tasks?state=queued&limit=2")
-    assert len(page["tasks"]) == 2
+    assert [task["user_id"] for task in page["tasks"]] == ["bob", "bob"]  # the busiest first
     assert page["cursor"] == 2
     rest = get(client, f"/tasks?state=queued&cursor={page['cursor']}&limit=2")
-    assert (len(rest["tasks"]), rest["cursor"]) == (2, 4)  # full: there may be more
-    assert get(client, "/tasks?state=queued&cursor=4&limit=2") == {"tasks": [], "cursor": 0}
+    assert [task["user_id"] for task in rest["tasks"]] == ["bob", "alice"]
+    assert rest["cursor"]  # full: there may be more (a place in the next tenant's queues)
+    last = get(client, f"/tasks?state=queued&cursor={rest['cursor']}&limit=2")
+    assert last == {"tasks": [], "cursor": 0}
     assert get(client, "/tasks?state=queued&user_id=alice")["tasks"][0]["task_id"] == parent
     assert len(get(client, "/tasks?state=queued&name=report")["tasks"]) == 3
     assert get(client, "/tasks?state=deferred")["tasks"][0]["task_id"] == child

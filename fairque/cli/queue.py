@@ -212,14 +212,22 @@ def workers(
 STAT_COLUMNS = ("queued", "pushed", "finished", "failed", "retried", "canceled")
 
 
+OTHER_TENANTS = "other tenants"  # those beyond the busiest, summed
+
+
 def stat_rows(stats: QueueStats) -> dict[str, dict[str, int]]:
-    """The rows ``fairque stats`` shows, which add up: each tenant's fair tasks, their
-    sum, the rest (strict jobs and storage tasks, which have no tenant), and all.
+    """The rows ``fairque stats`` shows, which add up: the busiest tenants' fair tasks,
+    the other tenants', the sum over tenants, the rest (strict jobs and storage tasks,
+    which have no tenant), and all.
 
     ``queued`` is ready now; the others are lifetime counters.
     """
     rows = {tenant: _columns(figures) for tenant, figures in stats.tenants.items()}
-    tenants = {column: sum(row[column] for row in rows.values()) for column in STAT_COLUMNS}
+    tenants = _columns(stats.all_tenants)
+    shown = {column: sum(row[column] for row in rows.values()) for column in STAT_COLUMNS}
+    rest = {column: tenants[column] - shown[column] for column in STAT_COLUMNS}
+    if any(rest.values()):
+        rows[OTHER_TENANTS] = rest
     everything = {column: stats.counters.get(column, 0) for column in STAT_COLUMNS}
     everything["queued"] = stats.states.get(TaskState.QUEUED, 0)
     others = {column: everything[column] - tenants[column] for column in STAT_COLUMNS}
@@ -269,6 +277,9 @@ def stats(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Tasks per state and per tenant (all shards summed); the rows add up.
+
+    The tenant rows are the 20 busiest (most ready tasks), then the other tenants summed;
+    `fairque tenants --busiest` pages through them all.
 
     The tenant rows count fair-queue tasks; strict jobs (the JQ master) and storage
     tasks have no tenant and are counted in their own row; "all kinds" counts every kind.

@@ -19,6 +19,7 @@ from fairque.cli.common import (
     fail,
     print_json,
 )
+from fairque.cli.queue import STAT_COLUMNS
 from fairque.queue.models import TenantShares
 from fairque.queue.sharded import open_queue
 
@@ -138,9 +139,16 @@ def tenants(
     shards: int = SHARDS_OPTION,
     cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
     limit: int = typer.Option(100, "--limit", metavar="N", help="Tenants per page (1 to 1000)."),
+    busiest: bool = typer.Option(
+        False, "--busiest", help="The tenants with ready tasks instead, the busiest first."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The tenants whose shares are not all defaults, a page at a time."""
+    """The tenants whose shares are not all defaults, a page at a time (with --busiest:
+    the tenants with ready tasks, most ready first, and their lifetime counters)."""
+    if busiest:
+        _busiest(url, namespace, shards, cursor, limit, as_json)
+        return
     with open_queue(url, namespace, shards) as queue:
         page = queue.tenants_with_shares(cursor, limit)
     if as_json:
@@ -150,6 +158,28 @@ def tenants(
     _print(page.tenants, f"tenants with shares in {namespace}")
     if page.cursor:
         console.print(f"more: --cursor {page.cursor}", highlight=False)
+
+
+def _busiest(
+    url: str | None, namespace: str, shards: int, cursor: int, limit: int, as_json: bool
+) -> None:
+    with open_queue(url, namespace, shards) as queue:
+        page = queue.busiest_tenants(cursor, limit)
+    if as_json:
+        rows = [{"tenant": tenant, **dataclasses.asdict(figures)}
+                for tenant, figures in page.tenants.items()]  # fmt: skip
+        print_json({"tenants": rows, "cursor": page.cursor})
+        return
+    table = Table(title=f"tenants with ready tasks in {namespace}, the busiest first")
+    table.add_column("tenant")
+    for column in STAT_COLUMNS:
+        table.add_column(column, justify="right")
+    for tenant, figures in page.tenants.items():
+        values = dataclasses.asdict(figures)
+        table.add_row(tenant, *(str(values[column]) for column in STAT_COLUMNS))
+    console.print(table)
+    if page.cursor:
+        console.print(f"more: --busiest --cursor {page.cursor}", highlight=False)
 
 
 def register(root: Typer) -> None:

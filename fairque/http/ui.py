@@ -136,8 +136,18 @@ class UiOverview:
     namespace: str
     states: dict[str, int]
     counters: dict[str, int]
-    tenants: list[TenantRow]
+    tenants: list[TenantRow]  # the busiest (most ready tasks first), at most 20
     throughput: list[Rate]
+    tenants_with_ready: int  # how many tenants have ready tasks
+
+
+@dataclass(frozen=True)
+class TenantPage:
+    """A page of the tenants with ready tasks, the busiest first; ``cursor`` asks for the
+    next page (0: no more)."""
+
+    tenants: list[TenantRow]
+    cursor: int
 
 
 @dataclass(frozen=True)
@@ -527,12 +537,24 @@ async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
         stats.counters,
         _tenant_rows(stats.tenants),
         ui.throughput.rates(*_minutes(stats.fairness)),
+        stats.tenants_with_ready,
     )
 
 
-@get("/tenants", summary="Every tenant: ready backlog and lifetime counters")
-async def tenants(ui: NamedDependency[Dashboard]) -> list[TenantRow]:
-    return _tenant_rows((await ui.queue.stats()).tenants)
+@get("/tenants", summary="A page of the tenants with ready tasks: backlog and counters")
+async def tenants(
+    ui: NamedDependency[Dashboard],
+    *,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
+) -> TenantPage:
+    page = await ui.queue.busiest_tenants(cursor, limit)
+    return TenantPage(_tenant_rows(page.tenants), page.cursor)
+
+
+@get("/tenants/{user_id:str}", summary="A tenant's ready backlog and lifetime counters")
+async def tenant_figures(ui: NamedDependency[Dashboard], user_id: UserId) -> TenantRow:
+    return _tenant_rows({user_id: await ui.queue.tenant_stats(user_id)})[0]
 
 
 @get("/tasks", summary="A page of the tasks and jobs in a state, of a tenant and / or name")
@@ -686,6 +708,7 @@ ROUTES = [
     access,
     overview,
     tenants,
+    tenant_figures,
     task_list,
     task_detail,
     retry_task,

@@ -24,6 +24,7 @@ from fairque.queue.models import (
     TenantService,
     TenantShares,
     TenantStats,
+    TenantStatsPage,
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps
@@ -54,5 +55,6 @@ __all__ = [
     "TenantService",
     "TenantShares",
     "TenantStats",
+    "TenantStatsPage",
     "WorkerInfo",
 ]

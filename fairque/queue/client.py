@@ -28,6 +28,8 @@ from fairque.queue.models import (
     TaskInfo,
     TaskPage,
     TenantShares,
+    TenantStats,
+    TenantStatsPage,
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps, ResultWait
@@ -205,8 +207,16 @@ class FairQueue(Closing):
                 listener.wait_for(task_id, wait.next_wait())
 
     def stats(self) -> QueueStats:
-        """Tasks per state, lifetime counters and per-tenant figures."""
+        """Tasks per state, lifetime counters and the busiest tenants' figures."""
         return self.executor.execute(self.ops.stats())
+
+    def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
+        """A page of the tenants with ready tasks, the busiest first (0: no more)."""
+        return self.executor.execute(self.ops.busiest_tenants(cursor, count))
+
+    def tenant_stats(self, tenant: str) -> TenantStats:
+        """One tenant's ready tasks and lifetime counters."""
+        return self.executor.execute(self.ops.tenant_stats(tenant))
 
     def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
@@ -436,8 +446,16 @@ class AsyncFairQueue(AsyncClosing):
                 await listener.wait_for(task_id, wait.next_wait())
 
     async def stats(self) -> QueueStats:
-        """Tasks per state, lifetime counters and per-tenant figures."""
+        """Tasks per state, lifetime counters and the busiest tenants' figures."""
         return await self.executor.execute(self.ops.stats())
+
+    async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
+        """A page of the tenants with ready tasks, the busiest first (0: no more)."""
+        return await self.executor.execute(self.ops.busiest_tenants(cursor, count))
+
+    async def tenant_stats(self, tenant: str) -> TenantStats:
+        """One tenant's ready tasks and lifetime counters."""
+        return await self.executor.execute(self.ops.tenant_stats(tenant))
 
     async def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""

@@ -201,6 +201,7 @@ class TenantStats:
 
 
 MAX_WEIGHT = 1_000
+STATS_TENANTS = 20  # the busiest tenants QueueStats holds
 MAX_CONCURRENCY = 1_000_000
 MAX_RATE = 10_000  # starts remembered per window: the sliding log is bounded by it
 MAX_RATE_PERIOD = 86_400.0
@@ -390,10 +391,28 @@ class MaintenanceStatus:
 
 @dataclass(frozen=True)
 class QueueStats:
-    """Tasks per state now, lifetime counters, and per-tenant figures."""
+    """Tasks per state now, lifetime counters, and the busiest tenants' figures.
+
+    Reading it costs the same with ten tenants or a million: ``tenants`` holds the
+    busiest ones (most ready tasks first, at most ``STATS_TENANTS``); ``all_tenants``
+    sums every tenant's figures, and :meth:`FairQueue.busiest_tenants` pages through the
+    rest.
+    """
 
     states: dict[TaskState, int]
     counters: dict[str, int]
     tenants: dict[str, TenantStats] = field(default_factory=dict)
     maintenance: MaintenanceStatus = field(default_factory=MaintenanceStatus)
     fairness: FairnessView | None = None  # the last 5 minutes, the 20 busiest tenants
+    all_tenants: TenantStats = field(default_factory=TenantStats)  # summed over every tenant
+    tenants_with_ready: int = 0  # how many tenants have ready tasks
+
+
+@dataclass(frozen=True)
+class TenantStatsPage:
+    """A page of tenants with ready tasks, the busiest first (shard after shard, when
+    sharded); pass ``cursor`` back for the next page (0: no more). Rankings move as tasks
+    come and go, so between pages a tenant may move to another page."""
+
+    tenants: dict[str, TenantStats]
+    cursor: int

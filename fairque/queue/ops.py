@@ -48,6 +48,7 @@ from fairque.errors import (
     TaskNotFound,
 )
 from fairque.queue.models import (
+    STATS_TENANTS,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -64,6 +65,7 @@ from fairque.queue.models import (
     TenantService,
     TenantShares,
     TenantStats,
+    TenantStatsPage,
     WorkerInfo,
 )
 
@@ -437,8 +439,29 @@ class QueueOps:
         return records.get(self.namespace, record_id)
 
     def stats(self) -> Call[QueueStats]:
-        """Counts per state and per tenant."""
-        return self.namespace.call("namespace/stats", (), _parse_stats)
+        """Counts per state, counters, and the busiest tenants' figures (O(1) in tenants)."""
+        return self.namespace.call("namespace/stats", (STATS_TENANTS,), _parse_stats)
+
+    def busiest_tenants(self, cursor: int = 0, count: int = 50) -> Call[TenantStatsPage]:
+        """A page of the tenants with ready tasks, the busiest first; pass the cursor back
+        for the next page (0: no more)."""
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or not 0 <= cursor < 2**53:
+            raise InvalidInput("cursor", f"must be 0 or a cursor a page returned, got {cursor!r}")
+        _check_positive(count, "count", MAX_PAGE)
+
+        def parse(reply: list[list[Any]]) -> TenantStatsPage:
+            tenants = _tenant_rows(reply)
+            following = cursor + count if len(tenants) == count else 0
+            return TenantStatsPage(tenants, following)
+
+        return self.namespace.call("namespace/tenant_stats", (cursor, int(count)), parse)
+
+    def tenant_stats(self, tenant: str) -> Call[TenantStats]:
+        """One tenant's ready tasks and lifetime counters (zero for an unknown tenant)."""
+        _check_name(tenant, "user_id")
+        return self.namespace.call(
+            "namespace/tenant_stats", (0, 1, tenant), lambda reply: _tenant_rows(reply)[tenant]
+        )
 
     def reap(self, limit: int) -> Call[Maintenance]:
         """One maintenance round now, of at most ``limit`` of each kind of work."""
@@ -765,28 +788,20 @@ def _maintenance_status(flat: list[bytes]) -> MaintenanceStatus:
     )
 
 
-def _parse_stats(reply: list[list[bytes]]) -> QueueStats:
-    states_flat, counters_flat, ready_flat, maintenance_flat, fairness = reply
-    states = {TaskState(name): count for name, count in _pairs(states_flat).items()}
-    counters: dict[str, int] = {}
-    per_tenant: dict[str, dict[str, int]] = {}
-    for name, value in _pairs(counters_flat).items():
-        counter, _, tenant = name.partition(":")
-        if tenant:
-            per_tenant.setdefault(tenant, {})[counter] = value
-        else:
-            counters[counter] = value
-    for tenant, ready in _pairs(ready_flat).items():
-        per_tenant.setdefault(tenant, {})["queued"] = ready
-    known = set(TenantStats.__dataclass_fields__)
-    tenants = {
-        tenant: TenantStats(**{k: v for k, v in values.items() if k in known})
-        for tenant, values in sorted(per_tenant.items())
-    }
+def _tenant_rows(rows: list[list[Any]]) -> dict[str, TenantStats]:
+    """Stats rows as the scripts send them (include/ready.lua tenant_stat_row), in order:
+    tenant, then TenantStats's fields in their order."""
+    return {row[0].decode(): TenantStats(*map(int, row[1:])) for row in rows}
+
+
+def _parse_stats(reply: list[Any]) -> QueueStats:
+    states_flat, counters_flat, rows, maintenance_flat, fairness, sums, with_ready = reply
     return QueueStats(
-        states=states,
-        counters=counters,
-        tenants=tenants,
+        states={TaskState(name): count for name, count in _pairs(states_flat).items()},
+        counters=_pairs(counters_flat),
+        tenants=_tenant_rows(rows),
         maintenance=_maintenance_status(maintenance_flat),
         fairness=_fairness_of(STATS_FAIRNESS_MINUTES)(fairness),
+        all_tenants=TenantStats(*map(int, sums)),
+        tenants_with_ready=int(with_ready),
     )

@@ -36,6 +36,7 @@ from fairque.queue.client import (
     FairQueue,
 )
 from fairque.queue.models import (
+    STATS_TENANTS,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -48,6 +49,7 @@ from fairque.queue.models import (
     TaskPage,
     TenantShares,
     TenantStats,
+    TenantStatsPage,
     WorkerInfo,
 )
 from fairque.queue.ops import STATS_FAIRNESS_TOP
@@ -148,7 +150,9 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
     states: dict[TaskState, int] = {}
     counters: dict[str, int] = {}
     tenants: dict[str, TenantStats] = {}
+    all_tenants = TenantStats()
     for part in parts:
+        all_tenants = _add(all_tenants, part.all_tenants)
         for state, count in part.states.items():
             states[state] = states.get(state, 0) + count
         for name, value in part.counters.items():
@@ -163,12 +167,16 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
         dropped=sum(status.dropped for status in rounds),
     )
     views = [part.fairness for part in parts if part.fairness is not None]
+    # Each tenant lives on one shard: the busiest of all are among the shards' busiest.
+    busiest = sorted(tenants.items(), key=lambda item: (-item[1].queued, item[0]))
     return QueueStats(
         states=states,
         counters=counters,
-        tenants=dict(sorted(tenants.items())),
+        tenants=dict(busiest[:STATS_TENANTS]),
         maintenance=maintenance,
         fairness=merge_fairness(views, STATS_FAIRNESS_TOP) if views else None,
+        all_tenants=all_tenants,
+        tenants_with_ready=sum(part.tenants_with_ready for part in parts),
     )
 
 
@@ -375,6 +383,22 @@ class ShardedQueue(Closing):
     def stats(self) -> QueueStats:
         """The shards' stats summed."""
         return merge_stats([shard.stats() for shard in self.shards])
+
+    def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
+        """A page of the tenants with ready tasks, shard after shard, each shard's busiest
+        first."""
+        shards = len(self.shards)
+        shard, inner = split_cursor(cursor, shards)
+        while True:
+            page = self.shards[shard].busiest_tenants(inner, count)
+            following = next_cursor(page.cursor, bool(page.tenants), shard, shards)
+            if following is not None:
+                return TenantStatsPage(page.tenants, following)
+            shard, inner = shard + 1, 0
+
+    def tenant_stats(self, tenant: str) -> TenantStats:
+        """A tenant's figures, on its shard."""
+        return self.shard_for(tenant).tenant_stats(tenant)
 
     def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance on every shard."""
@@ -622,6 +646,22 @@ class AsyncShardedQueue(AsyncClosing):
     async def stats(self) -> QueueStats:
         """The shards' stats summed."""
         return merge_stats(await asyncio.gather(*(shard.stats() for shard in self.shards)))
+
+    async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
+        """A page of the tenants with ready tasks, shard after shard, each shard's busiest
+        first."""
+        shards = len(self.shards)
+        shard, inner = split_cursor(cursor, shards)
+        while True:
+            page = await self.shards[shard].busiest_tenants(inner, count)
+            following = next_cursor(page.cursor, bool(page.tenants), shard, shards)
+            if following is not None:
+                return TenantStatsPage(page.tenants, following)
+            shard, inner = shard + 1, 0
+
+    async def tenant_stats(self, tenant: str) -> TenantStats:
+        """A tenant's figures, on its shard."""
+        return await self.shard_for(tenant).tenant_stats(tenant)
 
     async def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance on every shard."""

@@ -113,14 +113,49 @@ const pages = {
       stateCards(data.states),
       h("h2", {}, "Throughput"),
       throughputChart(data.throughput),
-      h("h2", {}, "Tenants (backlog and completions)"),
-      tenantTable(data.tenants.slice(0, 20), false),
+      h("h2", {}, "The busiest tenants (backlog and completions)"),
+      tenantTable(data.tenants, false),
+      data.tenants_with_ready > data.tenants.length
+        ? h("p", { class: "muted", id: "tenants-more" }, `${data.tenants.length} of ${data.tenants_with_ready} tenants with ready tasks: `, link("#/tenants", "all of them →"))
+        : "",
     );
   },
 
-  async tenants(live) {
-    const tenants = await api("/tenants");
-    live.replaceChildren(h("h1", {}, "Tenants"), tenantTable(tenants, true));
+  tenants: {
+    setup(params) {
+      const form = h(
+        "form",
+        { id: "tenant-search", class: "filters" },
+        h("label", {}, "Tenant ", h("input", { name: "user_id", required: true, value: params.get("user_id") || "" })),
+        h("button", { type: "submit" }, "Show"),
+      );
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        location.hash = `#/tenants?${new URLSearchParams({ user_id: new FormData(form).get("user_id").trim() })}`;
+      });
+      return [h("h1", {}, "Tenants"), form];
+    },
+    async refresh(live, params) {
+      const userId = params.get("user_id");
+      if (userId) {
+        const row = await api(`/tenants/${encodeURIComponent(userId)}`);
+        live.replaceChildren(tenantTable([row], true), h("p", { class: "pager" }, link("#/tenants", "⟲ the busiest tenants")));
+        return;
+      }
+      const cursor = params.get("cursor") || "0";
+      const page = await api(`/tenants?cursor=${encodeURIComponent(cursor)}`);
+      live.replaceChildren(
+        h("p", { class: "muted" }, "Tenants with ready tasks, the busiest first; any other by name above."),
+        tenantTable(page.tenants, true),
+        h(
+          "p",
+          { class: "pager" },
+          cursor !== "0" ? link("#/tenants", "⟲ first page") : "",
+          " ",
+          page.cursor ? link(`#/tenants?cursor=${page.cursor}`, "next page →") : "",
+        ),
+      );
+    },
   },
 
   tasks: {

@@ -1,9 +1,11 @@
 -- Ready work: per-tenant queues, the per-tenant ready entry and the global ring.
 --
--- A tenant's entry in the `ready` hash is count * 64 + levels: how many ready tasks it
+-- A tenant's score in the `ready` zset is count * 64 + levels: how many ready tasks it
 -- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
--- bits of queues it finds empty), so a pop reads both in one field and probes only
--- queues that have work. Invariant: a tenant is in the ring exactly when its count is
+-- bits of queues it finds empty), so a pop reads both in one score and probes only
+-- queues that have work. Scores order tenants by backlog, so the busiest are read
+-- first without a scan; `ready:total` keeps the sum of the counts, so the number of
+-- ready fair tasks costs one read however many tenants there are. Invariant: a tenant is in the ring exactly when its count is
 -- above zero and its shares let it start a task (shares.lua); a tenant whose rate
 -- window is full waits in K.sleeping instead. Strict-policy jobs (kind 'job') have their
 -- own partitions (strict.lua).
@@ -54,7 +56,7 @@ end
 -- if it was not there), asleep until its rate window opens, or in neither (no ready
 -- work, paused, at its concurrency limit). Returns true if it is in the ring.
 local function place(tenant, now)
-  local ready = split_ready(redis.call('HGET', K.ready, tenant))
+  local ready = split_ready(redis.call('ZSCORE', K.ready, tenant))
   local s = shares_of(tenant)
   local room, opens = 1, nil
   if ready > 0 then room, opens = start_room(tenant, s, now) end
@@ -79,7 +81,7 @@ end
 local function shares_row(tenant)
   local s = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
     paused = false}
-  local ready = split_ready(redis.call('HGET', K.ready, tenant))
+  local ready = split_ready(redis.call('ZSCORE', K.ready, tenant))
   local in_ring = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
   local opens = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
   return {s.weight, s.concurrency, s.rate, s.period, s.paused and 1 or 0, running_of(tenant),
@@ -98,12 +100,13 @@ end
 local function flush_ready(now)
   flush_appends()
   if #ready_tenants == 0 then return end
-  local servable = 0
+  local servable, total = 0, 0
   for _, tenant in ipairs(ready_tenants) do
     local added = ready_added[tenant]
-    local ready, levels = split_ready(redis.call('HINCRBY', K.ready, tenant, added * LEVELS))
+    total = total + added
+    local ready, levels = split_ready(redis.call('ZINCRBY', K.ready, added * LEVELS, tenant))
     local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
-    if missing ~= 0 then redis.call('HINCRBY', K.ready, tenant, missing) end
+    if missing ~= 0 then redis.call('ZINCRBY', K.ready, missing, tenant) end
     if not shares_of(tenant) then
       if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
       servable = servable + 1
@@ -113,6 +116,7 @@ local function flush_ready(now)
       servable = servable + 1
     end
   end
+  redis.call('INCRBY', K['ready:total'], total)
   wake_workers(servable)
   ready_added, ready_tenants, ready_levels = {}, {}, {}
 end
@@ -147,9 +151,10 @@ end
 
 -- One ready task of `tenant` left its queues outside a pop (cancel).
 local function release_ready(tenant)
-  local ready = split_ready(redis.call('HINCRBY', K.ready, tenant, -LEVELS))
+  redis.call('DECR', K['ready:total'])
+  local ready = split_ready(redis.call('ZINCRBY', K.ready, -LEVELS, tenant))
   if ready <= 0 then
-    redis.call('HDEL', K.ready, tenant)
+    redis.call('ZREM', K.ready, tenant)
     place(tenant, clock_now())
   end
 end
@@ -165,4 +170,28 @@ local function unqueue(id, kind, tenant, priority)
   end
   if removed == 1 then release_ready(tenant) end
   return removed == 1
+end
+
+-- The per-tenant counters that stats rows show (TenantStats), in reply order.
+local TENANT_COUNTERS = {'pushed', 'finished', 'failed', 'retried', 'requeued', 'canceled',
+  'expired'}
+
+-- A tenant's stats row: {tenant, ready, counters in TENANT_COUNTERS order}.
+local function tenant_stat_row(tenant, score)
+  local fields = {}
+  for i, name in ipairs(TENANT_COUNTERS) do fields[i] = name .. ':' .. tenant end
+  local row = {tenant, (split_ready(score))}
+  for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(fields))) do
+    row[#row + 1] = tonumber(value) or 0
+  end
+  return row
+end
+
+-- Stats rows of the tenants ranked `first` to `last` (0-based) by ready backlog, the
+-- busiest first. Costs O(log tenants + rows): nothing here goes over every tenant.
+local function tenant_stat_rows(first, last)
+  local ranked = redis.call('ZREVRANGE', K.ready, first, last, 'WITHSCORES')
+  local rows = {}
+  for i = 1, #ranked, 2 do rows[#rows + 1] = tenant_stat_row(ranked[i], ranked[i + 1]) end
+  return rows
 end

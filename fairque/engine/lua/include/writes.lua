@@ -45,13 +45,20 @@ local function flush_appends()
   appends, append_keys = {}, {}
 end
 
+-- K.stats holds each counter over every kind of task; K['stats:tenants'] holds each
+-- tenant's ('<name>:<tenant>') and their sum over tenants ('<name>'), so reading the
+-- totals never goes over the tenants.
 local function flush_counters()
   for name, by_tenant in pairs(counts) do
-    local total = 0
+    local total, of_tenants = 0, 0
     for tenant, n in pairs(by_tenant) do
-      if tenant ~= '' then redis.call('HINCRBY', K.stats, name .. ':' .. tenant, n) end
+      if tenant ~= '' then
+        redis.call('HINCRBY', K['stats:tenants'], name .. ':' .. tenant, n)
+        of_tenants = of_tenants + n
+      end
       total = total + n
     end
+    if of_tenants ~= 0 then redis.call('HINCRBY', K['stats:tenants'], name, of_tenants) end
     redis.call('HINCRBY', K.stats, name, total)
   end
   counts = {}

@@ -1,5 +1,5 @@
 -- jobs/complete: the outcome of a leased strict-policy job (the seed 003 result object).
--- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
+-- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] the lease token

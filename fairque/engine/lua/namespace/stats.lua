@@ -1,24 +1,21 @@
--- stats: records per state (fair tasks, strict jobs and storage tasks), counters, and
--- ready tasks per tenant. Reads one entry per tenant with ready work: fine for an
--- operator call, not the hot path.
--- KEYS: ring ready scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance running shares sleeping
+-- stats: records per state (fair tasks, strict jobs and storage tasks), counters, the
+-- busiest tenants and the sums over all tenants. O(1) in tenants and tasks (one read per
+-- strict partition and numbered queue, which are few): an open dashboard may poll it.
+-- KEYS: ready scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance ready:total stats:tenants ring running shares sleeping
 -- ARGV[1] the key prefix (include/base.lua)
--- Returns {flat state/count list, flat counter/value list, flat tenant/ready list, flat
--- field/value list of the maintenance hash (see namespace/reap.lua), the fairness view of
--- the last FAIRNESS_MINUTES (namespace/fairness.lua)}.
+-- ARGV[2] how many of the busiest tenants to return
+-- Returns {flat state/count list, flat counter/value list, rows of the busiest tenants
+-- (include/ready.lua tenant_stat_rows), flat field/value list of the maintenance hash (see
+-- namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
+-- (namespace/fairness.lua), the sums over tenants of their ready tasks and TENANT_COUNTERS,
+-- how many tenants have ready tasks}.
 --@include figures
 
 local FAIRNESS_MINUTES, FAIRNESS_TOP = 5, 20
+local top = tonumber(ARGV[2])
 local now = clock_now()
-local queued = 0
-local ready = redis.call('HGETALL', K.ready)
-local per_tenant = {}
-for i = 1, #ready, 2 do
-  local count = split_ready(ready[i + 1])
-  queued = queued + count
-  per_tenant[#per_tenant + 1] = ready[i]
-  per_tenant[#per_tenant + 1] = count
-end
+local fair_ready = tonumber(redis.call('GET', K['ready:total']) or '0')
+local queued = fair_ready
 for _, partition in ipairs(redis.call('SMEMBERS', K['strict:partitions'])) do
   queued = queued + redis.call('ZCARD', strict_key(partition))
 end
@@ -41,5 +38,10 @@ for state, registry in pairs({finished = K['state:finished'], failed = K['state:
   states[#states + 1] = state
   states[#states + 1] = redis.call('ZCOUNT', registry, '(' .. int(now), '+inf')
 end
-return {states, redis.call('HGETALL', K.stats), per_tenant, redis.call('HGETALL', K.maintenance),
-  fairness_reply(now, FAIRNESS_MINUTES, FAIRNESS_TOP)}
+local sums = {fair_ready}
+for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(TENANT_COUNTERS))) do
+  sums[#sums + 1] = tonumber(value) or 0
+end
+return {states, redis.call('HGETALL', K.stats), tenant_stat_rows(0, top - 1),
+  redis.call('HGETALL', K.maintenance), fairness_reply(now, FAIRNESS_MINUTES, FAIRNESS_TOP),
+  sums, redis.call('ZCARD', K.ready)}

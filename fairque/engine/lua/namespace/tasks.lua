@@ -1,6 +1,6 @@
 -- tasks: one page of the tasks and jobs in a state, for the Web UI.
--- Queued tasks are read tenant by tenant (by name; in each, the critical list, then
--- priorities 5 to 1), then the strict jobs' partitions (when no tenant is asked for);
+-- Queued tasks are read tenant by tenant (the busiest first; in each, the critical list,
+-- then priorities 5 to 1), then the strict jobs' partitions (when no tenant is asked for);
 -- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
 -- are filtered by tenant and name after reading, so a page may hold fewer than asked.
 -- KEYS: ready scheduled leases state:deferred state:finished state:failed state:canceled strict:partitions
@@ -45,9 +45,9 @@ if registry then
   return page(cursor + #ids)
 end
 
--- Queued: the ready queues form one sequence; `skip` walks past the entries of earlier
--- pages, whole tenants (by their ready count) and whole queues at a time. The walk ends
--- when the page is full, so a full page's cursor may lead to an empty last page.
+-- Queued: a tenant's ready queues form one sequence; `skip` walks past the entries of
+-- earlier pages, whole queues at a time. The walk ends when the page is full, so a full
+-- page's cursor may lead to an empty last page.
 local skip = cursor
 local function take(key, is_list)
   local n = is_list and redis.call('LLEN', key) or redis.call('ZCARD', key)
@@ -72,28 +72,48 @@ end
 
 if tenant ~= '' then
   take_tenant(tenant)
-else
-  local ready = redis.call('HGETALL', K.ready)
-  local counts, tenants = {}, {}
-  for i = 1, #ready, 2 do
-    tenants[#tenants + 1] = ready[i]
-    counts[ready[i]] = split_ready(ready[i + 1])
+  if #ids < size then return page(0) end
+  return page(cursor + #ids)
+end
+
+-- Every tenant's queues, the busiest tenant first, then the strict partitions (by name).
+-- The cursor is a spot, index * OFFSETS + entries there already listed, where the index
+-- is a tenant's rank in K.ready, or TENANT_SPOTS + a partition's position: so a page
+-- costs O(log tenants + page) whatever the number of tenants. Ranks move as tasks come
+-- and go, so a tenant may be listed twice or skipped between pages; tenants ranked
+-- beyond TENANT_SPOTS are not listed.
+local OFFSETS, TENANT_SPOTS = 2 ^ 31, 2 ^ 21
+local index, offset = math.floor(cursor / OFFSETS), cursor % OFFSETS
+local function page_at(spot, first, taken)
+  local listed = first + taken
+  if listed >= OFFSETS then return page((spot + 1) * OFFSETS) end
+  return page(spot * OFFSETS + listed)
+end
+while index < TENANT_SPOTS do
+  local ranked = redis.call('ZREVRANGE', K.ready, index, index + size - 1)
+  if #ranked == 0 then break end
+  for _, t in ipairs(ranked) do
+    local before = #ids
+    skip = offset
+    take_tenant(t)
+    if #ids >= size then return page_at(index, offset, #ids - before) end
+    index, offset = index + 1, 0
   end
-  table.sort(tenants)
-  for _, t in ipairs(tenants) do
-    if #ids >= size then break end
-    if skip >= counts[t] then skip = skip - counts[t] else take_tenant(t) end
-  end
-  local partitions = redis.call('SMEMBERS', K['strict:partitions'])
-  table.sort(partitions)
-  local first_strict = #ids + 1
-  for _, partition in ipairs(partitions) do
-    if #ids >= size then break end
-    local _, partition_name = split_partition(partition)
-    if name == '' or partition_name == name then take(strict_key(partition), false) end
+end
+local partitions = redis.call('SMEMBERS', K['strict:partitions'])
+table.sort(partitions)
+index = math.max(index, TENANT_SPOTS)
+while index - TENANT_SPOTS < #partitions do
+  local partition = partitions[index - TENANT_SPOTS + 1]
+  local _, partition_name = split_partition(partition)
+  local before = #ids
+  if name == '' or partition_name == name then
+    skip = offset
+    take(strict_key(partition), false)
   end
   -- Strict members are the 16-digit enqueue tick followed by the id.
-  for i = first_strict, #ids do ids[i] = string.sub(ids[i], 17) end
+  for i = before + 1, #ids do ids[i] = string.sub(ids[i], 17) end
+  if #ids >= size then return page_at(index, offset, #ids - before) end
+  index, offset = index + 1, 0
 end
-if #ids < size then return page(0) end
-return page(cursor + #ids)
+return page(0)

@@ -3,7 +3,7 @@
 -- Round robin is simulated inside the call on the tenants it can reach (the first
 -- `count` of the ring, or the named ones), then written back once: the result is the
 -- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns
+-- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
@@ -61,9 +61,9 @@ else
   groups = {in_ring_order(assigned, skip), in_ring_order(steal, skip)}
 end
 
--- Per tenant: ready tasks left, levels mask, tick of its last serve; and the tenants
--- this call looked at.
-local remaining, mask, served_tick, touched = {}, {}, {}, {}
+-- Per tenant: ready tasks left, and before this call, levels mask, tick of its last
+-- serve; and the tenants this call looked at.
+local remaining, before, mask, served_tick, touched = {}, {}, {}, {}, {}
 
 local function has_level(tenant, priority)
   return bit.band(mask[tenant], level_bit(priority)) ~= 0
@@ -141,10 +141,11 @@ end
 local function open_group(group)
   local active = {}
   if #group == 0 then return active end
-  local entries = redis.call('HMGET', K.ready, unpack(group))
+  local entries = redis.call('ZMSCORE', K.ready, unpack(group))
   read_shares(group)
   for i, tenant in ipairs(group) do
     remaining[tenant], mask[tenant] = split_ready(entries[i])
+    before[tenant] = remaining[tenant]
     touched[#touched + 1] = tenant
     tokens[tenant] = {}
     local s = shares_read[tenant]
@@ -192,9 +193,10 @@ end
 -- Served tenants whose turn ended move to the back in the order of their last serve;
 -- one inside its turn keeps its place; one its shares now hold, and one left without
 -- ready work, leave the ring.
-local entries_left, gone, moves, held = {}, {}, {}, {}
+local entries_left, gone, moves, held, left_ready = {}, {}, {}, {}, 0
 for _, tenant in ipairs(touched) do
   local started = #tokens[tenant]
+  left_ready = left_ready + before[tenant] - math.max(remaining[tenant], 0)
   if started > 0 then
     redis.call('HINCRBY', K.running, tenant, started)
     record_starts(tenant, shares_read[tenant], now, tokens[tenant])
@@ -203,8 +205,8 @@ for _, tenant in ipairs(touched) do
     gone[#gone + 1] = tenant
   else
     if started > 0 then
-      entries_left[#entries_left + 1] = tenant
       entries_left[#entries_left + 1] = remaining[tenant] * LEVELS + mask[tenant]
+      entries_left[#entries_left + 1] = tenant
     end
     if room[tenant] <= 0 then
       held[#held + 1] = tenant
@@ -221,11 +223,12 @@ for _, tenant in ipairs(touched) do
     end
   end
 end
-if #entries_left > 0 then call_chunked('HSET', K.ready, entries_left) end
+if #entries_left > 0 then call_chunked('ZADD', K.ready, entries_left) end
+if left_ready > 0 then redis.call('DECRBY', K['ready:total'], left_ready) end
 if #moves > 0 then redis.call('ZADD', K.ring, 'XX', unpack(moves)) end
 for _, tenant in ipairs(held) do place(tenant, now) end
 if #gone > 0 then
-  call_chunked('HDEL', K.ready, gone)
+  call_chunked('ZREM', K.ready, gone)
   call_chunked('ZREM', K.ring, gone)
   for _, tenant in ipairs(gone) do
     if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end

@@ -2,7 +2,7 @@
 -- step, then release the lock. Exactly once: the run is refused unless the schedule is
 -- still the version and still due at the time that the caller read under the lock, so a
 -- run can never be submitted twice, even by an instance whose lock expired meanwhile.
--- KEYS: ring ready scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings scheduler:lock:<id> running shares sleeping turns
+-- KEYS: ring ready scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings scheduler:lock:<id> running shares sleeping turns ready:total stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- ARGV[3] the lock token

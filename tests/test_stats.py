@@ -1,0 +1,133 @@
+"""Stats that cost the same at any number of tenants: the scripts keep the sums as tasks
+come and go (``ready:total``, the tenants' counter sums), rank tenants by backlog, and
+``stats()`` reads only the busiest. These tests hold those sums to what is really queued,
+through every path that adds or takes a ready task."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from fairque import FairQueue, InvalidInput, Priority, Task, TaskState, TenantStats
+from fairque.queue.models import STATS_TENANTS
+
+QUEUE_KEY = re.compile(r"queue:user:(.+):(critical|normal:[1-5])")
+
+
+def _really_queued(queue: FairQueue) -> dict[str, int]:
+    """Each tenant's ready tasks, counted in its queues (not from any sum the scripts keep)."""
+    redis, prefix = queue.redis, queue.namespace.prefix
+    counts: dict[str, int] = {}
+    for key in redis.scan_iter(f"{prefix}queue:user:*"):
+        found = QUEUE_KEY.fullmatch(key.decode()[len(prefix) :])
+        if found is None:  # a rate log (queue:user:<tenant>:starts)
+            continue
+        tenant, level = found.groups()
+        n = redis.llen(key) if level == "critical" else redis.zcard(key)
+        if n:
+            counts[tenant] = counts.get(tenant, 0) + n
+    return counts
+
+
+def _all_pages(queue: FairQueue, count: int) -> dict[str, TenantStats]:
+    rows: dict[str, TenantStats] = {}
+    cursor = 0
+    for _ in range(1000):
+        page = queue.busiest_tenants(cursor, count)
+        assert not rows.keys() & page.tenants.keys()  # nothing moved: no tenant twice
+        rows.update(page.tenants)
+        cursor = page.cursor
+        if not cursor:
+            return rows
+    pytest.fail("the pages never ended")
+
+
+def test_stats_hold_the_busiest_tenants_and_the_sums_over_all(queue: FairQueue) -> None:
+    tenants = STATS_TENANTS + 5
+    # tenant-00 has 1 task, tenant-01 2... the busiest is the last.
+    queue.push_many([Task(user_id=f"tenant-{n:02}") for n in range(tenants) for _ in range(n + 1)])
+    (first,) = queue.pop(count=1)  # tenant-00's only task: it has none left
+    queue.finish(first, None)
+
+    stats = queue.stats()
+    total = tenants * (tenants + 1) // 2
+    assert stats.tenants_with_ready == tenants - 1
+    assert list(stats.tenants) == [f"tenant-{n:02}" for n in range(tenants - 1, 4, -1)]
+    assert stats.all_tenants.pushed == total
+    assert stats.all_tenants.finished == 1
+    assert stats.all_tenants.queued == total - 1 == stats.states[TaskState.QUEUED]
+    assert sum(one.queued for one in stats.tenants.values()) < total - 1  # not all shown
+    assert stats.tenants["tenant-24"] == TenantStats(queued=25, pushed=25)
+
+
+def test_busiest_tenants_page_through_every_tenant_busiest_first(queue: FairQueue) -> None:
+    queue.push_many([Task(user_id=f"t{n}") for n in range(7) for _ in range(n + 1)])
+    rows = _all_pages(queue, 3)
+    assert [one.queued for one in rows.values()] == [7, 6, 5, 4, 3, 2, 1]
+    assert rows == _all_pages(queue, 100)
+    assert queue.busiest_tenants(0, 7).cursor == 7  # a full page: there may be more
+    assert queue.busiest_tenants(7, 7).tenants == {}
+
+
+def test_a_named_tenants_figures_outlive_its_backlog(queue: FairQueue) -> None:
+    queue.push(Task(user_id="alice"))
+    (task,) = queue.pop()
+    queue.fail(task, "no", retry=False)
+    assert queue.tenant_stats("alice") == TenantStats(pushed=1, failed=1)
+    assert "alice" not in queue.busiest_tenants().tenants  # nothing ready: not ranked
+    assert queue.tenant_stats("nobody") == TenantStats()
+    with pytest.raises(InvalidInput, match="user_id"):
+        queue.tenant_stats("")
+    with pytest.raises(InvalidInput, match="cursor"):
+        queue.busiest_tenants(-1)
+    with pytest.raises(InvalidInput, match="count"):
+        queue.busiest_tenants(0, 0)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_kept_sums_match_the_queues_through_every_path(queue: FairQueue, seed: int) -> None:
+    """Pushes of every priority (critical ones handed back to the head), delays,
+    dependencies, pops in batches, finishes, failures with and without retry, releases,
+    cancels and shares that hold tenants: after each step, the kept sums equal what the
+    queues hold."""
+    rng = random.Random(seed)
+    tenants = [f"u{n}" for n in range(6)]
+    queue.set_tenant("u0", concurrency=2)
+    queue.set_tenant("u1", weight=3)
+    queued_ids: list[str] = []
+    for _ in range(60):
+        step = rng.choice(["push", "push", "pop", "cancel", "promote"])
+        if step == "push":
+            tasks = [
+                Task(
+                    user_id=rng.choice(tenants),
+                    priority=rng.choice(list(Priority)),
+                    delay=rng.choice([0, 0, 0, 0.001]),
+                    max_retries=1,
+                )
+                for _ in range(rng.randint(1, 8))
+            ]
+            queued_ids += queue.push_many(tasks)
+        elif step == "pop":
+            for task in queue.pop(count=rng.randint(1, 6)):
+                choice = rng.randrange(4)
+                if choice == 0:
+                    queue.finish(task, None)
+                elif choice == 1:
+                    queue.fail(task, "again", retry=True)
+                elif choice == 2:
+                    queue.fail(task, "gone", retry=False)
+                else:
+                    queue.release([task])
+        elif step == "cancel" and queued_ids:
+            queue.cancel(queued_ids.pop(rng.randrange(len(queued_ids))))
+        else:
+            queue.reap(100)
+        really = _really_queued(queue)
+        stats = queue.stats()
+        assert stats.all_tenants.queued == sum(really.values())
+        ranked = {tenant: one.queued for tenant, one in _all_pages(queue, 4).items()}
+        assert ranked == really
+        assert stats.tenants_with_ready == len(really)
