@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
+
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from fairque import task
 
@@ -16,3 +19,27 @@ async def noop() -> None:
 async def started_at() -> float:
     """When the worker started running it (wall clock; same machine as the pusher)."""
     return time.time()
+
+
+class _Client:
+    """One Redis client per worker process, made on first use (on the worker's loop). Its
+    pool blocks when all its connections are busy: with 200 tasks at once, a plain pool
+    would refuse the calls over its limit (MaxConnectionsError)."""
+
+    redis: Redis | None = None
+
+    @classmethod
+    def get(cls) -> Redis:
+        if cls.redis is None:
+            url = os.environ["FAIRQUE_REDIS_URL"]
+            cls.redis = Redis(
+                connection_pool=BlockingConnectionPool.from_url(url, max_connections=32)
+            )
+        return cls.redis
+
+
+@task(name="one_call")
+async def one_call() -> None:
+    """Makes one Redis call of its own (an INCR), as real tasks do: the drain figure the
+    issue asks for counts the worker's per-task path and the task's own round trip."""
+    await _Client.get().incr("bench:one_call")

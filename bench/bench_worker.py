@@ -2,7 +2,8 @@
 
     uv run python bench/bench_worker.py [--tasks 20000] [--repeat 2]
 
-Prints, never asserts: drain rate of queued no-op tasks with 1 and 2 worker processes,
+Prints, never asserts: drain rate of queued tasks with 1 and 2 worker processes (no-op
+tasks, and tasks that make one Redis call of their own, as real tasks do),
 idle pickup latency (a task pushed every 20 ms to an idle worker), the time to submit and
 run a 1,000-task fan-out/fan-in pipeline, and the fairness
 scenario (tenant "big" pushes 5,000 tasks, then 50 small tenants push 10 each: where in
@@ -65,7 +66,7 @@ def finished(queue: FairQueue) -> int:
     return queue.stats().counters.get("finished", 0)
 
 
-def drain(url: str, tasks: int, processes: int) -> float:
+def drain(url: str, tasks: int, processes: int, name: str = "noop") -> float:
     """Tasks per second from the first push until every task has finished."""
     namespace = f"drain-{uuid.uuid4().hex[:8]}"
     queue = FairQueue(url, namespace)
@@ -73,7 +74,7 @@ def drain(url: str, tasks: int, processes: int) -> float:
         started = time.perf_counter()
         for first in range(0, tasks, 1000):
             batch = range(first, min(first + 1000, tasks))
-            queue.push_many([Task(user_id=f"t{i % 50}", name="noop") for i in batch])
+            queue.push_many([Task(user_id=f"t{i % 50}", name=name) for i in batch])
         wait(lambda: finished(queue) >= tasks, timeout=600)
         elapsed = time.perf_counter() - started
     queue.close()
@@ -148,10 +149,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="drain runs (best counts)")
     options = parser.parse_args()
     with LocalServer() as server:
-        for processes in (1, 2):
-            best = max(drain(server.url, options.tasks, processes) for _ in range(options.repeat))
-            print(f"drain {options.tasks:,} no-op tasks, {processes} worker process(es): "
-                  f"{best:,.0f} tasks/s")  # fmt: skip
+        for name, what in (("noop", "no-op tasks"), ("one_call", "tasks making one Redis call")):
+            for processes in (1, 2):
+                best = max(
+                    drain(server.url, options.tasks, processes, name) for _ in range(options.repeat)
+                )
+                print(f"drain {options.tasks:,} {what}, {processes} worker process(es): "
+                      f"{best:,.0f} tasks/s")  # fmt: skip
         latencies = pickup_latency(server.url)
         p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99) - 1]
         print(
