@@ -19,9 +19,9 @@
 
 local id, token, version = ARGV[2], ARGV[3], ARGV[4]
 local run_at, next_run = tonumber(ARGV[6]), tonumber(ARGV[7])
-local status = planned_status(id, token, version, ARGV[5])
+local status = planned_status(K['scheduler:lock'], id, token, version, ARGV[5])
 if not status then
-  release_lock(token)
+  release_lock(K['scheduler:lock'], token)
   return {0}
 end
 local now = clock_now()
@@ -37,5 +37,5 @@ end
 status.failures, status.last_error, status.pending_run = 0, nil, nil
 write_status(id, status)
 redis.call('ZADD', K['schedules:next'], next_run, id)
-release_lock(token)
+release_lock(K['scheduler:lock'], token)
 return flush(now, {1, now})

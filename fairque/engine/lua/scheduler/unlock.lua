@@ -7,4 +7,4 @@
 -- Returns 1 or 0.
 --@include schedule_lock
 
-return release_lock(ARGV[3])
+return release_lock(K['scheduler:lock'], ARGV[3])
