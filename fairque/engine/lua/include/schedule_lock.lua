@@ -1,7 +1,11 @@
 -- Seed 002's lock on one schedule, the key scheduler:lock:<id>: SET NX PX with the
--- instance's owner token. The helpers take the lock's key, which the script declares
--- (K['scheduler:lock']).
+-- instance's owner token. The helpers take the lock's key: a script acting on one
+-- schedule declares it (K['scheduler:lock']), one acting on many gets the locks as its
+-- variadic keys, or makes them from the ids it finds (lock_key).
 --@include schedule
+
+-- The key of a schedule's lock, under the namespace's hash tag like every key.
+local function lock_key(id) return PREFIX .. 'scheduler:lock:' .. id end
 
 -- Seed 002's lock release: delete the lock only if `token` still owns it (a lock that
 -- expired and was taken by another instance is not ours to delete).
