@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
@@ -194,11 +194,13 @@ class SchedulerOps:
         self._tasks = QueueOps(namespace)  # a run is submitted as a fair-queue task
 
     def _call(
-        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None
-    ) -> Call[T]:
-        """A scheduler script's call; ``locking`` names the schedule whose lock it uses."""
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None,
+        locks: Iterable[str] = (),
+    ) -> Call[T]:  # fmt: skip
+        """A scheduler script's call; ``locking`` names the schedule whose lock it uses,
+        ``locks`` those of a script acting on many schedules (its variadic keys)."""
         params = None if locking is None else {"id": locking}
-        return self.namespace.call(f"scheduler/{name}", args, parse, params)
+        return self.namespace.call(f"scheduler/{name}", args, parse, params, locks)
 
     def maintain(self, interval: float) -> Call[Maintenance]:
         """A maintenance round of the namespace if one is due (see ``FairQueue.maintain``):
@@ -295,12 +297,12 @@ class SchedulerOps:
             now, outcomes = reply
             return [
                 int(now) if outcome == 1 else None if outcome == 0
-                else from_script_error(outcome.decode().removeprefix("-"))
+                else from_script_error(outcome.decode())
                 for outcome in outcomes
             ]  # fmt: skip
 
         ids = [firing.grant.schedule_id for firing in firings]
-        return self.namespace.call("scheduler/fire", args, parse, more_keys=ids)
+        return self._call("fire", args, parse, locks=ids)
 
     def failed(
         self, grant: Grant, run_at: int, error: str, config: SchedulerConfig
@@ -321,9 +323,7 @@ class SchedulerOps:
         (compare-and-delete); parses to how many were released."""
         if not held:
             raise InvalidInput("held", "must not be empty")
-        return self.namespace.call("scheduler/unlock", list(held.values()), int,
-            more_keys=held.keys(),
-        )  # fmt: skip
+        return self._call("unlock", list(held.values()), int, locks=held.keys())
 
 
 def _state(reply: bytes) -> ScheduleState:
