@@ -53,7 +53,7 @@ async def measure(url: str, schedules: int, instances: int) -> None:
         f"{instances} instance(s), {schedules} runs due at once: all queued {span:.2f} s "
         f"after their due time ({schedules / span:,.0f} runs/s); latency p50 "
         f"{latencies[len(latencies) // 2] * 1000:.0f} ms, p99 "
-        f"{latencies[int(len(latencies) * 0.99)] * 1000:.0f} ms; lock round trip p50 "
+        f"{latencies[int(len(latencies) * 0.99)] * 1000:.0f} ms; claim round trip p50 "
         f"{statistics.median(locks) * 1000:.2f} ms; lock busy "
         f"{sum(r.metrics.lock_busy for r in runners)}; runs per instance {shares}"
     )

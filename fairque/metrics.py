@@ -165,7 +165,7 @@ class _SchedulerCollector:
         )
         for name, help_text in (
             ("latency", "Due time to queued (server clock), recent runs."),
-            ("lock_time", "Round trip that takes a schedule's lock, recent runs."),
+            ("lock_time", "Round trip that claims a cycle's schedule locks, recent cycles."),
         ):
             family = GaugeMetricFamily(
                 f"fairque_scheduler_{name}_seconds", help_text, labels=["quantile"]

@@ -13,13 +13,13 @@ import pytest
 from fairque import Constraint, Job, Matcher, PutTaskRequest, QueueSettings, RetryInfo, Task
 from fairque.engine import scripts
 from fairque.engine import settings as settings_store
-from fairque.engine.calls import Call
+from fairque.engine.calls import MICROS, Call, pack
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
 from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
-from fairque.scheduler import Schedule, TaskTemplate
+from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
-from fairque.scheduler.ops import Grant, Plan, SchedulerOps
+from fairque.scheduler.ops import Grant, SchedulerOps, anchored
 from fairque.storage.ops import StorageOps
 
 SCRIPTS = scripts.names()
@@ -37,9 +37,9 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
         "queue/push", "queue/release", "queue/retry_failed", "queue/tenant", "queue/workers",
         "queue/xcom_pull", "queue/xcom_push",
-        "scheduler/due", "scheduler/failed", "scheduler/fire", "scheduler/instance",
-        "scheduler/lock", "scheduler/pause", "scheduler/read", "scheduler/remove",
-        "scheduler/save", "scheduler/unlock",
+        "scheduler/claim", "scheduler/failed", "scheduler/fire", "scheduler/instance",
+        "scheduler/pause", "scheduler/read", "scheduler/remove", "scheduler/save",
+        "scheduler/unlock",
         "storage/done", "storage/get", "storage/plan", "storage/put", "storage/retry",
         "storage/stat",
     ]  # fmt: skip
@@ -95,12 +95,11 @@ def _job() -> LeasedJob:
     return LeasedJob("j1", "resize", None, 0, 0, 30.0, 0, "9", 0.0)
 
 
-def _grant() -> Grant:
-    return Grant("s1", "tok", 0, b"0", b"", 1, None)
-
-
-def _plan(submit: bool) -> Plan:
-    return Plan(0, 60_000_000, submit, "s1@0")
+def _grant(schedule_id: str = "s1", late: float = 0) -> Grant:
+    """A claimed schedule due at 0, seen ``late`` seconds after (past its grace: skipped)."""
+    schedule = anchored(SCHEDULE.model_copy(update={"missed": MissedRuns.SKIP}), 0)
+    definition = pack(schedule.model_dump(mode="json"))
+    return Grant(schedule_id, "tok", round(late * MICROS), b"0", definition, 1, None)
 
 
 QUEUE, JOBS = QueueOps(NAMESPACE), JobOps(NAMESPACE)
@@ -154,12 +153,15 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "scheduler remove": lambda: SCHEDULER.remove("s1"),
     "scheduler pause": lambda: SCHEDULER.pause("s1"),
     "scheduler read": lambda: SCHEDULER.read(["s1", "s2"]),
-    "scheduler due": lambda: SCHEDULER.due("i1", {"state": "running"}, 10, 60.0),
+    "scheduler claim": lambda: SCHEDULER.claim(
+        "i1", {"state": "running"}, "tok", SchedulerConfig()
+    ),
     "scheduler instance": lambda: SCHEDULER.record("i1", {"state": "stopped"}, 60.0),
-    "scheduler lock": lambda: SCHEDULER.lock("s1", "tok", 5.0),
-    "scheduler fire": lambda: SCHEDULER.fire(_grant(), _plan(submit=False)),
+    "scheduler fire": lambda: SCHEDULER.fire(
+        [SCHEDULER.firing(_grant("s1", late=3600)), SCHEDULER.firing(_grant("s2"))]
+    ),
     "scheduler failed": lambda: SCHEDULER.failed(_grant(), 0, "boom", SchedulerConfig()),
-    "scheduler unlock": lambda: SCHEDULER.unlock("s1", "tok"),
+    "scheduler unlock": lambda: SCHEDULER.unlock({"s1": "tok", "s2": "tok"}),
     "storage get": lambda: STORAGE.get_task(3, 10),
     "storage done": lambda: STORAGE.done_task([1, 2]),
     "storage retry": lambda: STORAGE.retry_task([RetryInfo.after(1, 1.0)]),

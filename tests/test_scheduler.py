@@ -25,7 +25,7 @@ from fairque.scheduler import (
     ScheduleState,
     TaskScheduler,
 )
-from fairque.scheduler.ops import plan_run
+from fairque.scheduler.ops import Claim
 from tests.conftest import Server, until, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -290,14 +290,107 @@ async def test_two_instances_submit_each_run_once(
     assert instance.metrics.failed == other.metrics.failed == 0
 
 
+async def add_due_together(instance: AsyncTaskScheduler, count: int) -> tuple[list[str], int]:
+    """Adds ``count`` hourly schedules whose first runs all come due at the same moment
+    (far enough ahead that all are stored before it); returns their ids and that moment
+    (us). Waiting for it is left to the caller."""
+    await instance.list_schedules()
+    start = datetime.now(timezone.utc) + timedelta(seconds=1 + count * 0.01)
+    ids = [
+        await instance.add_schedule(
+            interval=3600, start_at=start, task={**TEMPLATE, "user_id": f"tenant-{n % 7}"}
+        )
+        for n in range(count)
+    ]
+    return ids, round(start.timestamp() * 1e6)
+
+
+async def pushed(queue: AsyncFairQueue) -> int:
+    return (await queue.stats()).counters.get("pushed", 0)
+
+
+async def test_a_cycle_queues_a_batch_of_due_runs_in_one_go(server: Server, namespace: str) -> None:
+    config = FAST.model_copy(update={"batch": 50})
+    async with AsyncTaskScheduler(server.url, namespace, config=config) as instance:
+        ids, due = await add_due_together(instance, 120)
+        queue = queue_of(instance)
+        await wait_server_time_past(queue, due / 1e6)
+        assert await instance.runner.cycle() == 0.0  # more may be due: no wait
+        assert await pushed(queue) == 50
+        assert await instance.runner.cycle() == 0.0
+        assert await pushed(queue) == 100
+        assert await instance.runner.cycle() == 0.0
+        assert await pushed(queue) == 120
+        assert await instance.runner.cycle() > 0  # nothing due any more
+        assert instance.metrics.submitted == 120
+        assert instance.metrics.cycles == 4
+        tasks = await queue.pop(count=1000, lease_seconds=60)
+        assert sorted(task.task_id for task in tasks) == sorted(f"{sid}@{due}" for sid in ids)
+        infos = await instance.list_schedules()
+        assert {info.runs for info in infos} == {1}
+        assert {info.next_run for info in infos} == {due / 1e6 + 3600}
+
+
+async def test_instances_claim_different_due_schedules(instance: AsyncTaskScheduler) -> None:
+    ids, due = await add_due_together(instance, 120)
+    ops, queue = instance.ops, queue_of(instance)
+    await wait_server_time_past(queue, due / 1e6)
+    claims = [await claim(instance, token, batch=50) for token in ("one", "two", "three")]
+    assert [len(c.grants) for c in claims] == [50, 50, 20]
+    assert [c.busy for c in claims] == [0, 50, 100]  # passed over the others' locks
+    claimed = [grant.schedule_id for c in claims for grant in c.grants]
+    assert sorted(claimed) == sorted(ids)  # each one once
+    late = await claim(instance, "four", batch=50)
+    assert (late.grants, late.busy) == ([], 120)
+    for c in claims:
+        outcomes = await queue.execute(ops.fire([ops.firing(grant) for grant in c.grants]))
+        assert all(isinstance(outcome, int) for outcome in outcomes)
+    assert await pushed(queue) == 120
+    assert await queue.redis.exists(*(lock_of(queue, sid) for sid in ids)) == 0  # released
+
+
+async def test_many_runs_due_at_once_are_queued_once_by_racing_instances(
+    server: Server, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    config = FAST.model_copy(update={"batch": 20})
+    racing = [AsyncTaskScheduler(server.url, namespace, config=config) for _ in range(3)]
+    ids, due = await add_due_together(instance, 150)
+    runs = [asyncio.create_task(s.run()) for s in racing]  # idle until the runs come due
+    queue = queue_of(instance)
+
+    async def all_queued() -> bool:
+        return await pushed(queue) >= len(ids)
+
+    await until(all_queued, timeout=30)
+    for s in racing:
+        s.stop()
+    await asyncio.gather(*runs)
+    for s in racing:
+        await s.close()
+    tasks = await queue.pop(count=1000, lease_seconds=60)
+    assert sorted(task.task_id for task in tasks) == sorted(f"{sid}@{due}" for sid in ids)
+    assert await pushed(queue) == len(ids)
+    assert {info.runs for info in await instance.list_schedules()} == {1}
+    assert sum(s.metrics.submitted for s in racing) == len(ids)
+    assert sum(s.metrics.failed for s in racing) == 0
+
+
+async def claim(instance: AsyncTaskScheduler, token: str, batch: int = FAST.batch) -> Claim:
+    """A claim of at most ``batch`` due schedules with ``token``, as an instance's cycle
+    makes it."""
+    config = FAST.model_copy(update={"batch": batch})
+    call = instance.ops.claim(token, {"state": "running"}, token, config)
+    return await queue_of(instance).execute(call)
+
+
 async def test_a_stale_plan_is_refused(instance: AsyncTaskScheduler) -> None:
     sid, _start = await add_due(instance)
     ops, queue = instance.ops, queue_of(instance)
-    grant = await queue.execute(ops.lock(sid, "me", 5))
-    assert not isinstance(grant, bool)
-    assert await queue.execute(ops.lock(sid, "other", 5)) is True  # the lock is held
+    [grant] = (await claim(instance, "me")).grants
+    held = await claim(instance, "other")
+    assert (held.grants, held.busy) == ([], 1)  # the lock is held
     await instance.update_schedule(sid, task={**TEMPLATE, "user_id": "bob"})
-    assert await queue.execute(ops.fire(grant, plan_run(grant))) is None
+    assert await queue.execute(ops.fire([ops.firing(grant)])) == [None]
     assert await queue.pop() == []
     assert await queue.redis.exists(lock_of(queue, sid)) == 0  # released
 
@@ -307,14 +400,13 @@ async def test_a_lock_taken_over_by_another_instance_is_not_released(
 ) -> None:
     sid, _start = await add_due(instance)
     ops, queue = instance.ops, queue_of(instance)
-    grant = await queue.execute(ops.lock(sid, "me", 5))
-    assert not isinstance(grant, bool)
+    [grant] = (await claim(instance, "me")).grants
     lock = lock_of(queue, sid)
     await queue.redis.set(lock, "other")  # our lock expired and another instance took it
-    assert await queue.execute(ops.fire(grant, plan_run(grant))) is None
-    assert await queue.execute(ops.unlock(sid, "me")) is False
+    assert await queue.execute(ops.fire([ops.firing(grant)])) == [None]
+    assert await queue.execute(ops.unlock({sid: "me"})) == 0
     assert await queue.redis.get(lock) == b"other"
-    assert await queue.execute(ops.unlock(sid, "other")) is True
+    assert await queue.execute(ops.unlock({sid: "other"})) == 1
     assert await queue.redis.exists(lock) == 0
     assert await queue.pop() == []
 
@@ -466,6 +558,25 @@ async def test_a_failed_submission_is_retried_with_backoff_for_the_same_run(
     info = await instance.get_schedule(sid)
     assert (info.failures, info.last_error, info.runs) == (0, None, 1)
     assert info.next_run == pytest.approx(start.timestamp() + 3600)
+
+
+async def test_a_refused_run_does_not_hold_up_the_others_in_its_batch(
+    server: Server, namespace: str, instance: AsyncTaskScheduler
+) -> None:
+    big, _start = await add_due(instance, task=BIG)
+    healthy, _start = await add_due(instance)
+    refusing = payload_refusing(server, namespace, retries=3)
+    await refusing.runner.cycle()  # both in one batch
+    await refusing.close()
+    [task] = await queue_of(instance).pop()
+    assert task.task_id.startswith(healthy)
+    info = await instance.get_schedule(big)
+    assert (info.failures, info.runs, info.state) == (1, 0, ScheduleState.ACTIVE)
+    assert info.last_error is not None
+    assert "payload" in info.last_error
+    assert (refusing.metrics.submitted, refusing.metrics.failed) == (1, 1)
+    queue = queue_of(instance)
+    assert await queue.redis.exists(lock_of(queue, big), lock_of(queue, healthy)) == 0
 
 
 async def test_submissions_failing_past_the_maximum_fail_the_schedule(

@@ -1,7 +1,8 @@
 """Seed 002's performance metrics of one scheduler instance, kept in process.
 
 Submission latency is from a run's due time to the moment the server queued its task
-(both server clock); lock time is the round trip that takes the lock. A summary is also
+(both server clock); lock time is the round trip that claims a cycle's locks (one batch of
+due schedules). A summary is also
 stored with the instance's record in the server at every cycle.
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cached_property
@@ -18,7 +18,7 @@ import msgspec
 
 from fairque.engine.calls import MICROS, Arg, Call, decode, encode
 from fairque.engine.keys import Namespace
-from fairque.errors import InvalidInput
+from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.queue import Maintenance, QueueOps
 from fairque.scheduler import cron
 from fairque.scheduler.config import SchedulerConfig, live_window
@@ -108,12 +108,22 @@ def plan_run(grant: Grant) -> Plan:
 
 
 @dataclass(frozen=True)
-class Due:
-    """One cycle's look at the schedules."""
+class Claim:
+    """One cycle's look at the schedules: the due ones this instance locked."""
 
     now: int
-    schedules: list[tuple[str, bytes]]  # (id, next run as stored), due now
+    grants: list[Grant]  # due schedules locked by this instance, read under their locks
+    busy: int  # due schedules found locked by another instance
     earliest: int | None  # the earliest next run of any active schedule
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A planned run, ready to be sent in a batch by :meth:`SchedulerOps.fire`."""
+
+    grant: Grant
+    plan: Plan
+    args: tuple[Arg, ...]  # its part of the fire script's arguments
 
 
 @dataclass(frozen=True)
@@ -176,12 +186,6 @@ def _parse_snapshot(reply: list[Any]) -> Snapshot:
     return Snapshot(schedules, records, int(now))
 
 
-def _parse_due(reply: list[Any]) -> Due:
-    now, flat, earliest = reply
-    due = [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
-    return Due(int(now), due, None if earliest < 0 else int(earliest))
-
-
 class SchedulerOps:
     """Builds the scheduler's calls in one queue namespace."""
 
@@ -190,11 +194,13 @@ class SchedulerOps:
         self._tasks = QueueOps(namespace)  # a run is submitted as a fair-queue task
 
     def _call(
-        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None
-    ) -> Call[T]:
-        """A scheduler script's call; ``locking`` names the schedule whose lock it uses."""
+        self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None,
+        locks: Iterable[str] = (),
+    ) -> Call[T]:  # fmt: skip
+        """A scheduler script's call; ``locking`` names the schedule whose lock it uses,
+        ``locks`` those of a script acting on many schedules (its variadic keys)."""
         params = None if locking is None else {"id": locking}
-        return self.namespace.call(f"scheduler/{name}", args, parse, params)
+        return self.namespace.call(f"scheduler/{name}", args, parse, params, locks)
 
     def maintain(self, interval: float) -> Call[Maintenance]:
         """A maintenance round of the namespace if one is due (see ``FairQueue.maintain``):
@@ -234,68 +240,90 @@ class SchedulerOps:
         args = ("all",) if schedule_ids is None else ("some", *schedule_ids)
         return self._call("read", args, _parse_snapshot)
 
-    def due(self, instance: str, record: dict[str, Any], limit: int, ttl: float) -> Call[Due]:
-        """Due schedules (at most ``limit``), recording the instance's heartbeat; the
-        record expires ``ttl`` seconds after it unless renewed."""
-        packed = encode(record, "record", _MAX_DEFINITION_BYTES)
-        return self._call("due", (instance, packed, limit, round(ttl * MICROS)), _parse_due)
-
     def record(self, instance: str, record: dict[str, Any], ttl: float) -> Call[None]:
         """Records an instance's state (e.g. stopped), kept ``ttl`` seconds."""
         packed = encode(record, "record", _MAX_DEFINITION_BYTES)
         args = (instance, packed, round(ttl * MICROS))
         return self._call("instance", args, lambda _reply: None)
 
-    def lock(self, schedule_id: str, token: str, seconds: float) -> Call[Grant | bool]:
-        """Takes the schedule's lock if it is due; parses to a :class:`Grant`, or to False
-        (no longer due) or True (another instance holds the lock)."""
+    def claim(
+        self, instance: str, record: dict[str, Any], token: str, config: SchedulerConfig
+    ) -> Call[Claim]:
+        """Records the instance's heartbeat (the record expires ``config.instance_ttl``
+        seconds after it unless renewed) and locks at most ``config.batch`` due schedules
+        that no other instance holds, with ``token`` for ``config.lock_timeout`` seconds;
+        parses to a :class:`Claim`."""
+        packed = encode(record, "record", _MAX_DEFINITION_BYTES)
+        ttl = round(config.instance_ttl * MICROS)
+        lifetime = max(1, math.ceil(config.lock_timeout * 1000))
+        args = (instance, packed, ttl, config.batch, token, lifetime)
 
-        def parse(reply: list[Any]) -> Grant | bool:
-            if reply[0] < 2:
-                return bool(reply[0] == 1)
-            _code, now, stored_next, definition, packed = reply
-            status = decode(packed)
-            return Grant(
-                schedule_id, token, int(now), stored_next, definition, status["v"],
-                status.get("pending_run"),
-            )  # fmt: skip
+        def parse(reply: list[Any]) -> Claim:
+            now, flat, busy, earliest = reply
+            grants = []
+            for i in range(0, len(flat), 4):
+                status = decode(flat[i + 3])
+                grants.append(
+                    Grant(flat[i].decode(), token, int(now), flat[i + 1], flat[i + 2],
+                          status["v"], status.get("pending_run"))
+                )  # fmt: skip
+            return Claim(int(now), grants, int(busy), None if earliest < 0 else int(earliest))
 
-        args = (schedule_id, token, max(1, math.ceil(seconds * 1000)))
-        return self._call("lock", args, parse, locking=schedule_id)
+        return self._call("claim", args, parse)
 
-    def _planned(self, grant: Grant, run_at: int) -> tuple[Arg, ...]:
-        return (grant.schedule_id, grant.token, grant.version, grant.next_run, run_at)
-
-    def fire(self, grant: Grant, plan: Plan) -> Call[int | None]:
-        """Submits the planned run (unless skipped), moves the schedule on, releases the
-        lock; parses to the server time of submission, or None if the plan was stale."""
+    def firing(self, grant: Grant) -> Firing:
+        """Plans the run of a claimed schedule and builds its part of a :meth:`fire` call;
+        raises :class:`FairQueueError` if the run cannot be built (an unreadable
+        definition, a task the queue refuses)."""
+        plan = plan_run(grant)
         if plan.submit:
-            template = grant.schedule.task
-            push = self._tasks.push([template.build(plan.task_id)])
-            task_args = tuple(push.args[len(push.args) - 3 :])  # count, row, payload
+            push = self._tasks.push([grant.schedule.task.build(plan.task_id)])
+            row, payload = push.args[-2:]  # the push's count, row, payload
         else:
-            task_args = (0, b"", b"")
-        args = (*self._planned(grant, plan.run_at), plan.following, *task_args)
-        return self._call("fire", args, lambda reply: int(reply[1]) if reply[0] else None,
-            locking=grant.schedule_id,
-        )  # fmt: skip
+            row, payload = b"", b""
+        planned = (grant.schedule_id, grant.token, grant.version, grant.next_run, plan.run_at)
+        return Firing(grant, plan, (*planned, plan.following, row, payload))
+
+    def fire(self, firings: Sequence[Firing]) -> Call[list[int | FairQueueError | None]]:
+        """Submits the planned runs (skipped ones are not), moves each schedule on and
+        releases its lock, in one call; parses to one outcome per run: the server time of
+        submission, None if the plan was stale, or the error that refused the submission
+        (the lock is then still held, for :meth:`failed`)."""
+        if not firings:
+            raise InvalidInput("firings", "must not be empty")
+        args = [arg for firing in firings for arg in firing.args]
+
+        def parse(reply: list[Any]) -> list[int | FairQueueError | None]:
+            now, outcomes = reply
+            return [
+                int(now) if outcome == 1 else None if outcome == 0
+                else from_script_error(outcome.decode())
+                for outcome in outcomes
+            ]  # fmt: skip
+
+        ids = [firing.grant.schedule_id for firing in firings]
+        return self._call("fire", args, parse, locks=ids)
 
     def failed(
         self, grant: Grant, run_at: int, error: str, config: SchedulerConfig
     ) -> Call[ScheduleState | None]:
         """Records a failed submission (retried with backoff, FAILED after the maximum)
         and releases the lock; parses to the schedule's state, None if the plan was stale."""
+        planned = (grant.schedule_id, grant.token, grant.version, grant.next_run, run_at)
         args = (
-            *self._planned(grant, run_at), error[:4096], config.max_submit_retries,
+            *planned, error[:4096], config.max_submit_retries,
             repr(config.retry_backoff_base), repr(config.retry_backoff_max),
         )  # fmt: skip
         return self._call("failed", args, lambda reply: _state(reply[0]) if reply else None,
             locking=grant.schedule_id,
         )  # fmt: skip
 
-    def unlock(self, schedule_id: str, token: str) -> Call[bool]:
-        """Releases the lock if ``token`` still owns it (compare-and-delete)."""
-        return self._call("unlock", (schedule_id, token), bool, locking=schedule_id)
+    def unlock(self, held: Mapping[str, str]) -> Call[int]:
+        """Releases the locks ``held`` (schedule id -> token) that their tokens still own
+        (compare-and-delete); parses to how many were released."""
+        if not held:
+            raise InvalidInput("held", "must not be empty")
+        return self._call("unlock", list(held.values()), int, locks=held.keys())
 
 
 def _state(reply: bytes) -> ScheduleState:

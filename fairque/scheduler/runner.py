@@ -1,12 +1,15 @@
 """The scheduler's execution cycle (seed 002, section 3), run by any number of instances.
 
-Each cycle reads the due schedules (and records the instance's heartbeat), then for
-each one takes its lock (SET NX PX with an owner token), plans the run in Python (cron
-needs time zones) and fires it: one script submits the task, moves the schedule to its
-next run and releases the lock, refusing if another instance got there first. The lock
-keeps instances from doing the same work; the fire script's checks make each run
-submitted exactly once even when a lock expires mid-way. The instance's record, written
-with every cycle's heartbeat, is what ``health_check()`` judges from outside.
+Each cycle is two round trips for up to ``batch`` due schedules. The claim script records
+the instance's heartbeat and takes the lock (SET NX PX with an owner token) of each due
+schedule no other instance holds, reading it under the lock; Python plans each run (cron
+needs time zones); the fire script then submits the tasks, moves each schedule to its
+next run and releases its lock, refusing any run another instance got to first. While
+runs were claimed the next cycle starts at once, so a burst of due runs is queued batch
+after batch without waiting for a poll. The locks keep instances from doing the same
+work; the fire script's checks make each run submitted exactly once even when a lock
+expires mid-way. The instance's record, written with every cycle's heartbeat, is what
+``health_check()`` judges from outside.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import asyncio
 import itertools
 import logging
 import os
-import random
 import signal
 import socket
 import time
@@ -28,7 +30,7 @@ from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.metrics import SchedulerMetrics
-from fairque.scheduler.ops import Grant, SchedulerOps, plan_run
+from fairque.scheduler.ops import Firing, Grant, SchedulerOps
 
 log = logging.getLogger("fairque.scheduler")
 
@@ -145,68 +147,71 @@ class SchedulerRunner:
         log.info("scheduler %s stopped", self.instance)
 
     async def _release_held(self) -> None:
-        for schedule_id, token in list(self._held.items()):
-            await self.executor.execute(self.ops.unlock(schedule_id, token))
-            del self._held[schedule_id]
+        if self._held:
+            await self.executor.execute(self.ops.unlock(self._held))
+            self._held.clear()
 
     async def cycle(self) -> float:
-        """Handles the due schedules once; returns how long to wait before the next cycle."""
+        """Handles the due schedules once (at most ``batch`` of them); returns how long
+        to wait before the next cycle."""
         await self._release_held()  # left over from a cycle the server went away in
         if time.monotonic() >= self._maintain_at:
             self._maintain_at = time.monotonic() + MAINTENANCE_INTERVAL
             await self.executor.execute(self.ops.maintain(MAINTENANCE_INTERVAL))
-        record = self._record("running")
         config = self.config
-        due = await self.executor.execute(
-            self.ops.due(self.instance, record, config.batch, config.instance_ttl)
-        )
-        contended = False
-        # In its own random order, so that instances seldom reach for the same lock.
-        random.shuffle(due.schedules)
-        for schedule_id, _next in due.schedules:
-            contended |= await self._handle(schedule_id)
-        self.metrics.cycles += 1
-        self.metrics.last_cycle = time.monotonic()
-        if contended:
-            return min(self.config.poll_interval, CONTENDED_PAUSE)
-        if due.schedules:
-            return 0.0  # look again at once: more may be due, and the earliest has moved
-        if due.earliest is None:
-            return self.config.poll_interval
-        return min(self.config.poll_interval, max(0.0, (due.earliest - due.now) / MICROS))
-
-    async def _handle(self, schedule_id: str) -> bool:
-        """Submits one due run if this instance gets its lock; True if another had it."""
         token = f"{self.instance}:{next(self._tokens)}"
         started = time.perf_counter()
-        grant = await self.executor.execute(
-            self.ops.lock(schedule_id, token, self.config.lock_timeout)
+        claim = await self.executor.execute(
+            self.ops.claim(self.instance, self._record("running"), token, config)
         )
         self.metrics.lock_time.append(time.perf_counter() - started)
-        if grant is True:  # another instance holds the lock
-            self.metrics.lock_busy += 1
-            return True
-        if grant is False:  # no longer due: another instance has just handled it
-            return False
-        self._held[schedule_id] = token
-        await self._fire(grant)
-        del self._held[schedule_id]  # every path of _fire released it, unless it raised
-        return False
+        self.metrics.lock_busy += claim.busy
+        self._held.update((grant.schedule_id, token) for grant in claim.grants)
+        await self._fire(claim.grants)
+        self.metrics.cycles += 1
+        self.metrics.last_cycle = time.monotonic()
+        if claim.grants:
+            return 0.0  # look again at once: more may be due, and the earliest has moved
+        if claim.busy:  # due, but held by another instance (or a dead one's lock)
+            return min(self.config.poll_interval, CONTENDED_PAUSE)
+        if claim.earliest is None:
+            return self.config.poll_interval
+        return min(self.config.poll_interval, max(0.0, (claim.earliest - claim.now) / MICROS))
 
-    async def _fire(self, grant: Grant) -> None:
-        try:
-            plan = plan_run(grant)
-            submitted_at = await self.executor.execute(self.ops.fire(grant, plan))
-        except FairQueueError as exc:  # refused: the server, our validation, or a bad record
-            self.metrics.failure()
-            log.warning("schedule %s: submission failed: %s", grant.schedule_id, exc)
-            failed = self.ops.failed(grant, grant.run_at, str(exc), self.config)
-            state = await self.executor.execute(failed)
-            log.warning("schedule %s is %s", grant.schedule_id, state and state.value)
+    async def _fire(self, grants: list[Grant]) -> None:
+        """Submits the claimed runs in one call; a run that cannot be built, or that the
+        server refuses, is recorded as a failed submission (which releases its lock)."""
+        firings = [firing for grant in grants if (firing := await self._firing(grant))]
+        if not firings:
             return
-        if submitted_at is None:
-            self.metrics.stale += 1
-        elif plan.submit:
-            self.metrics.submission((submitted_at - plan.run_at) / MICROS)
-        else:
-            self.metrics.skipped += 1
+        outcomes = await self.executor.execute(self.ops.fire(firings))
+        refused: list[tuple[Grant, FairQueueError]] = []
+        for firing, outcome in zip(firings, outcomes, strict=True):
+            plan = firing.plan
+            if isinstance(outcome, FairQueueError):  # refused by the server: lock still held
+                refused.append((firing.grant, outcome))
+                continue
+            del self._held[firing.grant.schedule_id]  # released by the fire script
+            if outcome is None:
+                self.metrics.stale += 1
+            elif plan.submit:
+                self.metrics.submission((outcome - plan.run_at) / MICROS)
+            else:
+                self.metrics.skipped += 1
+        for grant, error in refused:
+            await self._failed(grant, error)
+
+    async def _firing(self, grant: Grant) -> Firing | None:
+        try:
+            return self.ops.firing(grant)
+        except FairQueueError as exc:  # our validation, or an unreadable record
+            await self._failed(grant, exc)
+            return None
+
+    async def _failed(self, grant: Grant, exc: FairQueueError) -> None:
+        self.metrics.failure()
+        log.warning("schedule %s: submission failed: %s", grant.schedule_id, exc)
+        failed = self.ops.failed(grant, grant.run_at, str(exc), self.config)
+        state = await self.executor.execute(failed)
+        del self._held[grant.schedule_id]  # released by the failed script
+        log.warning("schedule %s is %s", grant.schedule_id, state and state.value)

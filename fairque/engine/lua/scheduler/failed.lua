@@ -17,9 +17,9 @@
 --@include schedule_lock
 
 local id, token, version = ARGV[2], ARGV[3], ARGV[4]
-local status = planned_status(id, token, version, ARGV[5])
+local status = planned_status(K['scheduler:lock'], id, token, version, ARGV[5])
 if not status then
-  release_lock(token)
+  release_lock(K['scheduler:lock'], token)
   return {}
 end
 local now = clock_now()
@@ -35,5 +35,5 @@ else
   redis.call('ZADD', K['schedules:next'], next_run, id)
 end
 write_status(id, status)
-release_lock(token)
+release_lock(K['scheduler:lock'], token)
 return {status.state, next_run}

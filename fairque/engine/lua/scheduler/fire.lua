@@ -1,41 +1,55 @@
--- scheduler/fire: submit one run of a schedule and move it to its next run, in one
--- step, then release the lock. Exactly once: the run is refused unless the schedule is
--- still the version and still due at the time that the caller read under the lock, so a
--- run can never be submitted twice, even by an instance whose lock expired meanwhile.
--- KEYS: ring ready scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings scheduler:lock:<id> running shares sleeping turns ready:total stats:tenants
+-- scheduler/fire: submit planned runs, each with its schedule moved to its next run in
+-- the same step, then release their locks. Exactly once: a run is refused unless its
+-- schedule is still the version and still due at the time that the caller read under
+-- the lock, so a run can never be submitted twice, even by an instance whose lock
+-- expired meanwhile. Each run stands alone: a stale or refused one does not stop the
+-- others; a refused run changes nothing and keeps its lock (the caller records the
+-- failure with scheduler/failed, which releases it).
+-- KEYS: ring ready scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings running shares sleeping turns ready:total stats:tenants scheduler:lock:<id>...
 -- ARGV[1] the key prefix (include/base.lua)
--- ARGV[2] the schedule id
--- ARGV[3] the lock token
--- ARGV[4] the version
--- ARGV[5] the next run read under the lock (us)
--- ARGV[6] the run's due time (us)
--- ARGV[7] the run after it (us)
--- ARGV[8] the number of tasks (0: the run is skipped, 1: submitted)
--- ARGV[9] the task row, as queue/push takes it
--- ARGV[10] its payload
--- Returns {1, server time}, or {0} if the plan was stale.
+-- ARGV[2..] per run, RUN_ARGS in a row (its lock is the next variadic key): the schedule
+--   id, the lock token, the version, the next run read under the lock (us), the run's
+--   due time (us), the run after it (us), the task row as queue/push takes it ('': the
+--   run is skipped), its payload
+-- Returns {server time, one outcome per run: 1 done (submitted or skipped), 0 stale (the
+-- plan was refused), or the error message of a refused submission}.
 --@include push
 --@include schedule_lock
 
-local id, token, version = ARGV[2], ARGV[3], ARGV[4]
-local run_at, next_run = tonumber(ARGV[6]), tonumber(ARGV[7])
-local status = planned_status(id, token, version, ARGV[5])
-if not status then
-  release_lock(token)
-  return {0}
+local RUN_ARGS = 8
+local runs = (#ARGV - 1) / RUN_ARGS
+if runs % 1 ~= 0 or runs ~= #KEYS - KEY_COUNT then
+  return redis.error_reply('INVALID runs do not match their locks')
 end
 local now = clock_now()
-if tonumber(ARGV[8]) > 0 then
-  local rows = cmsgpack.unpack(ARGV[9])
-  local _, refused = push_rows(rows, 9)
-  if refused then return refused end
-  status.runs = status.runs + 1
-  status.last_run, status.last_submitted_at, status.last_task_id = run_at, now, rows[1][1]
-else
-  status.skipped = status.skipped + 1
+local outcomes = {}
+for n = 1, runs do
+  local at = 2 + (n - 1) * RUN_ARGS
+  local id, token, version, lock = ARGV[at], ARGV[at + 1], ARGV[at + 2], KEYS[KEY_COUNT + n]
+  local status = planned_status(lock, id, token, version, ARGV[at + 3])
+  local outcome = 1
+  if not status then
+    release_lock(lock, token)
+    outcome = 0
+  elseif ARGV[at + 6] ~= '' then
+    local rows = cmsgpack.unpack(ARGV[at + 6])
+    local _, refused = push_rows(rows, at + 6) -- the payload is ARGV[at + 7]
+    if refused then
+      outcome = refused.err
+    else
+      status.runs = status.runs + 1
+      status.last_run, status.last_submitted_at, status.last_task_id =
+        tonumber(ARGV[at + 4]), now, rows[1][1]
+    end
+  else
+    status.skipped = status.skipped + 1
+  end
+  if outcome == 1 then
+    status.failures, status.last_error, status.pending_run = 0, nil, nil
+    write_status(id, status)
+    redis.call('ZADD', K['schedules:next'], tonumber(ARGV[at + 5]), id)
+    release_lock(lock, token)
+  end
+  outcomes[n] = outcome
 end
-status.failures, status.last_error, status.pending_run = 0, nil, nil
-write_status(id, status)
-redis.call('ZADD', K['schedules:next'], next_run, id)
-release_lock(token)
-return flush(now, {1, now})
+return flush(now, {now, outcomes})
