@@ -63,7 +63,9 @@ def wait(probe: object, timeout: float) -> None:
 
 
 def finished(queue: FairQueue) -> int:
-    return queue.stats().counters.get("finished", 0)
+    """The namespace's finished counter, read alone: ``stats()`` also reads the fairness
+    view (about 1.5 ms of server time), which polled every 5 ms would slow the drain."""
+    return int(queue.redis.hget(queue.namespace.key("stats"), "finished") or 0)
 
 
 def drain(url: str, tasks: int, processes: int, name: str = "noop") -> float:
