@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from fairque import task
 
@@ -22,19 +22,16 @@ async def started_at() -> float:
 
 
 class _Client:
-    """One Redis client per worker process, made on first use (on the worker's loop). Its
-    pool blocks when all its connections are busy: with 200 tasks at once, a plain pool
-    would refuse the calls over its limit (MaxConnectionsError)."""
+    """One Redis client per worker process, made on first use (on the worker's loop), with
+    a connection for each task the benchmark's workers run at once (concurrency 200):
+    redis-py's asyncio pool refuses a call over its limit (MaxConnectionsError)."""
 
     redis: Redis | None = None
 
     @classmethod
     def get(cls) -> Redis:
         if cls.redis is None:
-            url = os.environ["FAIRQUE_REDIS_URL"]
-            cls.redis = Redis(
-                connection_pool=BlockingConnectionPool.from_url(url, max_connections=32)
-            )
+            cls.redis = Redis.from_url(os.environ["FAIRQUE_REDIS_URL"], max_connections=256)
         return cls.redis
 
 
