@@ -78,7 +78,8 @@ class PushBatcher:
             self._waiting.clear()
             raise
         finally:
-            self._sender = None
+            if self._sender is asyncio.current_task():  # not a sender of a later loop
+                self._sender = None
 
     def _take(self) -> list[_Waiting]:
         """The next batch: the waiting pushes whose caller still waits, in order."""
