@@ -150,6 +150,7 @@ class Master:
             await dispatching
             await maintaining
             await self._dispatcher.close()
+            await self._queue.close()  # answers the pushes in flight; the pool stays open
             await executor.close()
 
     async def _maintain(self, stopping: asyncio.Event) -> None:

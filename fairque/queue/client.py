@@ -17,6 +17,7 @@ from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Execut
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener, Listener
 from fairque.engine.records import Record, TaskState
+from fairque.queue.batching import PushBatcher
 from fairque.queue.models import (
     FairnessView,
     LeasedTask,
@@ -315,12 +316,19 @@ class AsyncFairQueue(AsyncClosing):
         if executor is None:
             executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
         self.executor = executor
+        self.pushes = PushBatcher(self.ops, executor)
         settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
 
     @property
     def namespace(self) -> Namespace:
         """The namespace's keys and settings."""
         return self.ops.namespace
+
+    async def close(self) -> None:
+        """Waits until the pushes made so far are answered, then closes the connection
+        pool, unless it is shared with another client."""
+        await self.pushes.drain()
+        await super().close()
 
     @property
     def redis(self) -> AsyncClient:
@@ -337,9 +345,12 @@ class AsyncFairQueue(AsyncClosing):
         return await self.executor.execute(call)
 
     async def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
-        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`."""
-        call = self.ops.push_one(task)
-        return await self.executor.execute_replicated(call, replicas, replica_timeout)
+        """Enqueues one task; returns its id. With ``replicas``, see :meth:`push_many`.
+
+        Pushes made concurrently in this event loop go to the server together, in one
+        call (see :mod:`fairque.queue.batching`); each caller gets its own id, or its
+        own error. Pushes awaited one after another keep their order."""
+        return await self.pushes.push(task, replicas, replica_timeout)
 
     async def push_many(
         self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0

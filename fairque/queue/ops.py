@@ -76,6 +76,17 @@ STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua rea
 _POP_ROW = 13
 
 
+@dataclass(frozen=True, slots=True)
+class PushRow:
+    """One task ready to be pushed (:meth:`QueueOps.push_row`): its id, its row of the
+    push script's arguments, its payload bytes and the ids it depends on."""
+
+    task_id: str
+    row: tuple[Any, ...]
+    payload: bytes
+    depends_on: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Settled:
     """A wait that is over: the task finished with ``result``."""
@@ -144,13 +155,14 @@ def _start_arg(task: Task) -> str:
     return ""
 
 
-def _dependency_order(ids: list[str], tasks: Sequence[Task]) -> list[int]:
-    """Indices of ``tasks`` with every task after the tasks of the batch it depends on
-    (the script stores them in this order); refuses a cycle, naming it."""
+def _dependency_order(ids: list[str], depends_on: Sequence[Sequence[str]]) -> list[int]:
+    """Indices of the tasks ``ids`` with every task after the tasks of the batch it
+    depends on (``depends_on[i]``: task i's) (the script stores them in this order);
+    refuses a cycle, naming it."""
     position = {task_id: index for index, task_id in enumerate(ids)}
-    inner = [[position[d] for d in task.depends_on if d in position] for task in tasks]
+    inner = [[position[d] for d in named if d in position] for named in depends_on]
     unmet = [len(dependencies) for dependencies in inner]
-    dependents: list[list[int]] = [[] for _ in tasks]
+    dependents: list[list[int]] = [[] for _ in ids]
     for index, dependencies in enumerate(inner):
         for dependency in dependencies:
             dependents[dependency].append(index)
@@ -163,7 +175,7 @@ def _dependency_order(ids: list[str], tasks: Sequence[Task]) -> list[int]:
             unmet[dependent] -= 1
             if unmet[dependent] == 0:
                 ready.append(dependent)
-    if len(order) < len(tasks):
+    if len(order) < len(ids):
         # Every task left over waits on another one left over: walking them finds a cycle.
         left = {index for index, count in enumerate(unmet) if count > 0}
         path, index = [], min(left)
@@ -215,37 +227,56 @@ class QueueOps:
         for task in tasks:
             if not isinstance(task, Task):
                 raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
-        ids = [
-            task.task_id or fresh for task, fresh in zip(tasks, new_ids(len(tasks)), strict=True)
-        ]
-        if len(set(ids)) != len(ids):
-            raise InvalidInput("task_id", "the same task_id appears twice in one push")
-        rows: list[tuple[Any, ...]] = []
-        payloads: list[Arg] = []
-        # The namespace's own limit (its settings, in the server) is checked by the script.
-        limit = MAX_PAYLOAD_BYTES
-        for index in _dependency_order(ids, tasks):
-            task, task_id = tasks[index], ids[index]
-            payloads.append(encode(task.payload, "payload", limit))
-            rows.append(
-                (
-                    task_id,
-                    task.user_id,
-                    int(task.priority),
-                    task.name or "",
-                    -1 if task.max_retries is None else task.max_retries,
-                    task.timeout,
-                    int(task.keep_result),
-                    _start_arg(task),
-                    task.depends_on,
-                )
-            )
-        args = (len(tasks), pack(rows), *payloads)
-        return self.namespace.call("queue/push", args, lambda _reply: ids)
+        fresh = new_ids(len(tasks))
+        rows = [self.push_row(task, id_) for task, id_ in zip(tasks, fresh, strict=True)]
+        return self.push_rows(rows)
 
     def push_one(self, task: Task) -> Call[str]:
         """Stores one task; the reply parses to its id."""
-        return self.push([task]).then(lambda ids: ids[0])
+        row = self.push_row(task)
+        task_id = row.task_id
+        args = (1, pack([row.row]), row.payload)
+        return self.namespace.call("queue/push", args, lambda _reply: task_id)
+
+    def push_row(self, task: Task, fresh_id: str | None = None) -> PushRow:
+        """One task made ready to push: refuses what is not a :class:`Task` or a payload
+        that cannot be serialised or is too big, before anything is sent. Its id is the
+        task's own, else ``fresh_id``, else a new one."""
+        if not isinstance(task, Task):
+            raise InvalidInput("tasks", f"expected Task, got {type(task).__name__}")
+        task_id = task.task_id or fresh_id or new_ids(1)[0]
+        # The namespace's own limit (its settings, in the server) is checked by the script.
+        payload = encode(task.payload, "payload", MAX_PAYLOAD_BYTES)
+        row = (
+            task_id,
+            task.user_id,
+            int(task.priority),
+            task.name or "",
+            -1 if task.max_retries is None else task.max_retries,
+            task.timeout,
+            int(task.keep_result),
+            _start_arg(task),
+            task.depends_on,
+        )
+        return PushRow(task_id, row, payload, task.depends_on)
+
+    def push_rows(self, rows: Sequence[PushRow]) -> Call[list[str]]:
+        """Stores the tasks of ``rows`` (see :meth:`push_row`) atomically; the reply
+        parses to their ids, in the order given. Refuses an id given twice and a
+        dependency cycle among them."""
+        if not rows:
+            raise InvalidInput("tasks", "must not be empty")
+        if len(rows) > MAX_BATCH:
+            raise InvalidInput("tasks", f"at most {MAX_BATCH} tasks per push, got {len(rows)}")
+        ids = [row.task_id for row in rows]
+        if len(rows) > 1:
+            if len(set(ids)) != len(ids):
+                raise InvalidInput("task_id", "the same task_id appears twice in one push")
+            order = _dependency_order(ids, [row.depends_on for row in rows])
+            rows = [rows[index] for index in order]
+        args: list[Arg] = [len(rows), pack([row.row for row in rows])]
+        args.extend(row.payload for row in rows)
+        return self.namespace.call("queue/push", args, lambda _reply: ids)
 
     def pop(
         self,

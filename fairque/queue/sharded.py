@@ -508,6 +508,13 @@ class AsyncShardedQueue(AsyncClosing):
         """Every shard's wake channel (a worker subscribes to all)."""
         return [shard.namespace.wake_channel for shard in self.shards]
 
+    async def close(self) -> None:
+        """Waits until the pushes made so far are answered (each shard's ``close``,
+        which leaves the shared pool open), then closes the pool if this queue opened it."""
+        for shard in self.shards:
+            await shard.close()
+        await super().close()
+
     def shard_for(self, tenant: str) -> AsyncFairQueue:
         """The shard that holds ``tenant``'s tasks."""
         return self.shards[shard_index(tenant, len(self.shards))]
