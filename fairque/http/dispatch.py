@@ -19,6 +19,7 @@ from fairque.engine.calls import check_value
 from fairque.engine.outage import OUTAGE, OutageLog
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
+from fairque.http.batches import completions
 from fairque.http.connections import Broken, Connections, Unreachable
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
@@ -70,6 +71,7 @@ class Dispatcher:
             headers["authorization"] = f"Bearer {token}"
         self._http = Connections(headers)  # each call is bounded by its job's timeout
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._completions = completions(jobs)  # results that arrive together: one call
 
     def register(self, worker_id: str, registration: WorkerRegistration) -> None:
         """Adds a worker, or refreshes it (a heartbeat). A known worker is updated in place:
@@ -144,10 +146,7 @@ class Dispatcher:
     async def _deliver(self, worker: WorkerSlot, job: LeasedJob) -> None:
         try:
             outcome = await self._call(worker, job)
-            if outcome is None:
-                await self.jobs.release(job)
-            else:
-                await self.jobs.complete(job, outcome)
+            await self._completions((job, outcome))  # None: it never reached the worker
         except LeaseLost:
             log.warning("job %s: its lease expired before its result arrived", job.id)
         except Exception as exc:  # the lease returns the job when it expires

@@ -26,6 +26,7 @@ from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
+from fairque.http.batches import Batches, pushes
 from fairque.http.dispatch import Dispatcher
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
@@ -38,7 +39,6 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.pushes import Pushes
 from fairque.http.ui import Dashboard, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.http.worker import worker_api
@@ -97,7 +97,7 @@ class Master:
         self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._dispatcher: Dispatcher | None = None
-        self._pushes: Pushes | None = None
+        self._pushes: Batches[Job, str] | None = None
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -116,7 +116,7 @@ class Master:
         return self._jobs
 
     @property
-    def pushes(self) -> Pushes:
+    def pushes(self) -> Batches[Job, str]:
         """Single pushes, sent together when they arrive together."""
         assert self._pushes is not None, "the master has not started"
         return self._pushes
@@ -144,7 +144,7 @@ class Master:
         self._jobs = AsyncJobQueue(
             self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
-        self._pushes = Pushes(self._jobs)
+        self._pushes = pushes(self._jobs)
         self._dispatcher = Dispatcher(
             self._jobs, config.heartbeat, config.poll, config.token, self.outage
         )
@@ -184,7 +184,7 @@ JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
 async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
-    created = JobCreated(await master.pushes.push(data))
+    created = JobCreated(await master.pushes(data))
     master.dispatcher.wake.set()
     return created
 
