@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from fairque import FairQueue, InvalidInput, LeaseLost, QueueSettings, TaskState
-from fairque.engine.calls import Call
+from fairque import DuplicateTask, FairQueue, InvalidInput, LeaseLost, QueueSettings, TaskState
+from fairque.engine.calls import MAX_BATCH, Call
 from fairque.jobs import (
     Constraint,
     Failure,
@@ -133,6 +133,18 @@ def test_a_result_nobody_reads_expires(make_jobs: Callable[..., JobQueue]) -> No
     assert jobs.get(job_id).has_result  # type: ignore[union-attr]
     wait_for(lambda: not jobs.get(job_id).has_result, timeout=5)  # type: ignore[union-attr]
     assert jobs.result(job_id) is None
+
+
+def test_a_push_sent_twice_is_stored_once(jobs: JobQueue) -> None:
+    # More jobs than one EXISTS of the script looks at (1,000): every chunk is checked.
+    call = jobs.ops.push([Job(name="n", priority=i % 3) for i in range(MAX_BATCH)])
+    ids = jobs.executor.execute(call)
+    with pytest.raises(DuplicateTask):
+        jobs.executor.execute(call)
+    assert fair(jobs).stats().states[TaskState.QUEUED] == MAX_BATCH
+    popped = pop_all(jobs)
+    assert [job.priority for job in popped[:3]] == [0, 0, 0]  # queued by priority
+    assert {job.id for job in popped} <= set(ids)
 
 
 def test_stale_lease_cannot_complete(jobs: JobQueue) -> None:
