@@ -204,7 +204,7 @@ def test_tenants_busiest_first_a_page_at_a_time(server: LocalServer, namespace: 
 
 @pytest.mark.parametrize(
     ("arguments", "named"),
-    [(["--weight", "0"], "weight"), (["--rate", "5"], "period"), ([], "nothing to set")],
+    [(["--weight", "0"], "weight"), (["--rate", "5.5"], "rate"), ([], "nothing to set")],
 )
 def test_tenant_set_refuses_bad_shares_in_one_line(
     server: LocalServer, namespace: str, arguments: list[str], named: str

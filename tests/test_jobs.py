@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from fairque import FairQueue, InvalidInput, LeaseLost, QueueSettings, TaskState
-from fairque.engine.calls import Call
+from fairque import DuplicateTask, FairQueue, InvalidInput, LeaseLost, QueueSettings, TaskState
+from fairque.engine.calls import MAX_BATCH, Call
 from fairque.jobs import (
     Constraint,
     Failure,
@@ -135,12 +135,50 @@ def test_a_result_nobody_reads_expires(make_jobs: Callable[..., JobQueue]) -> No
     assert jobs.result(job_id) is None
 
 
+def test_a_push_sent_twice_is_stored_once(jobs: JobQueue) -> None:
+    # More jobs than one EXISTS of the script looks at (1,000): every chunk is checked.
+    call = jobs.ops.push([Job(name="n", priority=i % 3) for i in range(MAX_BATCH)])
+    ids = jobs.executor.execute(call)
+    with pytest.raises(DuplicateTask):
+        jobs.executor.execute(call)
+    assert fair(jobs).stats().states[TaskState.QUEUED] == MAX_BATCH
+    popped = pop_all(jobs)
+    assert [job.priority for job in popped[:3]] == [0, 0, 0]  # queued by priority
+    assert {job.id for job in popped} <= set(ids)
+
+
 def test_stale_lease_cannot_complete(jobs: JobQueue) -> None:
     jobs.push(Job(name="n"))
     [leased] = jobs.pop("w")
     leased.lease_token = "0"
     with pytest.raises(LeaseLost):
         jobs.complete(leased, done())
+
+
+def test_outcomes_recorded_together_each_stand_on_their_own(
+    make_jobs: Callable[..., JobQueue],
+) -> None:
+    jobs = make_jobs(QueueSettings(max_payload_bytes=200))
+    ids = [jobs.push(Job(name="n", keep_result=True, max_retry=1)) for _ in range(5)]
+    leased = {job.id: job for job in jobs.pop("w", 5)}
+    first, lost, big, failing, released = (leased[job_id] for job_id in ids)
+    lost.lease_token = "0"
+    oops = Failure(finished_at=datetime.now(timezone.utc), reason="other", should_retry=True)
+    states = jobs.complete_many([
+        (first, done(1)), (lost, done(2)), (big, done("x" * 500)), (failing, oops),
+        (released, None),
+    ])  # fmt: skip
+    assert states[0] is TaskState.FINISHED
+    assert isinstance(states[1], LeaseLost)
+    assert isinstance(states[2], InvalidInput)
+    assert states[2].field == "result"
+    assert states[3:] == [TaskState.SCHEDULED, TaskState.QUEUED]  # to retry; handed back
+    assert jobs.result(first.id)["result"] == 1
+    assert [(job.id, job.attempts) for job in jobs.pop("w", 5)] == [(released.id, 0)]
+    assert jobs.get(failing.id).state == "scheduled"  # type: ignore[union-attr]
+    # The refused and the lost ones still hold their leases (the lost one: its own).
+    assert jobs.complete(big, done(3)) is TaskState.FINISHED
+    assert jobs.get(lost.id).state == "started"  # type: ignore[union-attr]
 
 
 def test_an_expired_lease_returns_the_job(make_jobs: Callable[..., JobQueue]) -> None:

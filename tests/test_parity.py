@@ -186,6 +186,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("pop", ("w1", 3, ["resize"]), {}),
         ("complete", (_job(), Success(finished_at=NOW, result=[1])), {}),
         ("release", (_job(),), {}),
+        ("complete_many", ([(_job(), Success(finished_at=NOW, result=[1])), (_job(), None)],), {}),
         ("result", ("j1",), {}),
         ("get", ("j1",), {}),
         ("cancel", ("j1",), {}),

@@ -50,6 +50,13 @@ def test_a_change_keeps_what_it_does_not_name_and_defaults_leave_no_trace(
     assert queue.tenants_with_shares().tenants == []
 
 
+def test_a_rate_given_alone_counts_starts_per_second(queue: FairQueue) -> None:
+    assert (queue.set_tenant("a", rate=5).rate, queue.tenant("a").period) == (5, 1.0)
+    assert queue.set_tenant("a", period=60).rate == 5  # the rate stays, over a new window
+    assert queue.set_tenant("a", rate=7).period == 60  # and a new rate keeps the window
+    assert queue.set_tenant("a", rate=0).period == 0  # no limit: no window
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
@@ -59,7 +66,6 @@ def test_a_change_keeps_what_it_does_not_name_and_defaults_leave_no_trace(
         ({"rate": 2.5}, "rate"),
         ({"rate": 10_001, "period": 1}, "rate"),
         ({"period": 0}, "period"),
-        ({"rate": 5}, "period"),  # a rate needs its period
         ({"weight": True}, "weight"),
     ],
 )

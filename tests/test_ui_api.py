@@ -349,7 +349,7 @@ def test_the_fairness_route_and_tenant_shares(client: TestClient[Any], queue: Fa
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"weight": 0}, "weight"), ({"rate": 5}, "period"), ({"colour": 1}, "colour")],
+    [({"weight": 0}, "weight"), ({"rate": 5.5}, "rate"), ({"colour": 1}, "colour")],
 )
 def test_bad_shares_are_refused_and_change_nothing(
     client: TestClient[Any], queue: FairQueue, body: dict[str, Any], field: str

@@ -87,7 +87,10 @@ def set_(
         None, "--rate", metavar="N", help="Starts per --period at most (0: no limit)."
     ),
     period: float | None = typer.Option(
-        None, "--period", metavar="SECONDS", help="The window --rate counts starts over."
+        None,
+        "--period",
+        metavar="SECONDS",
+        help="The window --rate counts (1 s until set).",
     ),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
@@ -96,7 +99,7 @@ def set_(
 ) -> None:
     """Change a tenant's shares (what you leave out keeps its value); applies at once."""
     if weight is None and concurrency is None and rate is None and period is None:
-        raise fail("nothing to set: give --weight, --concurrency or --rate with --period")
+        raise fail("nothing to set: give --weight, --concurrency, --rate or --period")
     with open_queue(url, namespace, shards) as queue:
         shares = queue.set_tenant(
             tenant, weight=weight, concurrency=concurrency, rate=rate, period=period

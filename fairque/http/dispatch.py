@@ -13,13 +13,14 @@ import logging
 import time
 from dataclasses import dataclass
 
-import httpx
 import msgspec
 
 from fairque.engine.calls import check_value
 from fairque.engine.outage import OUTAGE, OutageLog
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
+from fairque.http.batches import completions
+from fairque.http.connections import Broken, Connections, Unreachable
 from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
 from fairque.http.wire import MSGPACK
 from fairque.jobs import JobOutcome, LeasedJob, Success, failure
@@ -65,14 +66,12 @@ class Dispatcher:
         self.workers: dict[str, WorkerSlot] = {}
         self.wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._headers = {"content-type": MSGPACK, "accept": MSGPACK}
+        headers = {"content-type": MSGPACK, "accept": MSGPACK}
         if token:
-            self._headers["authorization"] = f"Bearer {token}"
-        self._http = httpx.AsyncClient(
-            timeout=None,  # noqa: S113 - each call is bounded by its job timeout (wait_for)
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-        )
+            headers["authorization"] = f"Bearer {token}"
+        self._http = Connections(headers)  # each call is bounded by its job's timeout
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._completions = completions(jobs)  # results that arrive together: one call
 
     def register(self, worker_id: str, registration: WorkerRegistration) -> None:
         """Adds a worker, or refreshes it (a heartbeat). A known worker is updated in place:
@@ -147,10 +146,7 @@ class Dispatcher:
     async def _deliver(self, worker: WorkerSlot, job: LeasedJob) -> None:
         try:
             outcome = await self._call(worker, job)
-            if outcome is None:
-                await self.jobs.release(job)
-            else:
-                await self.jobs.complete(job, outcome)
+            await self._completions((job, outcome))  # None: it never reached the worker
         except LeaseLost:
             log.warning("job %s: its lease expired before its result arrived", job.id)
         except Exception as exc:  # the lease returns the job when it expires
@@ -166,25 +162,22 @@ class Dispatcher:
         )
         body = msgspec.msgpack.encode(request)
         try:
-            response = await within(
-                self._http.post(f"{worker.url}/run", content=body, headers=self._headers),
-                job.timeout,
-            )
+            status, content = await within(self._http.post(worker.url, body), job.timeout)
         except asyncio.TimeoutError:
             return failure("timeout", f"no result within {job.timeout:g} s")
-        except (httpx.ConnectError, httpx.InvalidURL) as exc:
+        except Unreachable as exc:
             # Gone, or at a URL that cannot be reached (a host name IDNA refuses): forget
             # it until its next heartbeat, or every round would pick it again.
             if self.workers.get(worker.id) is worker:
                 log.warning("worker %s dropped: %s: %s", worker.id, type(exc).__name__, exc)
                 del self.workers[worker.id]
             return None
-        except httpx.HTTPError as exc:  # the worker went away during the job
-            return failure("other", f"worker {worker.id} failed: {type(exc).__name__}")
-        if response.status_code != 200:
-            return failure("other", f"worker {worker.id} answered HTTP {response.status_code}")
+        except Broken as exc:  # the worker went away during the job
+            return failure("other", f"worker {worker.id} failed: {exc}")
+        if status != 200:
+            return failure("other", f"worker {worker.id} answered HTTP {status}")
         try:
-            outcome: JobOutcome = _outcome.decode(response.content)
+            outcome: JobOutcome = _outcome.decode(content)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
         except RecursionError:

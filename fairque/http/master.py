@@ -26,6 +26,7 @@ from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
+from fairque.http.batches import Batches, pushes
 from fairque.http.dispatch import Dispatcher
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
@@ -38,7 +39,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.ui import Dashboard, UiConfig
+from fairque.http.ui import Dashboard, SharesUpdate, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation, create_app
 from fairque.http.worker import worker_api
 from fairque.jobs import (
@@ -96,6 +97,7 @@ class Master:
         self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._dispatcher: Dispatcher | None = None
+        self._pushes: Batches[Job, str] | None = None
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -112,6 +114,12 @@ class Master:
     def jobs(self) -> AsyncJobQueue:
         assert self._jobs is not None, "the master has not started"
         return self._jobs
+
+    @property
+    def pushes(self) -> Batches[Job, str]:
+        """Single pushes, sent together when they arrive together."""
+        assert self._pushes is not None, "the master has not started"
+        return self._pushes
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -136,6 +144,7 @@ class Master:
         self._jobs = AsyncJobQueue(
             self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
+        self._pushes = pushes(self._jobs)
         self._dispatcher = Dispatcher(
             self._jobs, config.heartbeat, config.poll, config.token, self.outage
         )
@@ -176,7 +185,7 @@ JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 @post("/jobs", status_code=201, summary="Enqueue a job; returns its id")
 async def enqueue(master: NamedDependency[Master], data: JobBody) -> JobCreated:
-    created = JobCreated(await master.jobs.push(data))
+    created = JobCreated(await master.pushes(data))
     master.dispatcher.wake.set()
     return created
 
@@ -314,7 +323,7 @@ ROUTES = [
 MASTER_TYPES = (
     Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done,
     WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
-    Overview,
+    Overview, SharesUpdate,
 )  # fmt: skip
 
 

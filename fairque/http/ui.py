@@ -603,7 +603,7 @@ Top = Annotated[int, QueryParameter(ge=1, le=100, description="How many of the b
 
 class SharesUpdate(msgspec.Struct, forbid_unknown_fields=True):
     """A change to a tenant's shares (``FairQueue.set_tenant``); a field left out keeps
-    its value. ``rate`` starts per ``period`` seconds; 0 lifts a limit."""
+    its value. ``rate`` starts per ``period`` seconds (1 s until set); 0 lifts a limit."""
 
     weight: Annotated[int, msgspec.Meta(ge=1, le=MAX_WEIGHT)] | None = None
     concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] | None = None

@@ -294,10 +294,13 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 
 def bearer_guard(token: str) -> Guard:
-    """A guard that admits only requests bearing ``token``."""
+    """A guard that admits only requests bearing ``token``. It is a coroutine function:
+    Litestar runs a plain function guard in its thread pool, two thread hops per request."""
     expected = f"Bearer {token}".encode()
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    async def guard(
+        connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+    ) -> None:
         if handler.opt.get("public"):  # the Web UI's page and files: its login form
             return
         given = connection.headers.get("authorization", "").encode()
@@ -344,9 +347,11 @@ class WireOperation(Operation):
                 content[JSON] = media
 
 
-def _allow_every_method(message: Message, scope: Scope) -> None:
+async def _allow_every_method(message: Message, scope: Scope) -> None:
     """Litestar answers OPTIONS with the methods of one handler of the path only (PUT
-    without DELETE): list them all, as its 405 answers do."""
+    without DELETE): list them all, as its 405 answers do. A coroutine function, as every
+    hook here: Litestar runs a plain function hook in its thread pool, and this one runs
+    for every message of every response."""
     if message["type"] != "http.response.start" or scope.get("method") != "OPTIONS":
         return
     handler = scope.get("route_handler")

@@ -22,6 +22,7 @@ from fairque.engine.executor import (
 )
 from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState
+from fairque.errors import FairQueueError
 from fairque.jobs.models import (
     Constraint,
     ConstraintStatus,
@@ -90,6 +91,13 @@ class JobQueue(Closing):
     def release(self, job: LeasedJob) -> TaskState:
         """Hands a job that never reached a worker back to the queue."""
         return self.executor.execute(self.ops.release(job))
+
+    def complete_many(
+        self, outcomes: Sequence[tuple[LeasedJob, JobOutcome | None]]
+    ) -> list[TaskState | FairQueueError]:
+        """Records result objects (None: hands the job back), each on its own: per job,
+        its new state or the error of its outcome (e.g. LeaseLost), in order."""
+        return self.executor.execute(self.ops.complete_many(outcomes, self.result_ttl))
 
     def result(self, job_id: str) -> Any:
         """The kept result object, once; None afterwards, after its TTL, or if not kept."""
@@ -177,6 +185,13 @@ class AsyncJobQueue(AsyncClosing):
     async def release(self, job: LeasedJob) -> TaskState:
         """Hands a job that never reached a worker back to the queue."""
         return await self.executor.execute(self.ops.release(job))
+
+    async def complete_many(
+        self, outcomes: Sequence[tuple[LeasedJob, JobOutcome | None]]
+    ) -> list[TaskState | FairQueueError]:
+        """Records result objects (None: hands the job back), each on its own: per job,
+        its new state or the error of its outcome (e.g. LeaseLost), in order."""
+        return await self.executor.execute(self.ops.complete_many(outcomes, self.result_ttl))
 
     async def result(self, job_id: str) -> Any:
         """The kept result object, once; None afterwards, after its TTL, or if not kept."""

@@ -25,7 +25,7 @@ from fairque.engine.calls import (
 )
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, RecordKind, TaskState, check_identifier
-from fairque.errors import InvalidInput
+from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.jobs.models import (
     JOB_STATES,
     Constraint,
@@ -96,24 +96,41 @@ class JobOps:
     def complete(self, job: LeasedJob, outcome: JobOutcome, result_ttl: float) -> Call[TaskState]:
         """Records the outcome of a leased job; parses to its new state (LeaseLost if the
         lease was lost). The result object is kept for ``result_ttl`` s if asked for."""
-        if isinstance(outcome, Success):
-            kind, retry, message = "success", "0", ""
-            check_value(outcome.result, "result")
-        else:
-            kind, retry, message = "failure", str(int(outcome.should_retry)), outcome.message
-            check_value(outcome.error, "error")
-        # Kept as the worker sent it: binary stays MessagePack bin (to_builtins would make
-        # it a base64 string); finished_at becomes its ISO 8601 string.
-        plain = msgspec.to_builtins(outcome, builtin_types=(bytes,))
-        kept = encode(plain, "result", MAX_PAYLOAD_BYTES)
-        args = (job.id, job.lease_token, kind, retry, message, kept, repr(result_ttl))
-        return self.namespace.call("jobs/complete", args, _parse_state)
+        return self.complete_many([(job, outcome)], result_ttl).then(_one_state)
 
     def release(self, job: LeasedJob) -> Call[TaskState]:
         """Hands a leased job back to the queue, attempts unchanged (it never reached a
         worker); parses to its new state (LeaseLost if the lease was lost)."""
-        args = (job.id, job.lease_token, "release", "0", "", "", "0")
-        return self.namespace.call("jobs/complete", args, _parse_state)
+        return self.complete_many([(job, None)], 0.0).then(_one_state)
+
+    def complete_many(
+        self, outcomes: Sequence[tuple[LeasedJob, JobOutcome | None]], result_ttl: float
+    ) -> Call[list[TaskState | FairQueueError]]:
+        """Records outcomes of leased jobs (None: release the job), each on its own; parses
+        to each job's new state, or the error of its outcome (LeaseLost if its lease was
+        lost). A result that cannot be kept is refused before anything is sent."""
+        if not 1 <= len(outcomes) <= MAX_BATCH:
+            raise InvalidInput("outcomes", f"send 1 to {MAX_BATCH}, got {len(outcomes)}")
+        rows = []
+        kept: list[Arg] = []
+        for job, outcome in outcomes:
+            if outcome is None:
+                rows.append((job.id, job.lease_token, "release", 0, "", 0.0))
+                kept.append("")
+                continue
+            if isinstance(outcome, Success):
+                kind, retry, message = "success", 0, ""
+                check_value(outcome.result, "result")
+            else:
+                kind, retry, message = "failure", int(outcome.should_retry), outcome.message
+                check_value(outcome.error, "error")
+            # Kept as the worker sent it: binary stays MessagePack bin (to_builtins would
+            # make it a base64 string); finished_at becomes its ISO 8601 string.
+            plain = msgspec.to_builtins(outcome, builtin_types=(bytes,))
+            kept.append(encode(plain, "result", MAX_PAYLOAD_BYTES))
+            rows.append((job.id, job.lease_token, kind, retry, message, float(result_ttl)))
+        args = (len(rows), pack(rows), *kept)
+        return self.namespace.call("jobs/complete", args, _parse_states)
 
     def take_result(self, job_id: str) -> Call[Any]:
         """The kept result object of a job, once; None after that or when none was kept."""
@@ -186,6 +203,20 @@ _POP_ROW = 9
 
 def _parse_state(reply: bytes) -> TaskState:
     return TaskState(reply.decode())
+
+
+def _parse_states(reply: list[bytes]) -> list[TaskState | FairQueueError]:
+    """Per outcome: its state, or the error of the script's '!' answer."""
+    return [
+        from_script_error(each[1:].decode()) if each[:1] == b"!" else TaskState(each.decode())
+        for each in reply
+    ]
+
+
+def _one_state(states: list[TaskState | FairQueueError]) -> TaskState:
+    if isinstance(states[0], FairQueueError):
+        raise states[0]
+    return states[0]
 
 
 def _parse_leased(reply: list[Any]) -> list[LeasedJob]:

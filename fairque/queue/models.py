@@ -213,7 +213,8 @@ class SharesChange(BaseModel):
     ``weight``: turns of the ring per round (weighted round robin, default 1).
     ``concurrency``: at most this many of the tenant's tasks STARTED at once across all
     workers (0: no limit). ``rate`` per ``period`` seconds: at most this many starts in
-    any window of that length (0: no limit). ``paused``: nobody pops its tasks.
+    any window of that length (0: no limit; a rate set without a period ever set counts
+    per second). ``paused``: nobody pops its tasks.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,42 +1,57 @@
--- jobs/complete: the outcome of a leased strict-policy job (the seed 003 result object).
+-- jobs/complete: the outcomes of leased strict-policy jobs (seed 003 result objects),
+-- each on its own: a lost lease or a refused result leaves the others recorded.
 -- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
--- ARGV[2] the id
--- ARGV[3] the lease token
--- ARGV[4] success, failure, or release (back to the queue, attempts unchanged: it
---   never reached a worker)
--- ARGV[5] 1 if a failure may be retried
--- ARGV[6] the error message
--- ARGV[7] the result object (MessagePack)
--- ARGV[8] seconds to keep it when the job asked for it (0: never)
--- Returns the job's new state, or an error if the caller no longer held the lease.
+-- ARGV[2] the number of outcomes n
+-- ARGV[3] MessagePack array of n rows {id, lease token, kind, retry, message, result ttl}:
+--   kind is success, failure, or release (back to the queue, attempts unchanged: it
+--   never reached a worker); retry is 1 if a failure may be retried; the result object
+--   is kept for result ttl seconds when the job asked for it (0: never)
+-- ARGV[4..] the n result objects (MessagePack)
+-- Returns per outcome the job's new state, or '!' and the error of that outcome
+-- ('!LEASE_LOST <id>' if the caller no longer held the lease).
 --@include ending
 
-local id, token = ARGV[2], ARGV[3]
-local kind, retry = ARGV[4], ARGV[5] == '1'
-local message, result = ARGV[6], ARGV[7]
-local result_ttl = tonumber(ARGV[8])
-if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
-local refused = too_big('result', result)
-if refused then return refused end
+local ARGUMENTS = 3
+local rows = read_rows(ARGV[2], ARGV[3])
+if rows == nil or #ARGV ~= ARGUMENTS + #rows then
+  return redis.error_reply('INVALID outcomes do not match their count')
+end
+
 local now = clock_now()
-redis.call('ZREM', K.leases, id)
-local f = redis.call('HMGET', task_key(id), 'partition', 'keep_result', 'has_dependents')
-for _, cid in ipairs(split_partition(f[1])) do redis.call('ZREM', running_key(cid), id) end
-local state = 'finished'
-if kind == 'release' then
-  state = 'queued'
-  redis.call('HSET', task_key(id), 'state', state)
-  queue_strict(id)
-  count('released')
-elseif kind == 'success' then
-  end_task(id, false, 'finished', now, nil)
-  if f[3] then release_dependents(id, now) end
-else
-  state = retry_or_fail(id, now, message, retry)
+
+local function complete(row, result)
+  local id, token, kind, retry = row[1], row[2], row[3], row[4] == 1
+  local message, result_ttl = row[5], tonumber(row[6])
+  if type(id) ~= 'string' or type(token) ~= 'string' or type(message) ~= 'string'
+      or result_ttl == nil then
+    return '!INVALID outcome malformed'
+  end
+  if not holds_lease(id, token) then return '!LEASE_LOST ' .. id end
+  local refused = too_big('result', result)
+  if refused then return '!' .. refused.err end
+  redis.call('ZREM', K.leases, id)
+  local f = redis.call('HMGET', task_key(id), 'partition', 'keep_result', 'has_dependents')
+  for _, cid in ipairs(split_partition(f[1])) do redis.call('ZREM', running_key(cid), id) end
+  local state = 'finished'
+  if kind == 'release' then
+    state = 'queued'
+    redis.call('HSET', task_key(id), 'state', state)
+    queue_strict(id)
+    count('released')
+  elseif kind == 'success' then
+    end_task(id, false, 'finished', now, nil)
+    if f[3] then release_dependents(id, now) end
+  else
+    state = retry_or_fail(id, now, message, retry)
+  end
+  -- Only a final outcome is kept: the pusher gets the last attempt's.
+  if f[2] == '1' and (state == 'finished' or state == 'failed') and result_ttl > 0 then
+    redis.call('SET', result_key(id), result, 'EX', math.ceil(result_ttl))
+  end
+  return state
 end
--- Only a final outcome is kept: the pusher gets the last attempt's.
-if f[2] == '1' and (state == 'finished' or state == 'failed') and result_ttl > 0 then
-  redis.call('SET', result_key(id), result, 'EX', math.ceil(result_ttl))
-end
-return flush(now, state)
+
+local states = {}
+for i, row in ipairs(rows) do states[i] = complete(row, ARGV[ARGUMENTS + i]) end
+return flush(now, states)

@@ -14,6 +14,7 @@ if rows == nil or #ARGV ~= ARGUMENTS + #rows then
   return redis.error_reply('INVALID jobs do not match their count')
 end
 local INT32 = 2147483648
+local keys = {}
 for i, row in ipairs(rows) do
   local id, name, priority = row[1], row[2], row[3]
   if type(id) ~= 'string' or id == '' or type(name) ~= 'string' or name == '' then
@@ -22,25 +23,41 @@ for i, row in ipairs(rows) do
   if type(priority) ~= 'number' or priority % 1 ~= 0 or priority < -INT32 or priority >= INT32 then
     return redis.error_reply('INVALID priority ' .. tostring(priority))
   end
-  if redis.call('EXISTS', task_key(id)) == 1 then return redis.error_reply('DUPLICATE ' .. id) end
   -- In a batch, the error names the job as the master's API does: [1].argument.
   local field = #rows > 1 and ('[' .. (i - 1) .. '].argument') or 'argument'
   local refused = too_big(field, ARGV[ARGUMENTS + i])
   if refused then return refused end
+  keys[i] = task_key(id)
+end
+-- One EXISTS per CHUNK ids; the duplicate is looked for only where there is one.
+for first = 1, #keys, CHUNK do
+  local last = math.min(first + CHUNK - 1, #keys)
+  if redis.call('EXISTS', unpack(keys, first, last)) > 0 then
+    for i = first, last do
+      if redis.call('EXISTS', keys[i]) == 1 then return redis.error_reply('DUPLICATE ' .. rows[i][1]) end
+    end
+  end
 end
 
 local now = clock_now()
 local constraints, version = current_constraints()
+local partitions = {}
 for i, row in ipairs(rows) do
-  local id, name = row[1], row[2]
+  local id, name, priority = row[1], row[2], row[3]
   local argument = ARGV[ARGUMENTS + i]
   local seq = next_tick(now)
-  redis.call('HSET', task_key(id), 'kind', 'job', 'name', name, 'priority', row[3],
+  local partition = partition_of(name, argument, constraints)
+  redis.call('HSET', keys[i], 'kind', 'job', 'name', name, 'priority', priority,
     'payload', argument, 'max_retries', row[4], 'timeout', row[5], 'keep_result', row[6],
     'created_at', now,
     'state', 'queued', 'seq', seq, 'start_time', seq,
-    'partition', partition_of(name, argument, constraints), 'constraints_version', version)
-  queue_strict(id)
+    'partition', partition, 'constraints_version', version)
+  -- What queue_strict does, from what is at hand: one ZADD per partition at the flush.
+  append('ZADD', strict_key(partition), priority, strict_member(seq, id))
+  if not partitions[partition] then
+    partitions[partition] = true
+    redis.call('SADD', K['strict:partitions'], partition)
+  end
   count('pushed')
 end
 return flush(now, #rows)

@@ -60,8 +60,8 @@ end
 if new.weight < 1 then return redis.error_reply('INVALID weight must be at least 1') end
 if new.rate == 0 then
   new.period = 0
-elseif new.period == 0 then
-  return redis.error_reply('INVALID period: a rate limit needs the period it counts starts over')
+elseif new.period == 0 then -- a rate given without a period ever set: starts per second
+  new.period = MICROS
 end
 if new.weight == 1 and new.concurrency == 0 and new.rate == 0 and new.paused == 0 then
   redis.call('HDEL', K.shares, tenant)
