@@ -558,13 +558,19 @@ def test_the_fairness_view_updates_live_and_edits_shares(
     # The next event shows them, and that alice is over her new limit.
     wait(browser, lambda: _cells(browser, "alice")[5:7] == ["6 / 2", "3"])
 
-    # A rate without its period is refused, naming what is missing; nothing changes.
+    # A rate given without a period counts starts per second.
     rate = form.find_element(By.NAME, "rate")
     rate.clear()
     rate.send_keys("5")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, lambda: "period" in text_of(browser, "#flash.error"))
-    assert queue.tenant("alice").rate == 0
+    wait(browser, lambda: (queue.tenant("alice").rate, queue.tenant("alice").period) == (5, 1.0))
+    # What the server refuses is shown, saying what is wrong; nothing changes.
+    tenant = form.find_element(By.NAME, "tenant")
+    tenant.clear()
+    tenant.send_keys("x" * 300)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, lambda: "length <= 256" in text_of(browser, "#flash.error"))
+    assert queue.tenants_with_shares().tenants[0].tenant == "alice"
 
 
 def test_the_throughput_chart_is_drawn_as_the_page_opens(
