@@ -10,7 +10,16 @@ import re
 
 import pytest
 
-from fairque import FairQueue, InvalidInput, Priority, Task, TaskState, TenantStats
+from fairque import (
+    FairQueue,
+    InvalidInput,
+    Priority,
+    ShardedQueue,
+    Task,
+    TaskState,
+    TenantStats,
+)
+from fairque.engine.embedded import LocalServer
 from fairque.queue.models import STATS_TENANTS
 
 QUEUE_KEY = re.compile(r"queue:user:(.+):(critical|normal:[1-5])")
@@ -131,3 +140,24 @@ def test_the_kept_sums_match_the_queues_through_every_path(queue: FairQueue, see
         ranked = {tenant: one.queued for tenant, one in _all_pages(queue, 4).items()}
         assert ranked == really
         assert stats.tenants_with_ready == len(really)
+
+
+def test_a_sharded_queue_pages_shard_after_shard(server: LocalServer, namespace: str) -> None:
+    with ShardedQueue(server.url, namespace, shards=3) as sharded:
+        sharded.push_many([Task(user_id=f"t{n}") for n in range(8) for _ in range(n + 1)])
+        rows: dict[str, TenantStats] = {}
+        cursor = 0
+        for _ in range(20):
+            page = sharded.busiest_tenants(cursor, 2)
+            assert not rows.keys() & page.tenants.keys()
+            rows.update(page.tenants)
+            cursor = page.cursor
+            if not cursor:
+                break
+        assert {tenant: one.queued for tenant, one in rows.items()} == {
+            f"t{n}": n + 1 for n in range(8)
+        }
+        assert sharded.tenant_stats("t7") == TenantStats(queued=8, pushed=8)
+        stats = sharded.stats()
+        assert list(stats.tenants)[:2] == ["t7", "t6"]  # the busiest of all shards first
+        assert (stats.all_tenants.queued, stats.tenants_with_ready) == (36, 8)
