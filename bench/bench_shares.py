@@ -84,8 +84,8 @@ def held_figures(url: str, repeat: int) -> None:
 
 def pop_server_time(queue: FairQueue) -> float:
     """Mean server time of one script call (us; pops and finishes alike: they share
-    EVALSHA's figures in INFO commandstats)."""
-    entry = queue.redis.info("commandstats").get("cmdstat_evalsha", {})
+    FCALL's figures in INFO commandstats)."""
+    entry = queue.redis.info("commandstats").get("cmdstat_fcall", {})
     return float(entry.get("usec_per_call", 0.0))
 
 

@@ -35,7 +35,7 @@ def server_ms(queue: FairQueue, repeat: int = 20) -> float:
     """Milliseconds of server time per ``stats`` call (the stats script alone runs)."""
 
     def usec() -> tuple[int, int]:
-        entry = queue.redis.info("commandstats").get("cmdstat_evalsha", {})
+        entry = queue.redis.info("commandstats").get("cmdstat_fcall", {})
         return int(entry.get("usec", 0)), int(entry.get("calls", 0))
 
     queue.stats()  # loaded

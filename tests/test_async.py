@@ -59,9 +59,9 @@ async def test_async_pops_concurrently_deliver_once(aqueue: AsyncFairQueue) -> N
     assert sorted(functools.reduce(operator.iadd, results, [])) == list(range(300))
 
 
-async def test_async_context_manager_and_script_reload(server: LocalServer) -> None:
+async def test_async_context_manager_and_function_reload(server: LocalServer) -> None:
     async with AsyncFairQueue(server.url, "async-ctx") as queue:
-        await queue.redis.script_flush()
+        await queue.redis.function_flush()
         await queue.push(Task(user_id="u", payload="x", task_id="ctx-1"))
         assert [task.task_id for task in await queue.pop()] == ["ctx-1"]
         await queue.redis.delete(*[key async for key in queue.redis.scan_iter("fq:{async-ctx}:*")])

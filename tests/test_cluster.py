@@ -76,11 +76,11 @@ def spread_namespaces(cluster: LocalCluster) -> list[str]:
 
 def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
     client = sync_client(cluster.url)
-    client.script_flush()  # on every master: NOSCRIPT everywhere
-    sha = scripts.load("queue/push").sha
+    client.function_flush()  # on every master: no function anywhere
+    library = scripts.load("queue/push").function
     for node in cluster.nodes:
         with cluster.client(node) as conn:
-            assert conn.script_exists(sha) == [False]
+            assert conn.function_list(library) == []
     for namespace in spread_namespaces(cluster):
         queue = FairQueue(namespace=namespace, client=client)
         task_id = queue.push(Task(user_id="u", payload=namespace))
@@ -88,6 +88,9 @@ def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
         assert (leased.task_id, leased.payload) == (task_id, namespace)
         queue.finish(leased)
         assert queue.stats().counters["finished"] == 1
+    for node in cluster.nodes:  # loaded on every master, and replicated
+        with cluster.client(node) as conn:
+            assert len(conn.function_list(library)) == 1
     client.close()
 
 
@@ -102,19 +105,19 @@ def test_a_replicated_push_waits_for_a_replica(cluster: LocalCluster, namespace:
         assert queue.get("second") is not None
 
 
-async def test_an_async_replicated_push_after_a_script_flush(
+async def test_an_async_replicated_push_after_a_function_flush(
     cluster: LocalCluster, namespace: str
 ) -> None:
     async with AsyncFairQueue(cluster.url, namespace) as queue:
         await queue.redis.initialize()
-        await queue.redis.script_flush()
+        await queue.redis.function_flush()
         task_id = await queue.push(Task(user_id="u"), replicas=1, replica_timeout=5)
         assert (await queue.get(task_id)) is not None
 
 
 def test_replicated_pushes_on_one_server(server: LocalServer, namespace: str) -> None:
     with FairQueue(server.url, namespace) as queue:
-        queue.redis.script_flush()
+        queue.redis.function_flush()
         with pytest.raises(NotReplicated) as caught:
             queue.push(Task(user_id="u", task_id="lonely"), replicas=1, replica_timeout=0.01)
         assert caught.value.wanted == 1

@@ -17,6 +17,7 @@ from fairque import (
     TaskNotFound,
     TaskState,
 )
+from fairque.engine import scripts
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -299,10 +300,16 @@ def test_reap_drops_expired_registry_entries(make_queue: Callable[..., FairQueue
     assert queue.stats().states[TaskState.FINISHED] == 0
 
 
-def test_scripts_are_reloaded_after_a_script_flush(queue: FairQueue) -> None:
+def test_scripts_are_loaded_again_after_a_function_flush(queue: FairQueue) -> None:
     queue.push(Task(user_id="u", payload="x"))
-    queue.redis.script_flush()
+    queue.redis.function_flush()
     assert pop_one(queue).payload == "x"
+    # Each script's library is loaded when it is first called: pop's, not push's.
+    listed = queue.redis.function_list()
+    per_node = listed.values() if isinstance(listed, dict) else [listed]  # a cluster's
+    loaded = {library[1].decode() for libraries in per_node for library in libraries}
+    assert scripts.load("queue/pop").function in loaded
+    assert scripts.load("queue/push").function not in loaded
 
 
 def test_release_hands_tasks_back_at_once_in_their_place(queue: FairQueue) -> None:

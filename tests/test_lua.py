@@ -14,6 +14,7 @@ from fairque import Constraint, Job, Matcher, PutTaskRequest, QueueSettings, Ret
 from fairque.engine import scripts
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import MICROS, Call, pack
+from fairque.engine.connect import sync_client
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
 from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
@@ -21,6 +22,7 @@ from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, SchedulerOps, anchored
 from fairque.storage.ops import StorageOps
+from tests.conftest import Server
 
 SCRIPTS = scripts.names()
 NAMESPACE = Namespace("headers")
@@ -85,6 +87,36 @@ def test_the_prelude_names_the_declared_keys_in_order() -> None:
 def test_load_is_cached_and_hashed() -> None:
     assert scripts.load("queue/pop") is scripts.load("queue/pop")
     assert len(scripts.load("queue/pop").sha) == 40
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_scripts_library_loads(server: Server, name: str) -> None:
+    script = scripts.load(name)
+    client = sync_client(server.url)
+    try:
+        client.function_load(script.library, replace=True)
+        assert script.function.startswith("fq_")
+        assert f"redis.register_function('{script.function}', run)" in script.library
+    finally:
+        client.close()
+
+
+def test_a_librarys_call_starts_from_fresh_state(server: Server) -> None:
+    # Helpers are made once, but their variables are set again by each call: a table a
+    # call fills is empty for the next, as with EVAL.
+    helpers = "local seen = {}\nlocal function note(x) seen[#seen + 1] = x; return #seen end\n"
+    function, library = scripts.function_library((), helpers, "return note(ARGV[1])")
+    client = sync_client(server.url)
+    try:
+        client.function_load(library, replace=True)
+        assert [client.fcall(function, 0, "x") for _ in range(3)] == [1, 1, 1]
+    finally:
+        client.close()
+
+
+def test_a_variable_defined_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="defined twice"):
+        scripts.function_library((), "local a = 1\nlocal a = 2\n", "return a")
 
 
 def _leased() -> LeasedTask:

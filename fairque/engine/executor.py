@@ -2,8 +2,9 @@
 
 Every client of every entry point sends through an executor, and clients of one server
 can share one (the JQ master's queue, jobs, scheduler and UI use a single pool). A
-script is sent by SHA-1 and, on NOSCRIPT, with its source; an error reply of a fairque
-script becomes its own exception (:func:`fairque.errors.from_script_error`).
+script is called as a function (``FCALL``); when the server does not have it, its library
+is loaded (on every primary of a cluster) and the call sent again. An error reply of a
+fairque script becomes its own exception (:func:`fairque.errors.from_script_error`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.config import redis_url
@@ -59,12 +60,16 @@ class Executor:
                 raise
 
     def _send(self, call: Call[T]) -> T:
+        function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = self.client.evalsha(call.script.sha, len(call.keys), *keys_and_args)
-            except NoScriptError:
-                reply = self.client.eval(call.script.source, len(call.keys), *keys_and_args)
+                reply = self.client.fcall(function, len(call.keys), *keys_and_args)
+            except ResponseError as exc:
+                if not replicated.function_missing(exc):
+                    raise
+                self.client.function_load(call.script.library, replace=True)
+                reply = self.client.fcall(function, len(call.keys), *keys_and_args)
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
@@ -76,10 +81,10 @@ class Executor:
             return self.execute(call)
         if self._first:
             self._send_first(str(call.args[0]))
-        pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)
+        pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
         results = pipe.execute(raise_on_error=False)
-        if replicated.needs_source(results):
-            pipe = replicated.pipeline(self.client, call, replicas, timeout, source=True)
+        if replicated.needs_library(results):
+            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
             results = pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 
@@ -133,12 +138,16 @@ class AsyncExecutor:
                 raise
 
     async def _send(self, call: Call[T]) -> T:
+        function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = await self.client.evalsha(call.script.sha, len(call.keys), *keys_and_args)
-            except NoScriptError:
-                reply = await self.client.eval(call.script.source, len(call.keys), *keys_and_args)
+                reply = await self.client.fcall(function, len(call.keys), *keys_and_args)
+            except ResponseError as exc:
+                if not replicated.function_missing(exc):
+                    raise
+                await self.client.function_load(call.script.library, replace=True)
+                reply = await self.client.fcall(function, len(call.keys), *keys_and_args)
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
@@ -152,10 +161,10 @@ class AsyncExecutor:
             await self._send_first(str(call.args[0]))
         if isinstance(self.client, AsyncRedisCluster):
             await self.client.initialize()  # the pipeline needs the slot's node
-        pipe = replicated.pipeline(self.client, call, replicas, timeout, source=False)
+        pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
         results: list[Any] = await pipe.execute(raise_on_error=False)
-        if replicated.needs_source(results):
-            pipe = replicated.pipeline(self.client, call, replicas, timeout, source=True)
+        if replicated.needs_library(results):
+            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
             results = await pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 

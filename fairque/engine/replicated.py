@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterError, NoScriptError, ResponseError, TryAgainError
+from redis.exceptions import ClusterError, ResponseError, TryAgainError
 
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient
@@ -30,11 +30,17 @@ def script_failure(exc: ResponseError) -> Exception:
     return from_script_error(str(exc))
 
 
+def function_missing(exc: ResponseError) -> bool:
+    """True if the server did not have the script's function (load its library)."""
+    return str(exc).startswith("Function not found")
+
+
 def pipeline(
     client: SyncClient | AsyncClient, call: Call[Any], replicas: int, timeout: float, *,
-    source: bool,
+    load: bool,
 ) -> Any:  # fmt: skip
-    """A pipeline of the script (by SHA-1, or its ``source``) and WAIT on the same node.
+    """A pipeline of the script's function call and WAIT on the same node, after loading
+    the script's library if ``load``.
 
     An asyncio cluster client must be initialised first (its slots known).
     """
@@ -42,22 +48,25 @@ def pipeline(
     where = {}
     if isinstance(client, RedisCluster | AsyncRedisCluster):
         where["target_nodes"] = client.get_node_from_key(call.keys[0])
-    # execute_command: redis-py's cluster pipeline refuses its evalsha() method.
-    script = ("EVAL", call.script.source) if source else ("EVALSHA", call.script.sha)
-    pipe.execute_command(*script, len(call.keys), *call.keys, *call.args, **where)
+    # execute_command: redis-py's cluster pipeline would send FUNCTION LOAD elsewhere.
+    if load:
+        pipe.execute_command("FUNCTION LOAD", "REPLACE", call.script.library, **where)
+    function = call.script.function
+    pipe.execute_command("FCALL", function, len(call.keys), *call.keys, *call.args, **where)
     pipe.execute_command("WAIT", replicas, max(1, round(timeout * 1000)), **where)
     return pipe
 
 
-def needs_source(results: list[Any]) -> bool:
-    """True if the server did not know the script (send the pipeline again with source)."""
-    return isinstance(results[0], NoScriptError)
+def needs_library(results: list[Any]) -> bool:
+    """True if the server did not have the script's function (send the pipeline again,
+    loading it first)."""
+    return isinstance(results[0], ResponseError) and function_missing(results[0])
 
 
 def replicated_reply(call: Call[T], results: list[Any], replicas: int) -> T:
     """The parsed reply of the script; raises :class:`NotReplicated` if too few replicas
     confirmed it (the write itself stands)."""
-    reply, acknowledged = results
+    reply, acknowledged = results[-2:]  # after the library's load, if it was sent
     if isinstance(reply, ResponseError):
         raise script_failure(reply)
     if isinstance(reply, Exception):

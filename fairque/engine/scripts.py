@@ -18,6 +18,13 @@ its hash tag. A ``<param>`` part is filled in by the caller (one task, one sched
 final ``...`` means any number of such keys follow. The loader gives the declared keys
 names inside Lua: ``K.ring``, ``K['state:failed']``, ``K.task`` for ``task:<id>``; the
 variadic keys are ``KEYS[KEY_COUNT + 1]`` onwards.
+
+Each script is sent as a function of its own library (``FUNCTION LOAD`` once, then
+``FCALL``): an ``EVAL`` makes every helper's closure anew on each call, which cost push
+~10 us of a 54 us call, while a library makes them once. The library runs every other
+top-level definition (``local counts = {}``, ``local PREFIX = ARGV[1]``) again at the start
+of each call, so each call starts from the state an ``EVAL`` of :attr:`Script.source`
+would, and a script's state never leaks into the next call.
 """
 
 from __future__ import annotations
@@ -39,8 +46,10 @@ class Script:
     """A script ready to send: its name, full source, SHA-1 and declared interface."""
 
     name: str
-    source: str
+    source: str  # the script as one chunk, for EVAL (what the library's function runs)
     sha: str
+    function: str  # the name FCALL takes, made from the library's SHA-1
+    library: str  # the code FUNCTION LOAD takes: a library holding that one function
     keys: tuple[str, ...]  # declared key names, in KEYS order (``task:<id>`` kept as is)
     variadic_key: str | None  # the name of the keys that may follow them, if any
     arg_count: int  # ARGV entries the header numbers one by one
@@ -101,12 +110,52 @@ def _used_helpers(library: str, body: str) -> str:
     return "".join(text for (_, text), keep in zip(units, kept, strict=True) if keep)
 
 
-def expand(text: str) -> str:
-    """A script's source with its includes: the helper definitions it uses, then its own
-    code (a script's ``--@include`` lines come before its code)."""
+def _helpers_and_body(text: str) -> tuple[str, str]:
+    """The helper definitions a script uses (a script's ``--@include`` lines come before
+    its code), and its own code."""
     library = _expand("".join(m.group(0) + "\n" for m in _INCLUDE.finditer(text)), set())
     body = _INCLUDE.sub("", text)
-    return _used_helpers(library, body) + body
+    return _used_helpers(library, body), body
+
+
+def expand(text: str) -> str:
+    """A script's source with its includes: the helper definitions it uses, then its own
+    code."""
+    return "".join(_helpers_and_body(text))
+
+
+_LOCAL = re.compile(r"^local\s+")
+
+
+def function_library(keys: tuple[str, ...], helpers: str, body: str) -> tuple[str, str]:
+    """The function name and ``FUNCTION LOAD`` code of a script. Helper functions are
+    made once, when the library loads; the other definitions are declared there and
+    assigned at the start of each call, in their order, before the script's code."""
+    functions: list[str] = []
+    state_names: list[str] = []
+    state: list[str] = []
+    for names, text in _definitions(helpers):
+        if text.startswith("local function"):
+            functions.append(text)
+        else:
+            state_names.extend(sorted(names) if len(names) > 1 else names)
+            state.append(_LOCAL.sub("", text, count=1))
+    if len(set(state_names)) != len(state_names):
+        raise ValueError(f"a helper variable is defined twice: {state_names}")
+    declared = "".join(f"local {name}\n" for name in state_names)
+    code = (
+        "local KEYS, ARGV, K, KEY_COUNT\n"
+        + declared
+        + "".join(functions)
+        + "local function run(keys, args)\n"
+        + "KEYS, ARGV = keys, args\n"
+        + _LOCAL.sub("", _prelude(keys)).replace("\nlocal ", "\n")
+        + "".join(state)
+        + body
+        + "\nend\n"
+    )
+    name = "fq_" + hashlib.sha1(code.encode()).hexdigest()  # noqa: S324 - a content name
+    return name, f"#!lua name={name}\n{code}redis.register_function('{name}', run)\n"
 
 
 def lua_name(key: str) -> str:
@@ -150,9 +199,13 @@ def load(name: str) -> Script:
     text = _read(f"{name}.lua")
     keys, variadic_key = _declared_keys(name, text)
     arg_count, variadic_args = _declared_args(name, text)
-    source = _prelude(keys) + expand(text)
+    helpers, body = _helpers_and_body(text)
+    source = _prelude(keys) + helpers + body
     sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - the server's script id
-    return Script(name, source, sha, keys, variadic_key, arg_count, variadic_args)
+    function, library = function_library(keys, helpers, body)
+    return Script(
+        name, source, sha, function, library, keys, variadic_key, arg_count, variadic_args
+    )
 
 
 def names() -> list[str]:
