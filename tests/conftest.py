@@ -149,6 +149,8 @@ def start_cli() -> Iterator[StartCli]:
         process.communicate(timeout=10)
 
 
+SCAN_COUNT = 10_000
+
 # Keys that change by themselves while processes run: maintenance rounds and the live
 # workers' registry (the master and workers keep them up to date every few seconds).
 SELF_KEPT = ("maintenance", "deps:cursor", "workers", "workers:expiry", "workers:functions")
@@ -156,12 +158,12 @@ SELF_KEPT = ("maintenance", "deps:cursor", "workers", "workers:expiry", "workers
 
 def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
     """Every key of the namespace with a dump of its value (to prove nothing changed), but
-    the ones maintenance and the registry of workers keep by themselves."""
+    the ones maintenance and the registry of workers keep by themselves. The session's
+    server holds every test's keys: a large SCAN count keeps this a few round trips."""
     prefix = f"fq:{{{namespace}}}:"
     skipped = {(prefix + name).encode() for name in SELF_KEPT}
-    return {
-        key: client.dump(key) or b"" for key in client.scan_iter(f"{prefix}*") if key not in skipped
-    }
+    keys = client.scan_iter(f"{prefix}*", count=SCAN_COUNT)
+    return {key: client.dump(key) or b"" for key in keys if key not in skipped}
 
 
 def wake_listeners(queue: FairQueue) -> int:

@@ -10,6 +10,7 @@ import pytest
 
 from fairque import AsyncFairQueue, LeaseLost, Priority, Task, TaskNotFound, TaskState
 from fairque.engine.embedded import LocalServer
+from tests.conftest import SCAN_COUNT
 
 pytestmark = pytest.mark.cluster
 
@@ -64,4 +65,6 @@ async def test_async_context_manager_and_function_reload(server: LocalServer) ->
         await queue.redis.function_flush()
         await queue.push(Task(user_id="u", payload="x", task_id="ctx-1"))
         assert [task.task_id for task in await queue.pop()] == ["ctx-1"]
-        await queue.redis.delete(*[key async for key in queue.redis.scan_iter("fq:{async-ctx}:*")])
+        await queue.redis.delete(
+            *[key async for key in queue.redis.scan_iter("fq:{async-ctx}:*", count=SCAN_COUNT)]
+        )

@@ -11,7 +11,7 @@ import pytest
 from fairque import AsyncFairQueue, AsyncShardedQueue, FairQueue, QueueSettings, Task, TaskState
 from fairque.engine.embedded import LocalServer
 from fairque.worker import Registry, Worker, WorkerConfig, task
-from tests.conftest import Server, until, wait_for
+from tests.conftest import SCAN_COUNT, Server, until, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -58,7 +58,9 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         assert stats.maintenance.rounds > 0
         assert stats.maintenance.dropped == 2000
         assert stats.maintenance.last_run_at is not None
-        keys = sorted(key.decode() for key in sync.redis.scan_iter(f"fq:{{{namespace}}}:*"))
+        keys = sorted(
+            key.decode() for key in sync.redis.scan_iter(f"fq:{{{namespace}}}:*", count=SCAN_COUNT)
+        )
         # The fairness view's figures are per minute, and leave after 11 minutes.
         figures = [key for key in keys if key.startswith(sync.namespace.key("fairness:"))]
         assert 0 < len(figures) <= 3 * 11

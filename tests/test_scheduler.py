@@ -295,7 +295,7 @@ async def add_due_together(instance: AsyncTaskScheduler, count: int) -> tuple[li
     (far enough ahead that all are stored before it); returns their ids and that moment
     (us). Waiting for it is left to the caller."""
     await instance.list_schedules()
-    start = datetime.now(timezone.utc) + timedelta(seconds=1 + count * 0.01)
+    start = datetime.now(timezone.utc) + timedelta(seconds=0.4 + count * 0.006)
     ids = [
         await instance.add_schedule(
             interval=3600, start_at=start, task={**TEMPLATE, "user_id": f"tenant-{n % 7}"}
