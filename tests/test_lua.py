@@ -10,11 +10,22 @@ from typing import Any
 
 import pytest
 
-from fairque import Constraint, Job, Matcher, PutTaskRequest, QueueSettings, RetryInfo, Task
+from fairque import (
+    Constraint,
+    FairQueue,
+    FairQueueError,
+    Job,
+    Matcher,
+    PutTaskRequest,
+    QueueSettings,
+    RetryInfo,
+    Task,
+)
 from fairque.engine import scripts
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import MICROS, Call, pack
 from fairque.engine.connect import sync_client
+from fairque.engine.embedded import LocalServer
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
 from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
@@ -96,7 +107,7 @@ def test_every_scripts_library_loads(server: Server, name: str) -> None:
     try:
         client.function_load(script.library, replace=True)
         assert script.function.startswith("fq_")
-        assert f"redis.register_function('{script.function}', run)" in script.library
+        assert f"function_name = '{script.function}', callback = run" in script.library
     finally:
         client.close()
 
@@ -112,6 +123,39 @@ def test_a_librarys_call_starts_from_fresh_state(server: Server) -> None:
         assert [client.fcall(function, 0, "x") for _ in range(3)] == [1, 1, 1]
     finally:
         client.close()
+
+
+READ_ONLY = [
+    "jobs/constraints", "jobs/list", "namespace/due", "namespace/fairness", "namespace/get",
+    "namespace/stats", "namespace/tasks", "namespace/tenant_stats", "queue/xcom_pull",
+]  # fmt: skip
+
+
+def test_the_scripts_that_only_read_say_so() -> None:
+    assert [name for name in SCRIPTS if scripts.load(name).flags == ("no-writes",)] == READ_ONLY
+
+
+def test_reads_still_answer_when_the_server_is_out_of_memory() -> None:
+    # A function without flags is refused on a server over its maxmemory before it runs;
+    # one flagged no-writes runs. The server is this test's own: it is made to refuse.
+    # (Loading a library is a write too: the reads are loaded before.)
+    with LocalServer() as server, FairQueue(server.url, "oom") as queue:
+        task_id = queue.push(Task(user_id="u"))
+        assert queue.stats().all_tenants.queued == 1
+        assert queue.get(task_id) is not None
+        queue.redis.config_set("maxmemory", 1)
+        try:
+            assert queue.stats().all_tenants.queued == 1
+            assert queue.get(task_id) is not None
+            with pytest.raises(FairQueueError, match="maxmemory"):
+                queue.push(Task(user_id="u"))
+        finally:
+            queue.redis.config_set("maxmemory", 0)
+
+
+def test_a_script_may_declare_only_known_flags() -> None:
+    with pytest.raises(ValueError, match="unknown flags"):
+        scripts.declared_flags("x", "-- FLAGS: allow-stale")
 
 
 def test_a_variable_defined_twice_is_refused() -> None:

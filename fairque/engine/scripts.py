@@ -9,6 +9,7 @@ Every script declares in its header the keys it touches, in the order the caller
 them, and its arguments in the numbering its code uses::
 
     -- KEYS: ring ready stats clock task:<id> storage:queue:<n>...
+    -- FLAGS: no-writes
     -- ARGV[1..5] the namespace head (include/base.lua)
     -- ARGV[6] the task id
     -- ARGV[7..] the payloads
@@ -17,7 +18,9 @@ Key names are relative to the namespace's prefix (``fq:{ns}:``), so every key is
 its hash tag. A ``<param>`` part is filled in by the caller (one task, one schedule); a
 final ``...`` means any number of such keys follow. The loader gives the declared keys
 names inside Lua: ``K.ring``, ``K['state:failed']``, ``K.task`` for ``task:<id>``; the
-variadic keys are ``KEYS[KEY_COUNT + 1]`` onwards.
+variadic keys are ``KEYS[KEY_COUNT + 1]`` onwards. An optional ``-- FLAGS:`` line gives
+the function's flags: ``no-writes`` for a script that only reads, so that it still runs
+on a server out of memory (a function without flags is refused there before it starts).
 
 Each script is sent as a function of its own library (``FUNCTION LOAD`` once, then
 ``FCALL``): an ``EVAL`` makes every helper's closure anew on each call, which cost push
@@ -37,6 +40,8 @@ from importlib import resources
 
 _INCLUDE = re.compile(r"^--@include (\w+)$", re.MULTILINE)
 _KEYS = re.compile(r"^-- KEYS:(.*)$", re.MULTILINE)
+_FLAGS = re.compile(r"^-- FLAGS:(.*)$", re.MULTILINE)
+FLAGS = frozenset({"no-writes"})  # the function flags a script may declare
 _ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.(\d*))?\]", re.MULTILINE)
 _PARAM = re.compile(r":<\w+>$")
 
@@ -51,6 +56,7 @@ class Script:
     function: str  # the name FCALL takes, made from the library's SHA-1
     library: str  # the code FUNCTION LOAD takes: a library holding that one function
     keys: tuple[str, ...]  # declared key names, in KEYS order (``task:<id>`` kept as is)
+    flags: tuple[str, ...]  # the function's flags (``no-writes``)
     variadic_key: str | None  # the name of the keys that may follow them, if any
     arg_count: int  # ARGV entries the header numbers one by one
     variadic_args: bool  # True if any number more may follow (``ARGV[n..]``)
@@ -127,7 +133,9 @@ def expand(text: str) -> str:
 _LOCAL = re.compile(r"^local\s+")
 
 
-def function_library(keys: tuple[str, ...], helpers: str, body: str) -> tuple[str, str]:
+def function_library(
+    keys: tuple[str, ...], helpers: str, body: str, flags: tuple[str, ...] = ()
+) -> tuple[str, str]:
     """The function name and ``FUNCTION LOAD`` code of a script. Helper functions are
     made once, when the library loads; the other definitions are declared there and
     assigned at the start of each call, in their order, before the script's code."""
@@ -154,8 +162,11 @@ def function_library(keys: tuple[str, ...], helpers: str, body: str) -> tuple[st
         + body
         + "\nend\n"
     )
+    listed = ", ".join(f"'{flag}'" for flag in flags)
+    code += f"local FLAGS = {{{listed}}}\n"
     name = "fq_" + hashlib.sha1(code.encode()).hexdigest()  # noqa: S324 - a content name
-    return name, f"#!lua name={name}\n{code}redis.register_function('{name}', run)\n"
+    register = f"{{function_name = '{name}', callback = run, flags = FLAGS}}"
+    return name, f"#!lua name={name}\n{code}redis.register_function{register}\n"
 
 
 def lua_name(key: str) -> str:
@@ -170,6 +181,17 @@ def _declared_keys(name: str, text: str) -> tuple[tuple[str, ...], str | None]:
     keys = found[0].split()
     variadic = keys.pop()[:-3] if keys and keys[-1].endswith("...") else None
     return tuple(keys), variadic
+
+
+def declared_flags(name: str, text: str) -> tuple[str, ...]:
+    found = _FLAGS.findall(text)
+    if len(found) > 1:
+        raise ValueError(f"script {name} must declare its flags in at most one '-- FLAGS:' line")
+    flags = tuple(found[0].split()) if found else ()
+    unknown = set(flags) - FLAGS
+    if unknown:
+        raise ValueError(f"script {name} declares unknown flags {sorted(unknown)}")
+    return flags
 
 
 def _declared_args(name: str, text: str) -> tuple[int, bool]:
@@ -199,12 +221,22 @@ def load(name: str) -> Script:
     text = _read(f"{name}.lua")
     keys, variadic_key = _declared_keys(name, text)
     arg_count, variadic_args = _declared_args(name, text)
+    flags = declared_flags(name, text)
     helpers, body = _helpers_and_body(text)
     source = _prelude(keys) + helpers + body
     sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - the server's script id
-    function, library = function_library(keys, helpers, body)
+    function, library = function_library(keys, helpers, body, flags)
     return Script(
-        name, source, sha, function, library, keys, variadic_key, arg_count, variadic_args
+        name,
+        source,
+        sha,
+        function,
+        library,
+        keys,
+        flags,
+        variadic_key,
+        arg_count,
+        variadic_args,
     )
 
 

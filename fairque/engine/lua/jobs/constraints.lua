@@ -1,5 +1,6 @@
 -- jobs/constraints: every constraint with its current use.
 -- KEYS: constraints
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns per constraint: id, definition (MessagePack), jobs running, jobs started
 -- within its rate period.

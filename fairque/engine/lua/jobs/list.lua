@@ -3,6 +3,7 @@
 -- order; the other states from their registry, newest first, and filtered by name, so a
 -- page may hold fewer than asked.
 -- KEYS: scheduled leases state:finished state:failed state:canceled strict:partitions
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the state (queued, scheduled, started, finished, failed, canceled)
 -- ARGV[3] the job name ('' any)

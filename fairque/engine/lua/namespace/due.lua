@@ -2,6 +2,7 @@
 -- (a delay or a retry backoff), the earliest lease deadline (a worker that died) or the
 -- next tenant rate window to open, so an idle worker can wake for it.
 -- KEYS: scheduled leases sleeping
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns microseconds (0: now), or -1 for nothing.
 --@include base

@@ -2,6 +2,7 @@
 -- and their waits, and the busiest tenants' starts, waits and shares. Bounded by
 -- window * top, whatever the number of tenants, so a live view may call it every second.
 -- KEYS: ring ready shares running sleeping
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the window, in minutes (1 to 10; the current minute is the last)
 -- ARGV[3] how many of the busiest tenants (1 to 100)

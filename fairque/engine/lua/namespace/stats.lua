@@ -2,6 +2,7 @@
 -- busiest tenants and the sums over all tenants. O(1) in tenants and tasks (one read per
 -- strict partition and numbered queue, which are few): an open dashboard may poll it.
 -- KEYS: ready scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance ready:total stats:tenants ring running shares sleeping
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] how many of the busiest tenants to return
 -- Returns {flat state/count list, flat counter/value list, rows of the busiest tenants

@@ -4,6 +4,7 @@
 -- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
 -- are filtered by tenant and name after reading, so a page may hold fewer than asked.
 -- KEYS: ready scheduled leases state:deferred state:finished state:failed state:canceled strict:partitions
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the state (scheduled, deferred, queued, started, finished, failed, canceled)
 -- ARGV[3] the tenant ('' any)

@@ -1,6 +1,7 @@
 -- tenant_stats: per-tenant stats rows, either a page of the tenants with ready tasks,
 -- the busiest first, or the named tenants (with or without ready tasks).
 -- KEYS: ready stats:tenants
+-- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the rank of the first row (0-based)
 -- ARGV[3] how many rows
