@@ -88,9 +88,13 @@ def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
         assert (leased.task_id, leased.payload) == (task_id, namespace)
         queue.finish(leased)
         assert queue.stats().counters["finished"] == 1
-    for node in cluster.nodes:  # loaded on every master, and replicated
+
+    def loaded(node: LocalServer) -> bool:
         with cluster.client(node) as conn:
-            assert len(conn.function_list(library)) == 1
+            return len(conn.function_list(library)) == 1
+
+    # Loaded on every master, and replicated (asynchronously: polled).
+    wait_for(lambda: all(loaded(node) for node in cluster.nodes), timeout=10)
     client.close()
 
 
@@ -189,7 +193,10 @@ async def test_failover_loses_no_acknowledged_push(
     pushing = asyncio.create_task(push_until(pusher, stop, confirmed, unconfirmed))
 
     async def until(probe: Callable[[], object], timeout: float = 60.0) -> None:
-        await asyncio.to_thread(wait_for, probe, timeout, 0.05)
+        await asyncio.to_thread(wait_for, lambda: running.done() or probe(), timeout, 0.05)
+        if running.done():  # a failover must not end the worker: show why it did
+            running.result()
+            pytest.fail("the worker stopped")
 
     await until(lambda: len(confirmed) >= 200)
     master = cluster.master_of(f"fq:{{{namespace}}}:ring")

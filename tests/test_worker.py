@@ -9,12 +9,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ReadOnlyError
 
 from fairque import AsyncFairQueue, InvalidInput, QueueSettings, Task, TaskState
 from fairque.engine.embedded import LocalServer
 from fairque.worker import Registry, SyncTaskContext, Worker, WorkerConfig, task
-from tests.conftest import until
+from tests.conftest import until, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -349,6 +351,31 @@ async def test_the_worker_carries_on_after_a_server_restart(namespace: str) -> N
 
 async def worker_saw_outage(worker: Worker) -> bool:
     return worker.outages > 0
+
+
+async def test_the_worker_waits_while_its_master_is_a_replica(namespace: str) -> None:
+    """A failover demotes the master the worker talks to (READONLY): the worker waits it
+    out like an outage, and serves again once the node is a master."""
+    with LocalServer() as own, LocalServer() as other:
+        queue = AsyncFairQueue(own.url, namespace)
+        worker = Worker(config(own, namespace, poll_interval_seconds=0.1), functions)
+        run = asyncio.create_task(worker.run_async())
+        await queue.push(add.build(user_id="u", args=[1, 1]))
+        await until(lambda: finished(queue, 1))
+        with redis.Redis.from_url(own.url) as admin:
+            admin.replicaof("127.0.0.1", other.port)
+            wait_for(lambda: admin.info("replication")["master_link_status"] == "up")
+            with pytest.raises(ReadOnlyError):  # a redis-py error, not a script's
+                await queue.push(add.build(user_id="u", args=[0, 0]))
+            await until(lambda: worker_saw_outage(worker), timeout=10)
+            assert not run.done()
+            admin.replicaof("NO", "ONE")
+        await queue.push(add.build(user_id="u", args=[2, 2]))
+        await until(lambda: finished(queue, 1), timeout=20)  # on the other node's data
+        worker.stop()
+        await run
+        await queue.close()
+    assert calls == [(1, 1), (2, 2)]
 
 
 async def test_process_mode_runs_sync_functions_in_task_processes(

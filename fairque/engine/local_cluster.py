@@ -58,6 +58,9 @@ class LocalCluster:
             "--cluster-node-timeout", str(node_timeout_ms),
             # The shards whose master is up keep serving while another one fails over.
             "--cluster-require-full-coverage", "no",
+            # A replica's first sync starts at once, not after the default 5 s wait for
+            # more replicas to share one RDB transfer.
+            "--repl-diskless-sync-delay", "0",
         ]  # fmt: skip
         self.nodes = [
             # The cluster bus port is chosen too: port + 10000 may be taken.
@@ -92,7 +95,9 @@ class LocalCluster:
         return redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=5)
 
     def wait_until_healthy(self, timeout: float = CREATE_TIMEOUT) -> None:
-        """Waits until every running node sees all slots served and every node known."""
+        """Waits until every running node sees all slots served and every node known, and
+        every running replica is in sync with its master (so a replica whose master died
+        has been promoted, and a write can be confirmed by ``WAIT``)."""
         deadline = time.monotonic() + timeout
         running = [node for node in self.nodes if node.process is not None]
         while not all(self._healthy(node, len(running)) for node in running):
@@ -103,10 +108,12 @@ class LocalCluster:
     def _healthy(self, node: LocalServer, known: int) -> bool:
         with self.client(node) as conn:
             info = conn.cluster("INFO")
+            replication = conn.info("replication")
         return bool(
             info["cluster_state"] == "ok"
             and int(info["cluster_known_nodes"]) >= known
             and int(info["cluster_slots_ok"]) == 16384
+            and (replication["role"] == "master" or replication["master_link_status"] == "up")
         )
 
     def master_of(self, key: str) -> LocalServer:

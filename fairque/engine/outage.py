@@ -8,18 +8,21 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
+from redis.exceptions import ClusterError, ReadOnlyError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-# The server is unreachable, or a cluster is failing over (its slots are being moved).
+# The server is unreachable, or it is failing over: a cluster's slots are moving, or the
+# node answering was a master a moment ago and is now a replica (READONLY) until its
+# clients learn where the master is.
 OUTAGE = (
     RedisConnectionError, RedisTimeoutError, OSError,
-    ClusterError, TryAgainError, RedisClusterException,
+    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError,
 )  # fmt: skip
 # The same, for a request handler: without OSError, which there could be anything else.
 SERVER_AWAY = (
-    RedisConnectionError, RedisTimeoutError, ClusterError, TryAgainError, RedisClusterException,
+    RedisConnectionError, RedisTimeoutError,
+    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError,
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterError, ResponseError, TryAgainError
+from redis.exceptions import ClusterError, ReadOnlyError, ResponseError, TryAgainError
 
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient
@@ -23,9 +23,10 @@ T = TypeVar("T")
 
 
 def script_failure(exc: ResponseError) -> Exception:
-    """What a failed script call raises: a cluster in failover stays a redis-py error
-    (the caller may try again), an error of a fairque script becomes its own exception."""
-    if isinstance(exc, ClusterError | TryAgainError):
+    """What a failed script call raises: a server in failover (a cluster's slots moving,
+    a demoted master's READONLY) stays a redis-py error that the caller may try again; an
+    error of a fairque script becomes its own exception."""
+    if isinstance(exc, ClusterError | TryAgainError | ReadOnlyError):
         return exc
     return from_script_error(str(exc))
 
