@@ -23,6 +23,7 @@ from fairque.engine import replicated
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient, SyncClient, async_client, sync_client
 from fairque.engine.keys import Namespace
+from fairque.engine.outage import connection_errors
 
 T = TypeVar("T")
 
@@ -138,6 +139,10 @@ class AsyncExecutor:
                 raise
 
     async def _send(self, call: Call[T]) -> T:
+        with connection_errors():
+            return await self._call_function(call)
+
+    async def _call_function(self, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         try:
@@ -159,18 +164,20 @@ class AsyncExecutor:
             return await self.execute(call)
         if self._first:
             await self._send_first(str(call.args[0]))
-        if isinstance(self.client, AsyncRedisCluster):
-            await self.client.initialize()  # the pipeline needs the slot's node
-        pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
-        results: list[Any] = await pipe.execute(raise_on_error=False)
-        if replicated.needs_library(results):
-            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
-            results = await pipe.execute(raise_on_error=False)
+        with connection_errors():
+            if isinstance(self.client, AsyncRedisCluster):
+                await self.client.initialize()  # the pipeline needs the slot's node
+            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
+            results: list[Any] = await pipe.execute(raise_on_error=False)
+            if replicated.needs_library(results):
+                pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
+                results = await pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 
     async def ping(self) -> None:
         """Returns once the server answers; raises a connection error if it does not."""
-        await self.client.ping()
+        with connection_errors():
+            await self.client.ping()
 
     async def close(self) -> None:
         """Closes the connection pool."""

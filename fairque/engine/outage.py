@@ -3,11 +3,16 @@ master) does while the Redis / Valkey server is unreachable."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import redis
 from redis.exceptions import ClusterError, ReadOnlyError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -24,6 +29,33 @@ SERVER_AWAY = (
     RedisConnectionError, RedisTimeoutError,
     ClusterError, TryAgainError, RedisClusterException, ReadOnlyError,
 )  # fmt: skip
+
+
+# Where a connection's own code runs: redis-py's, and asyncio's streams and transports.
+_CONNECTION_CODE = (str(Path(redis.__file__).parent), str(Path(asyncio.__file__).parent))
+
+
+@contextmanager
+def connection_errors() -> Iterator[None]:
+    """Raises a connection error where redis-py lets a connection that closed under a
+    command escape as an ``AttributeError`` or ``TypeError`` from its connection code or
+    asyncio's transport (redis/redis-py#4287; seen here when a cluster node dies while
+    several tasks share the client). An error of any other code is left as it is."""
+    try:
+        yield
+    except (AttributeError, TypeError) as exc:
+        if not _raised_in_connection_code(exc):
+            raise
+        raise RedisConnectionError(f"connection closed under a command ({exc})") from exc
+
+
+def _raised_in_connection_code(exc: BaseException) -> bool:
+    frame = exc.__traceback__
+    if frame is None:
+        return False
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame.tb_frame.f_code.co_filename.startswith(_CONNECTION_CODE)
 
 
 def server_label(url: str) -> str:

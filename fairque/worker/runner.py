@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
-from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.client import MAINTENANCE_ROUNDS
@@ -67,9 +67,10 @@ async def _subscribe_wake(queue: AsyncQueue) -> PubSub:
 
 async def _wake_message(wake: PubSub, timeout: float) -> Any:
     """The next message on the sharded wake channel, or None after ``timeout`` seconds."""
-    if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
-        return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
-    return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
+    with connection_errors():
+        if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
+            return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
+        return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
 
 @dataclass(frozen=True)
