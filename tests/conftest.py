@@ -10,6 +10,7 @@ is then a :class:`LocalCluster`, whose ``url`` works wherever a server's does.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import subprocess
@@ -52,6 +53,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = chosen
+
+
+@pytest.fixture(autouse=True)
+def fairque_logging() -> Iterator[None]:
+    """Undoes what a CLI command run in-process did to the ``fairque`` logger: its handler
+    writes to that test's captured stderr, closed afterwards, and it stops propagation,
+    so later tests' log lines would be lost instead of reported with their failure."""
+    logger = logging.getLogger("fairque")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 @pytest.fixture(scope="session")

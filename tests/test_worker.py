@@ -356,7 +356,8 @@ async def worker_saw_outage(worker: Worker) -> bool:
 async def test_the_worker_waits_while_its_master_is_a_replica(namespace: str) -> None:
     """A failover demotes the master the worker talks to (READONLY): the worker waits it
     out like an outage, and serves again once the node is a master."""
-    with LocalServer() as own, LocalServer() as other:
+    # The other node sends its data at once (not after the default 5 s wait for more replicas).
+    with LocalServer() as own, LocalServer(options=["--repl-diskless-sync-delay", "0"]) as other:
         queue = AsyncFairQueue(own.url, namespace)
         worker = Worker(config(own, namespace, poll_interval_seconds=0.1), functions)
         run = asyncio.create_task(worker.run_async())
