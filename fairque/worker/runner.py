@@ -257,6 +257,8 @@ class Worker:
                 self._start(queue, task)
         if not leased:
             await self._idle(queue, wake)
+        else:  # the tasks just leased start before the next pop is built and sent
+            await asyncio.sleep(0)
 
     async def _pause(self, seconds: float) -> None:
         """Waits ``seconds``, or less if the worker is asked to stop."""
