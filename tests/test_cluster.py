@@ -74,6 +74,17 @@ def spread_namespaces(cluster: LocalCluster) -> list[str]:
     return list(chosen.values())
 
 
+def test_an_unhealthy_cluster_says_what_is_wrong() -> None:
+    with LocalCluster() as own:
+        master = own.master_of("any")
+        replica = own.replica_of(master)
+        own.kill(master)  # nobody has noticed yet: the replica's link is down
+        with pytest.raises(EmbeddedServerError, match=r"not healthy within 0\.2 s") as caught:
+            own.wait_until_healthy(timeout=0.2)
+    assert f"port {replica.port}: " in str(caught.value)
+    assert "link to its master down" in str(caught.value)
+
+
 def test_scripts_load_on_every_node(cluster: LocalCluster) -> None:
     client = sync_client(cluster.url)
     client.function_flush()  # on every master: no function anywhere

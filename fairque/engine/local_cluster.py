@@ -86,7 +86,11 @@ class LocalCluster:
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         create = [self.cli, "--cluster", "create", *addresses,
                   "--cluster-replicas", str(self.replicas), "--cluster-yes"]  # fmt: skip
-        formed = subprocess.run(create, capture_output=True, timeout=timeout, check=False)
+        try:
+            formed = subprocess.run(create, capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            said = (exc.stdout or b"").decode(errors="replace")[-2000:]
+            raise EmbeddedServerError(f"--cluster create took over {timeout} s: {said}") from None
         if formed.returncode != 0:
             raise EmbeddedServerError(formed.stdout.decode(errors="replace")[-2000:])
 
@@ -100,20 +104,32 @@ class LocalCluster:
         has been promoted, and a write can be confirmed by ``WAIT``)."""
         deadline = time.monotonic() + timeout
         running = [node for node in self.nodes if node.process is not None]
-        while not all(self._healthy(node, len(running)) for node in running):
+        while problems := [
+            problem for node in running if (problem := self._problem(node, len(running)))
+        ]:
             if time.monotonic() > deadline:
-                raise EmbeddedServerError(f"the cluster was not healthy within {timeout} s")
+                raise EmbeddedServerError(
+                    f"the cluster was not healthy within {timeout} s: {'; '.join(problems)}"
+                )
             time.sleep(0.05)
 
-    def _healthy(self, node: LocalServer, known: int) -> bool:
+    def _problem(self, node: LocalServer, known: int) -> str:
+        """What keeps ``node`` from being healthy, or '' if nothing does."""
         with self.client(node) as conn:
             info = conn.cluster("INFO")
             replication = conn.info("replication")
-        return bool(
+        link = replication.get("master_link_status", "up")  # a master has none
+        if (
             info["cluster_state"] == "ok"
             and int(info["cluster_known_nodes"]) >= known
             and int(info["cluster_slots_ok"]) == 16384
-            and (replication["role"] == "master" or replication["master_link_status"] == "up")
+            and link == "up"
+        ):
+            return ""
+        return (
+            f"port {node.port}: state {info['cluster_state']}, knows "
+            f"{info['cluster_known_nodes']} of {known} nodes, {info['cluster_slots_ok']} "
+            f"slots ok, {replication['role']}, link to its master {link}"
         )
 
     def master_of(self, key: str) -> LocalServer:
