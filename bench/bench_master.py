@@ -56,16 +56,26 @@ def answers(url: str) -> bool:
 
 
 @contextmanager
-def processes(commands: list[list[str]]) -> Iterator[None]:
+def processes(commands: list[list[str]]) -> Iterator[list[int]]:
+    """Runs ``commands`` until the block ends; yields their pids."""
     env = {**os.environ, "PYTHONPATH": str(BENCH)}
     started = [subprocess.Popen(command, env=env) for command in commands]
     try:
-        yield
+        yield [process.pid for process in started]
     finally:
         for process in started:
             process.terminate()
         for process in started:
             process.wait(timeout=30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def get(master: str, path: str) -> Any:
@@ -144,6 +154,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="jobs per POST /jobs/batch")
     options = parser.parse_args()
     with LocalServer() as server:
+        server_pid = server.process.pid if server.process else 0
         port = free_port()
         master = f"http://127.0.0.1:{port}"
         serve = [*CLI, "master", "--url", server.url, "--port", str(port)]
@@ -164,17 +175,25 @@ def main() -> None:
              str(free_port()), "--capacity", str(options.capacity), "--worker-id", f"w{i}"]
             for i in range(options.workers)
         ]  # fmt: skip
-        with processes([serve, *workers]):
+        with processes([serve, *workers]) as pids:
             wait(lambda: answers(master + "/overview"), timeout=60)
             wait(lambda: len(get(master, "/workers")) == options.workers, timeout=60)
+            measured = {"master": pids[:1], "workers": pids[1:], "server": [server_pid],
+                        "load generator": [os.getpid()]}  # fmt: skip
+            before = {kind: sum(map(cpu_seconds, group)) for kind, group in measured.items()}
             started = time.perf_counter()
             asyncio.run(push(master, options.jobs, options.clients))
             done = options.jobs
             wait(lambda: get(master, "/overview")["counters"].get("finished", 0) >= done, 600)
             seconds = time.perf_counter() - started
+            used = {kind: sum(map(cpu_seconds, group)) - before[kind]
+                    for kind, group in measured.items()}  # fmt: skip
             rate = options.jobs / seconds
             shape = f"{options.jobs} jobs, {options.workers} workers x {options.capacity}"
             print(f"end to end through HTTP workers: {rate:,.0f} jobs/s ({shape})")
+            print("  CPU per job: " + ", ".join(
+                f"{kind} {used[kind] / options.jobs * 1e6:,.0f} us" for kind in measured
+            ))  # fmt: skip
 
 
 if __name__ == "__main__":

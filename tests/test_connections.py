@@ -155,3 +155,39 @@ async def test_an_unreachable_url_is_unreachable(url: str) -> None:
     with pytest.raises(Unreachable):
         await http.post(url, b"")
     await http.aclose()
+
+
+async def test_an_answer_is_read_as_it_arrives_and_kept_only_when_read_to_its_end() -> None:
+    more = asyncio.Event()
+    accepted: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer.get_extra_info("peername")[1])
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            assert head.startswith(b"POST /base/runs ")
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\none\r\n")
+            await more.wait()  # the first piece is read before the rest exists
+            writer.write(b"3\r\ntwo\r\n0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/base/"
+    http = Connections({})
+    async with server:
+        async with http.request(url, b"", "runs") as answer:
+            pieces = answer.pieces()
+            assert (answer.status, await anext(pieces)) == (200, b"one")
+            more.set()
+            assert [piece async for piece in pieces] == [b"two"]
+        assert answer.ended
+        async with http.request(url, b"", "runs") as answer:  # on the kept connection
+            assert await anext(answer.pieces()) == b"one"
+        assert not answer.ended  # left unread: its connection is closed, not kept
+        assert await http.post(url, b"", "runs") == (200, b"onetwo")
+        assert len(accepted) == 2
+    await http.aclose()

@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import httpx
 import msgspec
 import pytest
 import uvicorn
-from litestar import Litestar, Response, post
+from litestar import Litestar, Request, Response, post
+from litestar.datastructures import State
+from litestar.response import Stream
 from litestar.testing import TestClient
 from typer.testing import CliRunner
 
@@ -28,7 +31,9 @@ from fairque import QueueSettings
 from fairque.cli import app as cli
 from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
+from fairque.http.protocol import result_frame
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
+from fairque.jobs import Success
 from fairque.worker import registry
 from tests.conftest import wait_for
 
@@ -185,6 +190,116 @@ def test_a_worker_answering_nonsense_fails_the_job(
         assert error in master.ended(job)["last_error"]
 
 
+def frames_worker(frames: Callable[[list[dict[str, Any]]], AsyncIterator[bytes]]) -> Litestar:
+    """A worker app whose ``/runs`` answers with what ``frames`` yields for the jobs,
+    and which records the ids of each request's jobs in ``app.state.requests``."""
+    requests: list[list[str]] = []
+
+    @post("/runs", status_code=200)
+    async def runs(request: Request[Any, Any, Any]) -> Stream:
+        jobs = msgspec.msgpack.decode(await request.body())
+        requests.append([job["id"] for job in jobs])
+        return Stream(frames(jobs), media_type="application/vnd.fairque.result-frames")
+
+    return Litestar([runs], state=State({"requests": requests}))
+
+
+def echoed(job: dict[str, Any]) -> Success:
+    return Success(finished_at=datetime.now(timezone.utc), result=job["argument"])
+
+
+def test_jobs_leased_together_go_in_one_request_and_each_result_to_its_job(master: Api) -> None:
+    async def last_first(jobs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+        for position in reversed(range(len(jobs))):  # by position, not in order
+            yield result_frame(position, echoed(jobs[position]))
+
+    jobs = [master.push(name="echo", argument=n, keep_result=True) for n in range(3)]
+    app = frames_worker(last_first)
+    with serving(app, free_port()) as url:
+        worker = {"url": url, "names": ["echo"], "capacity": 3, "batch": 3}
+        master.call("PUT", "/workers/batcher", worker)
+        for n, job in enumerate(jobs):
+            assert master.ended(job)["state"] == "finished"
+            assert master.call("GET", f"/jobs/{job}/result")["result"] == n
+    assert app.state.requests == [jobs]
+
+
+def test_a_fast_jobs_result_does_not_wait_for_a_slow_one_in_its_request(master: Api) -> None:
+    slow = master.push(name="nap", argument={"args": [3]})
+    fast = master.push(name="echo", argument={"args": [1]})
+    with http_worker(master, "w1", capacity=2):  # both leased at once: one request
+        assert master.ended(fast)["state"] == "finished"
+        assert master.call("GET", f"/jobs/{slow}")["state"] == "started"
+        assert master.ended(slow)["state"] == "finished"
+
+
+def test_each_job_of_a_request_times_out_on_its_own(master: Api) -> None:
+    async def first_only(jobs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+        yield result_frame(0, echoed(jobs[0]))
+        await asyncio.sleep(30)
+
+    patient = master.push(name="echo", argument="kept", timeout=30, keep_result=True)
+    hasty = master.push(name="echo", timeout=0.3, max_retry=0)
+    with serving(frames_worker(first_only), free_port()) as url:
+        worker = {"url": url, "names": ["echo"], "capacity": 2, "batch": 2}
+        master.call("PUT", "/workers/halfway", worker)
+        assert master.ended(hasty)["last_error"] == "no result within 0.3 s"
+        assert master.ended(patient)["state"] == "finished"
+
+
+def frame(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + body
+
+
+SUCCESS = {"type": "success", "finished_at": "2026-01-01T00:00:00Z", "result": None}
+DEEP = msgspec.msgpack.encode(SUCCESS)[:-1] + b"\x91" * 200_000 + b"\xc0"  # result: [[[...]]]
+ODD_RESULT = msgspec.msgpack.encode([1, {**SUCCESS, "result": msgspec.msgpack.Ext(1, b"")}])
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ([], "sent no result for it"),
+        ([frame(msgspec.msgpack.encode([5, SUCCESS]))], "sent no valid result frame: position 5"),
+        ([frame(b"\xc1")], "sent no valid result frame"),
+        ([frame(b"\x92\x01" + DEEP)], "sent no valid result frame: nested too deeply"),
+        ([(2**31).to_bytes(4, "big")], "sent no valid result frame: a frame of 2147483648 bytes"),
+        ([frame(ODD_RESULT)], "sent a result object not kept"),
+        ([RuntimeError("the worker breaks off")], "failed: "),
+    ],
+)
+def test_a_worker_answering_bad_frames_fails_those_jobs(
+    master: Api, answer: list[bytes | Exception], error: str
+) -> None:
+    async def bad(jobs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
+        yield result_frame(0, echoed(jobs[0]))
+        for piece in answer:
+            if isinstance(piece, Exception):
+                raise piece  # the server cuts the answer short
+            yield piece
+
+    good = master.push(name="echo")
+    odd = master.push(name="echo", max_retry=0)
+    with serving(frames_worker(bad), free_port()) as url:
+        worker = {"url": url, "names": ["echo"], "capacity": 2, "batch": 2}
+        master.call("PUT", "/workers/odd", worker)
+        assert master.ended(good)["state"] == "finished"
+        assert error in master.ended(odd)["last_error"]
+
+
+def test_a_worker_answering_an_error_to_a_batch_fails_its_jobs(master: Api) -> None:
+    @post("/runs", status_code=503)
+    async def busy() -> None:
+        return None
+
+    jobs = [master.push(name="echo", max_retry=0) for _ in range(2)]
+    with serving(Litestar([busy]), free_port()) as url:
+        worker = {"url": url, "names": ["echo"], "capacity": 2, "batch": 2}
+        master.call("PUT", "/workers/busy", worker)
+        for job in jobs:
+            assert master.ended(job)["last_error"] == "worker busy answered HTTP 503"
+
+
 def test_the_worker_times_out_its_own_functions(master: Api) -> None:
     with http_worker(master, "w1"):
         job = master.push(name="nap", argument={"args": [5]}, timeout=0.3, keep_result=True)
@@ -230,6 +345,16 @@ def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api, u
     wait_for(lambda: master.call("GET", "/workers") == [])
     detail = master.call("GET", f"/jobs/{job}")
     assert (detail["state"], detail["attempts"]) == ("queued", 0)
+
+
+def test_an_unreachable_worker_hands_back_a_whole_batch(master: Api) -> None:
+    jobs = [master.push(name="echo") for _ in range(3)]
+    worker = {"url": f"http://127.0.0.1:{free_port()}", "names": ["echo"], "capacity": 3}
+    master.call("PUT", "/workers/ghost", {**worker, "batch": 3})
+    wait_for(lambda: master.call("GET", "/workers") == [])
+    for job in jobs:
+        detail = master.call("GET", f"/jobs/{job}")
+        assert (detail["state"], detail["attempts"]) == ("queued", 0)
 
 
 def test_worker_app_runs_jobs_directly() -> None:

@@ -400,7 +400,10 @@ def test_the_committed_worker_openapi_document_is_in_sync() -> None:
     assert refs == {"#/components/schemas/Success", "#/components/schemas/Failure"}
     # The master's document describes the same request as the webhook it sends.
     master = openapi_document(create_master())
-    assert master["webhooks"]["run"] == document["paths"]["/run"]
+    assert master["webhooks"] == {
+        "run": document["paths"]["/run"],
+        "runs": document["paths"]["/runs"],
+    }
     for name in ("JobRequest", "Success", "Failure", "Value"):
         assert master["components"]["schemas"][name] == document["components"]["schemas"][name]
 

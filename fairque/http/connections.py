@@ -2,9 +2,10 @@
 
 It does what the dispatcher needs and nothing else: one POST with a body, the status and
 the body of the answer (``Content-Length``, chunked, or up to the end of the connection),
-``http`` and ``https``. httpx did this at ~1.5 ms of CPU per request, and its connection
-pool looks at every connection for every request: with 64 jobs in flight the master
-spent more time choosing connections than doing anything else.
+whole or as it arrives, ``http`` and ``https``. httpx did this at ~1.5 ms of CPU per
+request, and its connection pool looks at every connection for every request: with 64
+jobs in flight the master spent more time choosing connections than doing anything
+else.
 
 A connection is used for one request at a time and kept for the next only once its
 answer has been read in full; a request that is cancelled (the job's timeout) or fails
@@ -16,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 IDLE = 4.0  # seconds a kept connection may wait: below the usual servers' 5 s keep-alive
 MAX_HEAD = 64 * 1024  # bytes of status line and headers an answer may have
+READ_SIZE = 64 * 1024  # bytes read at once from a body
 
 
 class Unreachable(Exception):  # noqa: N818 - reads as "except Unreachable"
@@ -38,7 +41,7 @@ class Target:
 
     origin: tuple[str, str, int]  # scheme, host, port: the connections it may share
     host_header: str
-    path: str
+    path: str  # the URL's path, without its last slash: endpoints go under it
 
 
 @dataclass
@@ -67,26 +70,32 @@ class Connections:
         self._targets: dict[str, Target] = {}
         self._tls: ssl.SSLContext | None = None
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
-        """POSTs ``body`` to ``url``: the answer's status and body. Raises
-        :class:`Unreachable` if no connection could be made, :class:`Broken` if the
-        exchange failed after that."""
+    async def post(self, url: str, body: bytes, endpoint: str = "run") -> tuple[int, bytes]:
+        """POSTs ``body`` to ``endpoint`` under ``url``: the answer's status and body.
+        Raises :class:`Unreachable` if no connection could be made, :class:`Broken` if
+        the exchange failed after that."""
+        async with self.request(url, body, endpoint) as answer:
+            return answer.status, await answer.read()
+
+    @asynccontextmanager
+    async def request(self, url: str, body: bytes, endpoint: str) -> AsyncIterator[Answer]:
+        """POSTs ``body`` to ``endpoint`` under ``url`` and yields the answer once its
+        head has arrived, for its body to be read as it comes. The connection is kept
+        for another request only if the body was read to its end."""
         target = self._target(url)
         connection = await self._connection(target.origin)
         request = (
-            f"POST {target.path} HTTP/1.1\r\nhost: {target.host_header}\r\n{self._headers}"
-            f"content-length: {len(body)}\r\n\r\n"
+            f"POST {target.path}/{endpoint} HTTP/1.1\r\nhost: {target.host_header}\r\n"
+            f"{self._headers}content-length: {len(body)}\r\n\r\n"
         ).encode("latin-1") + body
-        kept = False
+        answer: Answer | None = None
         try:
-            connection.writer.write(request)
-            status, answer, kept = await _read_answer(connection.reader)
-        except (OSError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
-            raise Broken(f"{type(exc).__name__}: {exc}") from None
-        else:
-            return status, answer
+            with broken():
+                connection.writer.write(request)
+                answer = await _read_head(connection.reader)
+            yield answer
         finally:
-            if kept:
+            if answer is not None and answer.ended and answer.keep:
                 connection.idle_since = time.monotonic()
                 self._idle.setdefault(target.origin, []).append(connection)
             else:
@@ -110,7 +119,7 @@ class Connections:
                 raise Unreachable(f"bad URL: {exc}") from None
             if parts.scheme not in ("http", "https") or not host:
                 raise Unreachable(f"not an http(s) URL: {url!r}")
-            path = f"{parts.path.rstrip('/')}/run"
+            path = parts.path.rstrip("/")
             try:
                 host_header = parts.netloc.rpartition("@")[2].encode("idna").decode()
             except UnicodeError as exc:  # a host name IDNA refuses cannot be reached
@@ -143,8 +152,57 @@ class Connections:
         return self._tls
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
-    """Status, body, and whether the connection may carry another request."""
+@contextmanager
+def broken() -> Iterator[None]:
+    """Turns what a failed exchange raises into :class:`Broken`."""
+    try:
+        yield
+    except (OSError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
+        raise Broken(f"{type(exc).__name__}: {exc}") from None
+
+
+class Answer:
+    """An answer whose head has been read: its status, then its body, whole
+    (:meth:`read`) or as it arrives (:meth:`pieces`)."""
+
+    def __init__(
+        self, status: int, reader: asyncio.StreamReader, keep: bool, length: int | None,
+        chunked: bool,
+    ) -> None:  # fmt: skip
+        self.status = status
+        self.keep = keep  # the connection may carry another request once this is read
+        self.ended = False  # the body was read to its end
+        self._reader = reader
+        self._length = length  # None: chunked, or up to the end of the connection
+        self._chunked = chunked
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        return b"".join([piece async for piece in self.pieces()])
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        """The body in pieces as they arrive; raises :class:`Broken` if it is cut short."""
+        with broken():
+            if self._chunked:
+                async for piece in _chunks(self._reader):
+                    yield piece
+            elif self._length is not None:
+                left = self._length
+                while left:
+                    piece = await self._reader.read(min(left, READ_SIZE))
+                    if not piece:
+                        raise EOFError(f"{left} bytes of the answer's body missing")
+                    left -= len(piece)
+                    yield piece
+            else:
+                self.keep = False  # it ends with its connection
+                while piece := await self._reader.read(READ_SIZE):
+                    yield piece
+        self.ended = True
+
+
+async def _read_head(reader: asyncio.StreamReader) -> Answer:
+    """The answer's status line and headers (after any interim 1xx answers)."""
     while True:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -160,23 +218,21 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
         if name:
             headers[name.strip().lower()] = value.strip()
     keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, await _read_chunked(reader), keep
+    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
     length = headers.get("content-length")
-    if length is not None:
-        return status, await reader.readexactly(int(length)), keep
+    if chunked or length is not None:
+        return Answer(status, reader, keep, None if chunked else int(length or 0), chunked)
     if status in (204, 304):
-        return status, b"", keep
-    return status, await reader.read(), False  # up to the end of the connection
+        return Answer(status, reader, keep, 0, chunked=False)
+    return Answer(status, reader, keep, None, chunked=False)  # up to the end of the connection
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
     while True:
         size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
         if size == 0:
             while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
                 pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
+            return
+        yield await reader.readexactly(size)
         await reader.readexactly(2)

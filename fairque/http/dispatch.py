@@ -1,5 +1,7 @@
 """The master's dispatcher: leases jobs for registered HTTP workers with free capacity,
-sends each to its worker, and records the result object the worker answers with.
+sends them to their worker, and records the result object the worker answers with. To
+a worker that takes batches, the jobs leased together go in one request, and each
+result is recorded as it arrives; to others, one job per request.
 
 The lease (job timeout + grace) is what keeps a job safe: if the worker vanishes, the
 request fails and the job is retried; if the master itself dies, the lease expires and
@@ -11,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -21,7 +25,13 @@ from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.http.batches import completions
 from fairque.http.connections import Broken, Connections, Unreachable
-from fairque.http.protocol import JobRequest, WorkerRegistration, WorkerStatus
+from fairque.http.protocol import (
+    BadFrame,
+    JobRequest,
+    ResultFrames,
+    WorkerRegistration,
+    WorkerStatus,
+)
 from fairque.http.wire import MSGPACK
 from fairque.jobs import JobOutcome, LeasedJob, Success, failure
 from fairque.jobs.client import AsyncJobQueue
@@ -29,6 +39,7 @@ from fairque.jobs.client import AsyncJobQueue
 log = logging.getLogger("fairque.master")
 
 _outcome = msgspec.msgpack.Decoder(JobOutcome)
+_frame = msgspec.msgpack.Decoder(tuple[int, JobOutcome])
 
 
 @dataclass
@@ -39,6 +50,7 @@ class WorkerSlot:
     url: str
     names: tuple[str, ...]
     capacity: int
+    batch: int  # jobs it takes in one request (POST {url}/runs); 1: one per POST {url}/run
     seen: float  # time.monotonic() of its last heartbeat
     running: int = 0
 
@@ -80,10 +92,12 @@ class Dispatcher:
         known = self.workers.get(worker_id)
         if known is None:
             self.workers[worker_id] = WorkerSlot(
-                worker_id, url, names, registration.capacity, time.monotonic()
-            )
+                worker_id, url, names, registration.capacity, registration.batch,
+                time.monotonic(),
+            )  # fmt: skip
         else:
             known.url, known.names, known.capacity = url, names, registration.capacity
+            known.batch = registration.batch
             known.seen = time.monotonic()
         self.wake.set()
 
@@ -134,43 +148,129 @@ class Dispatcher:
             free = worker.capacity - worker.running
             if free <= 0:
                 continue
-            for job in await self.jobs.pop(worker.id, free, worker.names):
-                self._start(worker, job)
+            jobs = await self.jobs.pop(worker.id, free, worker.names)
+            worker.running += len(jobs)
+            for first in range(0, len(jobs), worker.batch):
+                batch = jobs[first : first + worker.batch]
+                self._track(self._deliver(worker, batch[0]) if len(batch) == 1
+                            else self._deliver_many(worker, batch))  # fmt: skip
 
-    def _start(self, worker: WorkerSlot, job: LeasedJob) -> None:
-        worker.running += 1
-        delivery = asyncio.create_task(self._deliver(worker, job))
-        self._deliveries.add(delivery)
-        delivery.add_done_callback(self._deliveries.discard)
+    def _track(self, delivery: Coroutine[Any, Any, None]) -> None:
+        """Runs ``delivery`` on its own; :meth:`close` waits for it."""
+        task = asyncio.create_task(delivery)
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
 
     async def _deliver(self, worker: WorkerSlot, job: LeasedJob) -> None:
+        """One job in one request (``/run``)."""
         try:
             outcome = await self._call(worker, job)
-            await self._completions((job, outcome))  # None: it never reached the worker
+        except BaseException:
+            self._ended(worker)
+            raise
+        await self._record(worker, job, outcome)
+
+    async def _deliver_many(self, worker: WorkerSlot, jobs: list[LeasedJob]) -> None:
+        """Several jobs in one request (``/runs``): each result is recorded as its frame
+        arrives, and each job that outlives its own timeout fails then, whatever the
+        others do."""
+        waiting = dict(enumerate(jobs))  # by position in the request: no result yet
+        started = time.monotonic()
+        reading = asyncio.create_task(self._read_results(worker, jobs, waiting))
+        while waiting and not reading.done():
+            now = time.monotonic()
+            first = min(started + job.timeout for job in waiting.values())
+            await asyncio.wait([reading], timeout=max(0.0, first - now))
+            now = time.monotonic()
+            for position, job in list(waiting.items()):
+                if started + job.timeout <= now:
+                    del waiting[position]
+                    self._track(self._record(worker, job, timed_out(job)))
+        if not reading.done():  # every job timed out: the request is abandoned
+            reading.cancel()
+        lost = await asyncio.gather(reading, return_exceptions=True)
+        if isinstance(lost[0], Exception):
+            log.warning("jobs for worker %s: %s: %s", worker.id, type(lost[0]).__name__, lost[0])
+        for job in waiting.values():  # the answer ended without their results
+            self._track(self._record(worker, job, failure("other", f"worker {worker.id} "
+                                                          "sent no result for it")))  # fmt: skip
+
+    async def _read_results(
+        self, worker: WorkerSlot, jobs: list[LeasedJob], waiting: dict[int, LeasedJob]
+    ) -> None:
+        """Sends ``jobs`` to ``/runs`` and records each result that arrives for a job
+        still ``waiting`` (which it takes out of ``waiting``)."""
+
+        def settle(outcome: JobOutcome | None) -> None:  # every job still waiting
+            for job in waiting.values():
+                self._track(self._record(worker, job, outcome))
+            waiting.clear()
+
+        requests = [_request(job) for job in jobs]
+        try:
+            async with self._http.request(worker.url, _encode(requests), "runs") as answer:
+                if answer.status != 200:
+                    settle(failure("other", f"worker {worker.id} answered HTTP {answer.status}"))
+                    return
+                frames = ResultFrames()
+                async for piece in answer.pieces():
+                    for frame in frames.feed(piece):
+                        position, outcome = self._frame(worker, frame, len(jobs))
+                        job = waiting.pop(position, None)
+                        if job is not None:  # not one that timed out meanwhile
+                            self._track(self._record(worker, job, outcome))
+        except Unreachable as exc:
+            self._unreachable(worker, exc)
+            settle(None)
+        except Broken as exc:
+            settle(failure("other", f"worker {worker.id} failed: {exc}"))
+        except BadFrame as exc:
+            settle(failure("other", f"worker {worker.id} sent no valid result frame: {exc}"))
+
+    def _frame(self, worker: WorkerSlot, frame: bytes, jobs: int) -> tuple[int, JobOutcome]:
+        """A frame's job position and its result object (checked as :meth:`_call`'s)."""
+        try:
+            position, outcome = _frame.decode(frame)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            raise BadFrame(str(exc)) from None
+        except RecursionError:
+            raise BadFrame("nested too deeply") from None
+        if not 0 <= position < jobs:
+            raise BadFrame(f"position {position} of a request of {jobs} jobs")
+        return position, self._checked(worker, outcome)
+
+    async def _record(self, worker: WorkerSlot, job: LeasedJob, outcome: JobOutcome | None) -> None:
+        """Records a job's result (None: it never reached the worker: hand it back)."""
+        try:
+            await self._completions((job, outcome))
         except LeaseLost:
             log.warning("job %s: its lease expired before its result arrived", job.id)
         except Exception as exc:  # the lease returns the job when it expires
             log.warning("job %s: result not recorded: %s: %s", job.id, type(exc).__name__, exc)
         finally:
-            worker.running -= 1
-            self.wake.set()
+            self._ended(worker)
+
+    def _ended(self, worker: WorkerSlot) -> None:
+        worker.running -= 1
+        self.wake.set()
+
+    def _unreachable(self, worker: WorkerSlot, exc: Unreachable) -> None:
+        """Gone, or at a URL that cannot be reached (a host name IDNA refuses): forget it
+        until its next heartbeat, or every round would pick it again."""
+        if self.workers.get(worker.id) is worker:
+            log.warning("worker %s dropped: %s: %s", worker.id, type(exc).__name__, exc)
+            del self.workers[worker.id]
 
     async def _call(self, worker: WorkerSlot, job: LeasedJob) -> JobOutcome | None:
         """The worker's result object; None if the job never reached the worker."""
-        request = JobRequest(
-            job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout
-        )
-        body = msgspec.msgpack.encode(request)
         try:
-            status, content = await within(self._http.post(worker.url, body), job.timeout)
+            status, content = await within(
+                self._http.post(worker.url, _encode(_request(job))), job.timeout
+            )
         except asyncio.TimeoutError:
-            return failure("timeout", f"no result within {job.timeout:g} s")
+            return timed_out(job)
         except Unreachable as exc:
-            # Gone, or at a URL that cannot be reached (a host name IDNA refuses): forget
-            # it until its next heartbeat, or every round would pick it again.
-            if self.workers.get(worker.id) is worker:
-                log.warning("worker %s dropped: %s: %s", worker.id, type(exc).__name__, exc)
-                del self.workers[worker.id]
+            self._unreachable(worker, exc)
             return None
         except Broken as exc:  # the worker went away during the job
             return failure("other", f"worker {worker.id} failed: {exc}")
@@ -182,6 +282,10 @@ class Dispatcher:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
         except RecursionError:
             return failure("other", f"worker {worker.id} sent a result nested too deeply")
+        return self._checked(worker, outcome)
+
+    def _checked(self, worker: WorkerSlot, outcome: JobOutcome) -> JobOutcome:
+        """``outcome``, or a failure if its value could not be read back as sent."""
         if isinstance(outcome, Success):
             value, field = outcome.result, "result"
         else:
@@ -191,3 +295,16 @@ class Dispatcher:
         except InvalidInput as exc:
             return failure("other", f"worker {worker.id} sent a result object not kept: {exc}")
         return outcome
+
+
+def _request(job: LeasedJob) -> JobRequest:
+    return JobRequest(job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout)
+
+
+def _encode(body: JobRequest | list[JobRequest]) -> bytes:
+    return msgspec.msgpack.encode(body)
+
+
+def timed_out(job: LeasedJob) -> JobOutcome:
+    """The failure of a job whose result did not come within its timeout."""
+    return failure("timeout", f"no result within {job.timeout:g} s")

@@ -350,7 +350,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         config.token,
         [api, ui.router()],
         [master.running, ui.running],
-        document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, {"run": worker_api}),
+        document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, worker_api),
         outage=master.outage,
         request_max_body_size=config.max_body,
     )

@@ -26,18 +26,19 @@ REF = "#/components/schemas/{name}"
 
 class Document:
     """How an app's OpenAPI document is finished: msgspec's schemas for ``types``, more
-    ``schemas`` (name -> JSON Schema), and ``webhooks`` (name -> an app with one route:
-    the requests this service sends, as OpenAPI 3.1 webhooks, with their schemas)."""
+    ``schemas`` (name -> JSON Schema), and ``webhooks`` (the app whose routes are the
+    requests this service sends: OpenAPI 3.1 webhooks named by their paths, ``/run`` as
+    ``run``, with their schemas)."""
 
     def __init__(
         self,
         types: Sequence[type],
         schemas: Mapping[str, Any] | None = None,
-        webhooks: Mapping[str, Callable[[], Litestar]] | None = None,
+        webhooks: Callable[[], Litestar] | None = None,
     ) -> None:
         self.types: tuple[type, ...] = (*types, ErrorBody)  # every error answer is one
         self.schemas = dict(schemas or {})  # more components, written by hand
-        self.webhooks = dict(webhooks or {})
+        self.webhooks = webhooks
 
     def finish(self, generated: Mapping[str, Any]) -> dict[str, Any]:
         """``generated`` (Litestar's document) with the schemas and webhooks added."""
@@ -50,10 +51,10 @@ class Document:
                 components[name] = finish(components[name])
         schemas.update(components)
         schemas.update(copy.deepcopy(self.schemas))
-        for name, make in self.webhooks.items():
-            other = openapi_document(make())
-            (item,) = other["paths"].values()
-            document.setdefault("webhooks", {})[name] = item
+        if self.webhooks is not None:
+            other = openapi_document(self.webhooks())
+            for path, item in other["paths"].items():
+                document.setdefault("webhooks", {})[path.strip("/")] = item
             for key, schema in other.get("components", {}).get("schemas", {}).items():
                 schemas.setdefault(key, schema)
         document["components"]["schemas"] = dict(sorted(schemas.items()))

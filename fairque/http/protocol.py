@@ -7,7 +7,13 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
+from fairque.http.wire import encode_body
+from fairque.jobs import JobOutcome
 from fairque.jobs.models import Int32, Name, Value
+
+MAX_RUNS = 1000  # jobs in one POST {worker url}/runs at most
+MAX_FRAME = 64 * 1024 * 1024  # bytes of one result frame of a /runs answer at most
+FRAME_HEAD = 4  # bytes of a frame's length, big-endian
 
 # Spelled out rather than with \s, which Python's re and JSON Schema's (ECMA) regexes
 # read differently (\x1f is whitespace to Python only): no controls, no spaces.
@@ -39,6 +45,8 @@ class WorkerRegistration(msgspec.Struct, forbid_unknown_fields=True):
     url: Url  # where the master sends jobs: POST {url}/run
     names: Annotated[list[Name], Meta(min_length=1, max_length=1000)]  # job names it runs
     capacity: Annotated[int, Meta(ge=1, le=1000)] = 1  # jobs it runs at once
+    # Jobs it takes in one POST {url}/runs; 1: it serves /run only (one job per request).
+    batch: Annotated[int, Meta(ge=1, le=MAX_RUNS)] = 1
 
 
 class WorkerAck(msgspec.Struct):
@@ -59,7 +67,8 @@ class WorkerStatus(msgspec.Struct):
 
 
 class JobRequest(msgspec.Struct):
-    """A job as the master hands it to a worker: POST {worker url}/run."""
+    """A job as the master hands it to a worker: POST {worker url}/run, or several in a
+    list to POST {worker url}/runs."""
 
     id: str
     name: str
@@ -81,3 +90,36 @@ class ConstraintSaved(msgspec.Struct):
     """A constraint was stored; ``moved`` ready jobs were re-sorted by it."""
 
     moved: int
+
+
+def result_frame(position: int, outcome: JobOutcome) -> bytes:
+    """One frame of a ``/runs`` answer: the length of what follows (4 bytes, big-endian),
+    then the MessagePack array ``[position of the job in the request, result object]``."""
+    body = encode_body((position, outcome), as_json=False)
+    return len(body).to_bytes(FRAME_HEAD, "big") + body
+
+
+class BadFrame(ValueError):  # noqa: N818 - reads as "except BadFrame"
+    """A frame of a ``/runs`` answer that is not ``[position, result object]``."""
+
+
+class ResultFrames:
+    """Splits the bytes of a ``/runs`` answer, as they arrive, into the frames' bodies."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The frames ``data`` completes; raises :class:`BadFrame` for one over MAX_FRAME."""
+        self._buffer += data
+        frames: list[bytes] = []
+        while len(self._buffer) >= FRAME_HEAD:
+            size = int.from_bytes(self._buffer[:FRAME_HEAD], "big")
+            if size > MAX_FRAME:
+                raise BadFrame(f"a frame of {size} bytes (at most {MAX_FRAME})")
+            end = FRAME_HEAD + size
+            if len(self._buffer) < end:
+                break
+            frames.append(bytes(self._buffer[FRAME_HEAD:end]))
+            del self._buffer[:end]
+        return frames

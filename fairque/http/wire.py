@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from fairque.http.openapi import Document
 
 MSGPACK = "application/msgpack"
+FRAMES = "application/vnd.fairque.result-frames"  # a worker's streamed /runs answer
 MSGPACK_TYPES = frozenset({MSGPACK, "application/x-msgpack", "application/vnd.msgpack"})
 JSON = MediaType.JSON.value
 OPENAPI_PATH = "/schema"  # the document is at /schema/openapi.json

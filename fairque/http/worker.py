@@ -5,6 +5,11 @@ by the job (its ``argument`` is ``{"args": [...], "kwargs": {...}}``, or null) a
 answers with the seed 003 result object. While it runs, the worker registers with the
 master and heartbeats (``PUT {master}/workers/{id}``), and unregisters when it stops.
 Any program that serves ``/run`` the same way is a worker: see ``examples/``.
+
+A worker that registers a ``batch`` over 1 also takes several jobs in one request,
+``POST /runs``, and answers each job's result object as soon as that job ends, as a frame
+of a streamed body (:func:`~fairque.http.protocol.result_frame`): a fast job's result
+does not wait for a slow one's, and the HTTP cost of a request is paid once for the lot.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,12 +27,19 @@ import httpx
 import msgspec
 from litestar import Litestar, post
 from litestar.params import Body
+from litestar.response import Stream
 
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.openapi import Document
-from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
-from fairque.http.wire import MSGPACK, WireOperation, create_app
+from fairque.http.protocol import (
+    MAX_RUNS,
+    JobRequest,
+    WorkerAck,
+    WorkerRegistration,
+    result_frame,
+)
+from fairque.http.wire import FRAMES, MSGPACK, WireOperation, create_app
 from fairque.jobs import Failure, JobOutcome, Success, failure
 from fairque.jobs.models import VALUE_SCHEMA
 from fairque.worker.functions import Registry, call_arguments
@@ -74,7 +86,8 @@ class Registration:
 
     def __init__(self, config: HttpWorkerConfig, names: list[str]) -> None:
         self.config = config
-        self.body = msgspec.msgpack.encode(WorkerRegistration(config.url, names, config.capacity))
+        registration = WorkerRegistration(config.url, names, config.capacity, config.capacity)
+        self.body = msgspec.msgpack.encode(registration)
         self.headers = {"content-type": MSGPACK, "accept": MSGPACK}
         if config.token:
             self.headers["authorization"] = f"Bearer {config.token}"
@@ -130,6 +143,26 @@ def worker_api() -> Litestar:
     return _worker_app(HttpWorkerConfig(None, "http://127.0.0.1:1", "schema"), Registry())
 
 
+async def run_jobs(
+    registry: Registry, jobs: Sequence[JobRequest], slots: asyncio.Semaphore
+) -> AsyncIterator[bytes]:
+    """Runs ``jobs`` at once (each in a slot) and yields the result frames of those that
+    ended, as they end. Closing it early (the master went away) cancels the rest."""
+
+    async def run_in_slot(job: JobRequest) -> JobOutcome:
+        async with slots:
+            return await run_job(registry, job)
+
+    running = {asyncio.ensure_future(run_in_slot(job)): n for n, job in enumerate(jobs)}
+    try:
+        while running:
+            ended, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            yield b"".join(result_frame(running.pop(job), job.result()) for job in ended)
+    finally:
+        for job in running:
+            job.cancel()
+
+
 def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
     slots = asyncio.Semaphore(config.capacity)
 
@@ -147,12 +180,33 @@ def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
         async with slots:
             return await run_job(registry, data)
 
+    @post(
+        "/runs",
+        status_code=200,
+        media_type=FRAMES,
+        operation_class=WireOperation,
+        summary="Run several jobs; answer each result object as its job ends",
+        response_description="Result frames, one per job as it ends",
+        description="Only for a worker that registered a `batch` over 1, and with at most "
+        "`batch` jobs. The answer is streamed: for each job as it ends, the length of a "
+        "frame (4 bytes, big-endian), then the frame, the MessagePack array `[position of "
+        "the job in the request, result object]`. The master waits up to each job's "
+        "`timeout` seconds for its frame.",
+    )
+    async def runs(
+        data: Annotated[
+            list[JobRequest],
+            Body(media_type=MSGPACK, description="The jobs.", min_items=1, max_items=MAX_RUNS),
+        ],
+    ) -> Stream:
+        return Stream(run_jobs(registry, data, slots), media_type=FRAMES)
+
     names = sorted(registry.functions)
     return create_app(
         "fairque HTTP worker",
         __doc__,
         config.token,
-        [run],
+        [run, runs],
         [Registration(config, names).running],
         document=Document(WORKER_TYPES, {"Value": VALUE_SCHEMA}),
     )
