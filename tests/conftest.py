@@ -40,16 +40,24 @@ CLUSTERS = [f"{engine}-cluster" for engine in ENGINES]
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: also run on the local clusters")
+    config.addinivalue_line(
+        "markers", "one_engine: the code it tests is the same on every engine (the HTTP "
+        "layer, a long stress run): run it on the embedded Valkey only",
+    )  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Runs a test on the clusters only if it is marked ``cluster``."""
+    """Runs a test on the clusters only if it is marked ``cluster``, and on the embedded
+    Valkey alone if it is marked ``one_engine``."""
     chosen: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         engine = getattr(getattr(item, "callspec", None), "params", {}).get("server", "")
-        unmarked = item.get_closest_marker("cluster") is None
-        (dropped if engine.endswith("-cluster") and unmarked else chosen).append(item)
+        if item.get_closest_marker("one_engine") is not None:
+            left_out = engine not in ("", "valkey")
+        else:
+            left_out = engine.endswith("-cluster") and item.get_closest_marker("cluster") is None
+        (dropped if left_out else chosen).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = chosen

@@ -208,6 +208,7 @@ def echoed(job: dict[str, Any]) -> Success:
     return Success(finished_at=datetime.now(timezone.utc), result=job["argument"])
 
 
+@pytest.mark.one_engine
 def test_jobs_leased_together_go_in_one_request_and_each_result_to_its_job(master: Api) -> None:
     async def last_first(jobs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
         for position in reversed(range(len(jobs))):  # by position, not in order
@@ -224,8 +225,9 @@ def test_jobs_leased_together_go_in_one_request_and_each_result_to_its_job(maste
     assert app.state.requests == [jobs]
 
 
+@pytest.mark.one_engine
 def test_a_fast_jobs_result_does_not_wait_for_a_slow_one_in_its_request(master: Api) -> None:
-    slow = master.push(name="nap", argument={"args": [3]})
+    slow = master.push(name="nap", argument={"args": [1.5]})
     fast = master.push(name="echo", argument={"args": [1]})
     with http_worker(master, "w1", capacity=2):  # both leased at once: one request
         assert master.ended(fast)["state"] == "finished"
@@ -233,6 +235,7 @@ def test_a_fast_jobs_result_does_not_wait_for_a_slow_one_in_its_request(master: 
         assert master.ended(slow)["state"] == "finished"
 
 
+@pytest.mark.one_engine
 def test_each_job_of_a_request_times_out_on_its_own(master: Api) -> None:
     async def first_only(jobs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
         yield result_frame(0, echoed(jobs[0]))
@@ -256,6 +259,7 @@ DEEP = msgspec.msgpack.encode(SUCCESS)[:-1] + b"\x91" * 200_000 + b"\xc0"  # res
 ODD_RESULT = msgspec.msgpack.encode([1, {**SUCCESS, "result": msgspec.msgpack.Ext(1, b"")}])
 
 
+@pytest.mark.one_engine
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
@@ -287,6 +291,7 @@ def test_a_worker_answering_bad_frames_fails_those_jobs(
         assert error in master.ended(odd)["last_error"]
 
 
+@pytest.mark.one_engine
 def test_a_worker_answering_an_error_to_a_batch_fails_its_jobs(master: Api) -> None:
     @post("/runs", status_code=503)
     async def busy() -> None:
@@ -347,6 +352,7 @@ def test_an_unreachable_worker_is_dropped_and_its_job_handed_back(master: Api, u
     assert (detail["state"], detail["attempts"]) == ("queued", 0)
 
 
+@pytest.mark.one_engine
 def test_an_unreachable_worker_hands_back_a_whole_batch(master: Api) -> None:
     jobs = [master.push(name="echo") for _ in range(3)]
     worker = {"url": f"http://127.0.0.1:{free_port()}", "names": ["echo"], "capacity": 3}
@@ -513,6 +519,7 @@ def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:
         assert master.call("GET", f"/jobs/{job}")["argument"] is None  # still readable
 
 
+@pytest.mark.one_engine
 def test_a_burst_of_requests_waits_for_connections_instead_of_failing(master: Api) -> None:
     async def burst() -> list[int]:
         unbounded = httpx.Limits(max_connections=None)

@@ -42,19 +42,17 @@ class Counting:
         await self.app(scope, receive, send)
 
 
+@pytest.mark.one_engine  # the HTTP layer is the same on every engine: fuzzed once
 @pytest.mark.parametrize(
     ("token", "accept"), [(None, "application/msgpack"), ("s3cret", "application/json")]
 )
-def test_every_schemathesis_check_passes(  # noqa: PLR0917
-    request: pytest.FixtureRequest,
+def test_every_schemathesis_check_passes(
     server: LocalServer,
     namespace: str,
     tmp_path: Path,
     token: str | None,
     accept: str,
 ) -> None:
-    if request.node.callspec.params["server"] != "valkey":
-        pytest.skip("the HTTP layer is the same on every engine; fuzzed once")
     config = MasterConfig(
         url=server.url, namespace=namespace, settings=FAST, poll=0.05, token=token
     )

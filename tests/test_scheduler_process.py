@@ -57,14 +57,13 @@ def stop(processes: list[subprocess.Popen[str]]) -> None:
         assert process.wait(timeout=20) == 0, process.stderr and process.stderr.read()
 
 
+# Half a minute of wall time, once: the scheduler's scripts are the same on every engine,
+# and racing instances are tested on each (test_scheduler.py).
+@pytest.mark.one_engine
 @pytest.mark.timeout(240)
 def test_three_instances_for_half_a_minute_submit_every_run_exactly_once(
-    request: pytest.FixtureRequest, start_scheduler: Start, server: LocalServer, namespace: str
+    start_scheduler: Start, server: LocalServer, namespace: str
 ) -> None:
-    if request.node.callspec.params["server"] != "valkey":
-        # Half a minute of wall time; the scheduler's scripts are the same on every engine, and
-        # racing instances are tested on each (test_scheduler.py).
-        pytest.skip("the same scripts on every engine; run for half a minute once")
     with TaskScheduler(server.url, namespace) as scheduler, FairQueue(server.url, namespace) as q:
         processes = [start_scheduler() for _ in range(3)]
         wait_for(lambda: len(scheduler.instances()) == 3, timeout=60)  # all are running
