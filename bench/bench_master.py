@@ -158,11 +158,14 @@ def main() -> None:
         port = free_port()
         master = f"http://127.0.0.1:{port}"
         serve = [*CLI, "master", "--url", server.url, "--port", str(port)]
-        with processes([serve]):
+        with processes([serve]) as pids:
             wait(lambda: answers(master + "/overview"), timeout=60)
+            before = cpu_seconds(pids[0])
             seconds = asyncio.run(push(master, options.jobs, options.clients))
+            used = cpu_seconds(pids[0]) - before
             print(f"enqueue over HTTP: {options.jobs / seconds:,.0f} jobs/s "
-                  f"({options.jobs} jobs, {options.clients} clients)")  # fmt: skip
+                  f"({options.jobs} jobs, {options.clients} clients; "
+                  f"master CPU {used / options.jobs * 1e6:,.0f} us per job)")  # fmt: skip
             batched = options.jobs * 10
             seconds = asyncio.run(push(master, batched, options.clients, options.batch))
             print(f"enqueue over HTTP in batches of {options.batch}: {batched / seconds:,.0f} "
