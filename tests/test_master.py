@@ -119,6 +119,7 @@ def test_json_is_accepted_and_returned_when_asked(client: TestClient[Any]) -> No
     assert detail["priority"] == -3
 
 
+@pytest.mark.one_engine  # validated at the edge: the same on every engine
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -161,6 +162,7 @@ def test_bad_jobs_get_a_4xx_naming_the_field_and_change_nothing(
         assert namespace_keys(queue.redis, namespace) == before
 
 
+@pytest.mark.one_engine  # validated at the edge: the same on every engine
 @pytest.mark.parametrize(
     ("content", "headers", "status"),
     [
@@ -195,6 +197,7 @@ JOB = b"\x82\xa4name\xa1n\xa8argument"  # MessagePack {"name": "n", "argument": 
 BATCH = msgspec.msgpack.encode([{"name": "a"}, {"name": "b", "argument": {"x": Ext(5, b"")}}])
 
 
+@pytest.mark.one_engine  # validated at the edge: the same on every engine
 @pytest.mark.parametrize(
     ("path", "content", "kind", "field"),
     [
@@ -366,6 +369,7 @@ def test_workers_register_heartbeat_and_leave(client: TestClient[Any]) -> None:
     assert send(client, "GET", "/workers") == (200, [])
 
 
+@pytest.mark.one_engine  # the HTTP layer: the same on every engine
 def test_a_token_guards_every_route(config: MasterConfig) -> None:
     app = create_master(MasterConfig(**{**config.__dict__, "token": "s3cret"}))
     with TestClient(app) as client:
@@ -408,6 +412,7 @@ def test_the_committed_worker_openapi_document_is_in_sync() -> None:
         assert master["components"]["schemas"][name] == document["components"]["schemas"][name]
 
 
+@pytest.mark.one_engine  # the HTTP layer: the same on every engine
 def test_the_openapi_document_is_json_and_its_page_html(client: TestClient[Any]) -> None:
     response = client.get("/schema/openapi.json")
     assert response.headers["content-type"].startswith("application/json")
@@ -421,6 +426,7 @@ def test_the_openapi_document_is_json_and_its_page_html(client: TestClient[Any])
     assert "<html" in page.text.lower()
 
 
+@pytest.mark.one_engine  # the HTTP layer: the same on every engine
 def test_bearer_auth_is_declared_only_with_a_token(config: MasterConfig) -> None:
     without = openapi_document(create_master(config))
     assert "security" not in without

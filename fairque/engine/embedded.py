@@ -138,10 +138,15 @@ def attached_clients(folder: Path | None = None) -> int | None:
     """How many clients (other than this call) are connected to the embedded server of
     ``folder``; None if it does not answer."""
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
+    if server_pid(folder) is None:  # redis-py would retry a missing socket for seconds
+        return None
     sock = (folder or home()) / SOCKET_NAME
+    once = Retry(NoBackoff(), 0)
     try:
-        with redis.Redis(unix_socket_path=str(sock), socket_timeout=2) as client:
+        with redis.Redis(unix_socket_path=str(sock), socket_timeout=2, retry=once) as client:
             return max(0, len(client.client_list()) - 1)
     except (redis.RedisError, OSError):
         return None
