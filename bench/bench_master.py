@@ -160,9 +160,9 @@ def main() -> None:
         serve = [*CLI, "master", "--url", server.url, "--port", str(port)]
         with processes([serve]) as pids:
             wait(lambda: answers(master + "/overview"), timeout=60)
-            before = cpu_seconds(pids[0])
+            master_cpu = cpu_seconds(pids[0])
             seconds = asyncio.run(push(master, options.jobs, options.clients))
-            used = cpu_seconds(pids[0]) - before
+            used = cpu_seconds(pids[0]) - master_cpu
             print(f"enqueue over HTTP: {options.jobs / seconds:,.0f} jobs/s "
                   f"({options.jobs} jobs, {options.clients} clients; "
                   f"master CPU {used / options.jobs * 1e6:,.0f} us per job)")  # fmt: skip
