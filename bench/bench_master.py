@@ -162,10 +162,10 @@ def main() -> None:
             wait(lambda: answers(master + "/overview"), timeout=60)
             master_cpu = cpu_seconds(pids[0])
             seconds = asyncio.run(push(master, options.jobs, options.clients))
-            used = cpu_seconds(pids[0]) - master_cpu
+            master_cpu = cpu_seconds(pids[0]) - master_cpu
             print(f"enqueue over HTTP: {options.jobs / seconds:,.0f} jobs/s "
                   f"({options.jobs} jobs, {options.clients} clients; "
-                  f"master CPU {used / options.jobs * 1e6:,.0f} us per job)")  # fmt: skip
+                  f"master CPU {master_cpu / options.jobs * 1e6:,.0f} us per job)")  # fmt: skip
             batched = options.jobs * 10
             seconds = asyncio.run(push(master, batched, options.clients, options.batch))
             print(f"enqueue over HTTP in batches of {options.batch}: {batched / seconds:,.0f} "
