@@ -31,7 +31,7 @@ from fairque import QueueSettings
 from fairque.cli import app as cli
 from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
-from fairque.http.protocol import result_frame
+from fairque.http.protocol import ResultFrames, result_frame
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
 from fairque.jobs import Success
 from fairque.worker import registry
@@ -380,6 +380,29 @@ def test_worker_app_runs_jobs_directly() -> None:
         assert result["should_retry"] is False
         status, error = run(name="echo", timeout="soon")
         assert (status, error["field"]) == (400, "timeout")
+
+
+def test_worker_app_runs_a_batch_directly() -> None:
+    config = HttpWorkerConfig(None, "http://127.0.0.1:1", "solo", 2)
+    job = {"id": "j", "argument": None, "priority": 0, "attempt": 1, "timeout": 5}
+    with TestClient(create_http_worker(config, registry)) as client:
+
+        def runs(jobs: list[dict[str, Any]]) -> tuple[int, bytes]:
+            response = client.post("/runs", content=msgspec.msgpack.encode(jobs), headers=MSGPACK)
+            return response.status_code, response.content
+
+        status, content = runs([{**job, "name": "nap", "argument": {"args": [0.2]}},
+                                {**job, "name": "echo", "argument": {"args": [4]}}])  # fmt: skip
+        assert status == 200
+        frames = ResultFrames().feed(content)
+        results = [msgspec.msgpack.decode(frame) for frame in frames]
+        assert [(n, r["type"], r["result"]) for n, r in results] == [
+            (1, "success", 4),  # the echo ended first
+            (0, "success", 0.2),
+        ]
+        for jobs in ([], [job] * 1001, [{**job, "timeout": "soon"}]):
+            status, content = runs(jobs)
+            assert (status, msgspec.msgpack.decode(content)["error"]) == (400, "invalid_input")
 
 
 def test_http_worker_refuses_a_public_bind_without_a_token() -> None:
