@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from fairque import FairQueue
 from fairque.engine.embedded import LocalServer
 
 BENCH = Path(__file__).parent
@@ -76,6 +77,13 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def finished(queue: FairQueue) -> int:
+    """The namespace's finished counter, read alone from the server: the master's
+    ``/overview`` costs it ~1.1 ms of CPU, which polling every 20 ms would add to the
+    master's CPU per job (~6% of it at 2,500 jobs/s)."""
+    return int(queue.redis.hget(queue.namespace.key("stats"), "finished") or 0)
 
 
 def get(master: str, path: str) -> Any:
@@ -186,8 +194,8 @@ def main() -> None:
             before = {kind: sum(map(cpu_seconds, group)) for kind, group in measured.items()}
             started = time.perf_counter()
             asyncio.run(push(master, options.jobs, options.clients))
-            done = options.jobs
-            wait(lambda: get(master, "/overview")["counters"].get("finished", 0) >= done, 600)
+            with FairQueue(server.url, namespace) as queue:  # jobs share the counters
+                wait(lambda: finished(queue) >= options.jobs, 600)
             seconds = time.perf_counter() - started
             used = {kind: sum(map(cpu_seconds, group)) - before[kind]
                     for kind, group in measured.items()}  # fmt: skip
