@@ -244,12 +244,13 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
 }
 # The sharded queue takes the single queue's cases: its first call (a lookup of the
-# shard that holds a task, for the calls by id) is compared all the same.
+# shard that holds a task, for the calls by id) is compared all the same. A pop that
+# waits is the single queue's own (a wait cannot span the shards' slots).
 CALL_CASES = [
     (client, *case)
     for client in CLIENTS
     for case in CASES["queue" if client == "sharded" else client]
-]
+] + [("queue", "pop", (4,), {"wait": 2.5})]
 
 
 def _first_call(run: Callable[[], Any]) -> Call[Any]:
@@ -282,10 +283,12 @@ async def test_twins_build_the_same_call(
     awaited = await _first_async_call(lambda: getattr(asyncio, method)(*args, **kwargs))
     assert (sent.script.name, tuple(sent.keys)) == (awaited.script.name, tuple(awaited.keys))
     assert sent.args == awaited.args
+    assert sent.wait == awaited.wait
 
 
-# Methods that build no call of their own: lifecycle, the raw call, local lookups.
-NO_CALL = {"close", "execute", "run", "stop", "shutdown", "shard_for"}
+# Methods that build no call of their own: lifecycle, the raw call, local lookups, the
+# end of waits (a command of the executor's, on the connections it holds).
+NO_CALL = {"close", "execute", "run", "stop", "shutdown", "shard_for", "stop_waiting"}
 
 
 def test_every_public_method_that_sends_a_call_is_compared() -> None:

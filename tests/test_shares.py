@@ -13,7 +13,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from fairque import FairQueue, InvalidInput, LeasedTask, Queue, ShardedQueue, Task
-from tests.conftest import Server, wait_for, wake_listeners
+from tests.conftest import Server, wait_for, waiting_workers
 
 pytestmark = pytest.mark.cluster
 
@@ -202,12 +202,15 @@ def test_pushes_for_a_held_tenant_wake_no_worker(queue: FairQueue) -> None:
     wake = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
     wake.ssubscribe(queue.namespace.wake_channel)
     try:
-        wait_for(lambda: wake_listeners(queue) == 1)
+        wait_for(lambda: waiting_workers(queue) == 1)
+        token = queue.namespace.key("wakeups")  # what a worker waiting in its pop waits for
         push(queue, "a", 2)  # paused: nobody may serve it, so no message
+        assert queue.redis.llen(token) == 0
         push(queue, "b", 1)  # one tenant may be served: one message
         message = wait_for(lambda: wake.get_sharded_message(timeout=0.05))
         assert int(message["data"]) == 1
         assert wake.get_sharded_message(timeout=0.05) is None
+        assert queue.redis.llen(token) == 1
     finally:
         wake.close()
 

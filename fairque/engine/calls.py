@@ -36,6 +36,15 @@ _decoder = msgspec.msgpack.Decoder()
 
 
 @dataclass(frozen=True)
+class Wait:
+    """A call that waits for a signal first: it is sent once the list ``key`` gives an
+    element (``BLPOP``) or ``seconds`` have passed, whichever comes first."""
+
+    key: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Call(Generic[T]):
     """One script call: what to send and how to read the reply."""
 
@@ -43,11 +52,16 @@ class Call(Generic[T]):
     keys: Sequence[str]
     args: Sequence[Arg]
     parse: Callable[[Any], T]
+    wait: Wait | None = None
 
     def then(self, read: Callable[[T], U]) -> Call[U]:
         """The same call, its parsed reply passed through ``read``."""
         parse = self.parse
-        return Call(self.script, self.keys, self.args, lambda reply: read(parse(reply)))
+        return Call(self.script, self.keys, self.args, lambda reply: read(parse(reply)), self.wait)
+
+    def after(self, wait: Wait) -> Call[T]:
+        """The same call, sent after ``wait``."""
+        return Call(self.script, self.keys, self.args, self.parse, wait)
 
 
 def encode(value: Any, field: str, limit: int) -> bytes:

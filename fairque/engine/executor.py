@@ -9,23 +9,75 @@ fairque script becomes its own exception (:func:`fairque.errors.from_script_erro
 
 from __future__ import annotations
 
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.config import redis_url
 from fairque.engine import replicated
-from fairque.engine.calls import Call
+from fairque.engine.calls import Call, Wait
 from fairque.engine.connect import AsyncClient, SyncClient, async_client, sync_client
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import connection_errors
+from fairque.engine.waiting import within
 
 T = TypeVar("T")
+
+# How much longer than its wait a waiting call's reply may take before the connection
+# counts as lost (a server that stopped answering).
+WAIT_GRACE_SECONDS = 5.0
+
+
+def _waiting_commands(call: Call[Any], wait: Wait) -> list[tuple[Any, ...]]:
+    """A waiting call's pipeline: the connection's id (so that another connection can end
+    the wait early), the wait, and the call, which the server runs as soon as the wait
+    ends, with no round trip in between."""
+    function = call.script.function
+    return [
+        ("CLIENT", "ID"),
+        ("BLPOP", wait.key, f"{wait.seconds:.3f}"),
+        ("FCALL", function, len(call.keys), *call.keys, *call.args),
+    ]
+
+
+def _reply_or_error(read: Callable[[], Any]) -> Any:
+    """A reply of a pipeline, its error reply returned rather than raised: the replies
+    after it must be read too, or the connection would hand them to its next command."""
+    try:
+        return read()
+    except ResponseError as exc:
+        return exc
+
+
+async def _async_reply_or_error(read: Awaitable[Any]) -> Any:
+    """:func:`_reply_or_error` for asyncio."""
+    try:
+        return await read
+    except ResponseError as exc:
+        return exc
+
+
+def _failed_after_wait(waited: Any, reply: Any) -> bool:
+    """Raises what failed in a waiting pipeline; True if the server did not have the
+    script's function (send the call again, loading it)."""
+    if isinstance(waited, ResponseError):
+        if str(waited).startswith("UNBLOCKED"):  # this node became a replica (a failover)
+            raise ReadOnlyError(str(waited))
+        raise waited
+    if isinstance(reply, ResponseError):
+        if replicated.function_missing(reply):
+            return True
+        raise replicated.script_failure(reply)
+    return False
 
 
 class Executor:
@@ -34,6 +86,7 @@ class Executor:
     def __init__(self, client: SyncClient) -> None:
         self.client = client
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
+        self._blocked: set[int] = set()  # ids of the connections waiting for a signal
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         """Sends ``call`` just before the next call to the namespace of ``prefix`` (a
@@ -49,6 +102,8 @@ class Executor:
         """Sends ``call``; its parsed reply."""
         if self._first:
             self._send_first(str(call.args[0]))
+        if call.wait is not None:
+            return self._send_after(call, call.wait)
         return self._send(call)
 
     def _send_first(self, prefix: str) -> None:
@@ -74,6 +129,42 @@ class Executor:
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
+
+    def _send_after(self, call: Call[T], wait: Wait) -> T:
+        """Sends ``call`` after its wait: on one server in a pipeline behind the ``BLPOP``,
+        on a cluster (whose client has no pipeline for this) after it."""
+        if isinstance(self.client, RedisCluster):
+            self.client.blpop([wait.key], wait.seconds)
+            return self._send(call)
+        pool = self.client.connection_pool
+        connection = pool.get_connection()
+        try:
+            commands = connection.pack_commands(_waiting_commands(call, wait))  # type: ignore[no-untyped-call]
+            connection.send_packed_command(commands)  # type: ignore[no-untyped-call]
+            client_id = connection.read_response()
+            self._blocked.add(client_id)
+            try:
+                waited = _reply_or_error(
+                    lambda: connection.read_response(timeout=wait.seconds + WAIT_GRACE_SECONDS)
+                )
+            finally:
+                self._blocked.discard(client_id)
+            reply = _reply_or_error(connection.read_response)
+        finally:
+            pool.release(connection)
+        if _failed_after_wait(waited, reply):
+            return self._send(call)  # loads the library and sends the call now
+        return call.parse(reply)
+
+    def stop_waits(self) -> None:
+        """Ends the waits of this executor's calls now (``CLIENT UNBLOCK``): each call is
+        sent at once. A server that refuses (an ACL without ``CLIENT``) lets them run to
+        their end."""
+        try:
+            for client_id in list(self._blocked):
+                self.client.client_unblock(client_id)
+        except ResponseError:
+            pass
 
     def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
         """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""
@@ -104,6 +195,7 @@ class AsyncExecutor:
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
+        self._blocked: set[int] = set()  # ids of the connections waiting for a signal
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         """Sends ``call`` just before the next call to the namespace of ``prefix`` (see
@@ -127,6 +219,8 @@ class AsyncExecutor:
         """Sends ``call``; its parsed reply."""
         if self._first:
             await self._send_first(str(call.args[0]))
+        if call.wait is not None:
+            return await self._send_after(call, call.wait)
         return await self._send(call)
 
     async def _send_first(self, prefix: str) -> None:
@@ -156,6 +250,47 @@ class AsyncExecutor:
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
+
+    async def _send_after(self, call: Call[T], wait: Wait) -> T:
+        """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
+        if isinstance(self.client, AsyncRedisCluster):
+            with connection_errors():
+                await self.client.blpop([wait.key], wait.seconds)
+            return await self._send(call)
+        pool = self.client.connection_pool
+        with connection_errors():
+            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                await connection.send_packed_command(
+                    connection.pack_commands(_waiting_commands(call, wait))
+                )
+                client_id = await connection.read_response()
+                self._blocked.add(client_id)
+                try:
+                    # Bounded here: an explicit timeout of redis-py's read would give None
+                    # and leave the connection with a reply still to come.
+                    waited = await within(
+                        _async_reply_or_error(connection.read_response(timeout=math.inf)),
+                        wait.seconds + WAIT_GRACE_SECONDS,
+                    )
+                except asyncio.TimeoutError:
+                    raise RedisTimeoutError("no answer to a waiting call") from None
+                finally:
+                    self._blocked.discard(client_id)
+                reply = await _async_reply_or_error(connection.read_response())
+            finally:
+                await pool.release(connection)
+        if _failed_after_wait(waited, reply):
+            return await self._send(call)  # loads the library and sends the call now
+        return call.parse(reply)
+
+    async def stop_waits(self) -> None:
+        """Ends the waits of this executor's calls now (see :meth:`Executor.stop_waits`)."""
+        try:
+            for client_id in list(self._blocked):
+                await self.client.client_unblock(client_id)
+        except ResponseError:
+            pass
 
     async def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
         """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""

@@ -109,16 +109,31 @@ class FairQueue(Closing):
         steal_targets: Sequence[str] | None = None,
         worker_id: str | None = None,
         lease_seconds: float | None = None,
+        *,
+        wait: float | None = None,
     ) -> list[LeasedTask]:
         """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready.
 
+        With ``wait`` (seconds), it first waits until a tenant may be served, at most that
+        long, then pops: at once if one may be served already. On one server the pop is
+        queued behind the wait, so it runs the moment work arrives. It may still return []
+        before ``wait`` has passed, when another worker took the work first; and
+        :meth:`stop_waiting` ends the wait early.
+
         A task whose stored record cannot be read is failed (its error names the field)
         instead of being returned; the others are."""
-        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        call = self.ops.pop(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
+        )
         leased = self.executor.execute(call)
         for unreadable in leased.unreadable:
             self.executor.execute(self.ops.fail_unreadable(unreadable))
         return leased
+
+    def stop_waiting(self) -> None:
+        """Ends the waits of the pops of this client's connection pool now (from another
+        thread): each pops at once (see :meth:`pop`'s ``wait``)."""
+        self.executor.stop_waits()
 
     def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
@@ -367,14 +382,23 @@ class AsyncFairQueue(AsyncClosing):
         steal_targets: Sequence[str] | None = None,
         worker_id: str | None = None,
         lease_seconds: float | None = None,
+        *,
+        wait: float | None = None,
     ) -> list[LeasedTask]:
         """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready
-        (see :meth:`FairQueue.pop`)."""
-        call = self.ops.pop(count, assigned_users, steal_targets, worker_id, lease_seconds)
+        (see :meth:`FairQueue.pop`, and for ``wait``)."""
+        call = self.ops.pop(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
+        )
         leased = await self.executor.execute(call)
         for unreadable in leased.unreadable:
             await self.executor.execute(self.ops.fail_unreadable(unreadable))
         return leased
+
+    async def stop_waiting(self) -> None:
+        """Ends the waits of the pops of this client's connection pool now: each pops at
+        once (see :meth:`FairQueue.pop`'s ``wait``)."""
+        await self.executor.stop_waits()
 
     async def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""

@@ -23,6 +23,7 @@ from fairque.engine.calls import (
     MICROS,
     Arg,
     Call,
+    Wait,
     decode,
     default_worker_id,
     encode,
@@ -72,6 +73,8 @@ from fairque.queue.models import (
 T = TypeVar("T")
 
 MAX_TENANTS_PER_POP = 1_000
+MAX_POP_WAIT = 3_600.0  # seconds a pop may wait for work
+MIN_POP_WAIT = 0.001  # BLPOP's resolution: a shorter wait would be read as "for ever"
 STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua reads them
 _POP_ROW = 13
 
@@ -285,12 +288,18 @@ class QueueOps:
         steal_targets: Sequence[str] | None = None,
         worker_id: str | None = None,
         lease_seconds: float | None = None,
+        *,
+        wait: float | None = None,
     ) -> Call[Leased]:
-        """Leases up to ``count`` tasks by the fair policy (see :class:`Leased`)."""
+        """Leases up to ``count`` tasks by the fair policy (see :class:`Leased`); with
+        ``wait``, once a tenant may be served or ``wait`` seconds have passed (the
+        namespace's ``wakeups`` token, see ``include/ready.lua``)."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
             raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
         if lease_seconds is not None:
             _check_positive(lease_seconds, "lease_seconds", MAX_TIMEOUT_SECONDS)
+        if wait is not None:
+            _check_positive(wait, "wait", MAX_POP_WAIT)
         try:
             worker = check_identifier(default_worker_id() if worker_id is None else worker_id)
         except ValueError as exc:
@@ -306,7 +315,10 @@ class QueueOps:
             assigned = _tenant_list(assigned_users, "assigned_users")
             steal = _tenant_list(steal_targets, "steal_targets")
             args += (1, len(assigned), *assigned, len(steal), *steal)
-        return self.namespace.call("queue/pop", args, _parse_leased)
+        call = self.namespace.call("queue/pop", args, _parse_leased)
+        if wait is None:
+            return call
+        return call.after(Wait(self.namespace.key("wakeups"), max(wait, MIN_POP_WAIT)))
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> Call[None]:
         """Registers (or keeps registered) a live worker for ``ttl`` seconds."""

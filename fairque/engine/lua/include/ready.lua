@@ -88,10 +88,23 @@ local function shares_row(tenant)
     ready, in_ring, opens}
 end
 
--- Idle workers wait on `wake` (sharded pub/sub: on a cluster the message stays within
--- the shard of the namespace); it is published only when a tenant may be served.
+-- K.wakeups holds one token while a tenant may be served, none otherwise. A worker on
+-- one server waits in BLPOP on it with its pop pipelined behind (FairQueue.pop's
+-- `wait`): the pop runs as soon as the token comes, with no round trip after the
+-- wake-up. A pop takes the token away or passes it on (see pop.lua), so waiting workers
+-- wake one after another while work is left, and at most one wake-up finds nothing.
+local function signal_ready()
+  if redis.call('LLEN', K.wakeups) == 0 then redis.call('RPUSH', K.wakeups, 1) end
+end
+
+-- Idle workers wait on the token above, or on `wake` (sharded pub/sub: on a cluster the
+-- message stays within the shard of the namespace); both are given only when a tenant
+-- may be served.
 local function wake_workers(tenants)
-  if tenants > 0 then redis.call('SPUBLISH', PREFIX .. 'wake', tenants) end
+  if tenants > 0 then
+    redis.call('SPUBLISH', PREFIX .. 'wake', tenants)
+    signal_ready()
+  end
 end
 
 -- Writes the queued ids, the ready entries, and the ring for tenants that came back

@@ -2,7 +2,7 @@
 -- CANCELED. Its dependents can never run, so they are canceled too, with the reason
 -- recorded, and the dependency sets are cleaned in both directions (seed 000, design
 -- section 7).
--- KEYS: ring ready scheduled stats clock state:deferred state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants
+-- KEYS: ring ready scheduled stats clock state:deferred state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- Returns the state the record was in; only the three above are canceled.

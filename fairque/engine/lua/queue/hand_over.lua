@@ -2,7 +2,7 @@
 -- deployment's). Each goes back without counting an attempt, due again after `delay`, so
 -- that a worker that serves its function takes it; when no live worker has served it for
 -- `grace`, it fails for good ("no live worker serves NAME") instead of waiting forever.
--- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants
+-- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows {id, lease token}

@@ -3,7 +3,7 @@
 -- Round robin is simulated inside the call on the tenants it can reach (the first
 -- `count` of the ring, or the named ones), then written back once: the result is the
 -- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants
+-- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
@@ -234,4 +234,7 @@ if #gone > 0 then
     if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end
   end
 end
+-- The wake-up token follows the ring: kept (or given) while a tenant may be served, so
+-- the next waiting worker wakes; taken away once none may.
+if redis.call('EXISTS', K.ring) == 1 then signal_ready() else redis.call('DEL', K.wakeups) end
 return flush(now, leased)

@@ -1,0 +1,123 @@
+"""A pop that waits for work (``pop(wait=...)``): the wake-up token it blocks on, and
+what it returns, on every engine (a cluster client sends the wait, then the pop)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
+
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task
+from tests.conftest import namespace_keys, until, wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def token(queue: FairQueue) -> int:
+    """How many wake-up tokens the namespace holds (0 or 1)."""
+    return int(queue.redis.llen(queue.namespace.key("wakeups")))
+
+
+def blocked(queue: FairQueue) -> bool:
+    """True once a client waits on the server (on a cluster, on any node)."""
+    if isinstance(queue.redis, RedisCluster):
+        infos = queue.redis.info("clients", target_nodes=RedisCluster.PRIMARIES)
+        return any(info["blocked_clients"] for info in infos.values())
+    return bool(queue.redis.info("clients")["blocked_clients"])
+
+
+def test_the_token_follows_whether_a_tenant_may_be_served(queue: FairQueue) -> None:
+    assert token(queue) == 0
+    queue.set_tenant("held", paused=True)
+    queue.push(Task(user_id="held", payload=0))
+    assert token(queue) == 0  # nobody may serve it: no wake-up
+    queue.push_many([Task(user_id=f"u{i}", payload=i) for i in range(3)])
+    queue.push(Task(user_id="u0", payload=3))
+    assert token(queue) == 1  # one token however many pushes
+    assert len(queue.pop(count=2)) == 2
+    assert token(queue) == 1  # work is left: passed on to the next waiting worker
+    assert len(queue.pop(count=10)) == 2
+    assert token(queue) == 0  # the ring is empty: no wake-up would find work
+    queue.set_tenant("held", paused=False)
+    assert token(queue) == 1
+
+
+def test_a_pop_that_waits_returns_at_once_when_work_is_ready(queue: FairQueue) -> None:
+    queue.push(Task(user_id="u", payload="ready"))
+    started = time.monotonic()
+    [leased] = queue.pop(wait=30)
+    assert leased.payload == "ready"
+    assert time.monotonic() - started < 10  # far below the wait
+    assert token(queue) == 0
+
+
+def test_a_pop_that_waits_gets_what_is_pushed_meanwhile(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    consumer, producer = make_queue(), make_queue()
+    got: list[list[LeasedTask]] = []
+    waiting = threading.Thread(target=lambda: got.append(consumer.pop(count=5, wait=30)))
+    waiting.start()
+    wait_for(lambda: blocked(producer))
+    producer.push_many([Task(user_id="a", payload=1), Task(user_id="b", payload=2)])
+    waiting.join(timeout=20)
+    assert not waiting.is_alive()
+    assert sorted(task.payload for task in got[0]) == [1, 2]
+
+
+def test_a_pop_that_waits_for_nothing_returns_empty_after_its_wait(queue: FairQueue) -> None:
+    before = namespace_keys(queue.redis, queue.namespace.name)
+    started = time.monotonic()
+    assert queue.pop(count=3, wait=0.2) == []
+    assert time.monotonic() - started >= 0.15
+    assert namespace_keys(queue.redis, queue.namespace.name) == before
+
+
+def test_stop_waiting_ends_a_wait_at_once(make_queue: Callable[..., FairQueue]) -> None:
+    consumer, other = make_queue(), make_queue()
+    if isinstance(consumer.redis, RedisCluster):
+        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
+    got: list[list[LeasedTask]] = []
+    waiting = threading.Thread(target=lambda: got.append(consumer.pop(wait=60)))
+    waiting.start()
+    wait_for(lambda: blocked(other))
+    consumer.stop_waiting()
+    waiting.join(timeout=10)
+    assert got == [[]]
+
+
+@pytest.mark.parametrize("wait", [0, -1, 3601, math.nan])
+def test_a_wait_out_of_bounds_is_refused(queue: FairQueue, wait: float) -> None:
+    queue.push(Task(user_id="u"))
+    with pytest.raises(InvalidInput, match="wait"):
+        queue.pop(wait=wait)
+    assert queue.stats().tenants["u"].queued == 1
+
+
+def test_a_waiting_pop_loads_its_script_where_the_server_lost_it(queue: FairQueue) -> None:
+    queue.push(Task(user_id="u", payload="x"))
+    queue.redis.function_flush()  # on a cluster, redis-py sends it to every primary
+    [leased] = queue.pop(wait=5)
+    assert leased.payload == "x"
+
+
+async def test_the_async_client_waits_and_stops_waiting(aqueue: AsyncFairQueue) -> None:
+    if isinstance(aqueue.redis, AsyncRedisCluster):
+        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
+    waiting = asyncio.create_task(aqueue.pop(wait=60))
+
+    async def blocked_now() -> bool:
+        return bool((await aqueue.redis.info("clients"))["blocked_clients"])
+
+    await until(blocked_now)
+    await aqueue.stop_waiting()
+    assert await asyncio.wait_for(waiting, 10) == []
+    await aqueue.push(Task(user_id="u", payload=7))
+    [leased] = await aqueue.pop(wait=60)
+    assert leased.payload == 7
