@@ -51,7 +51,8 @@ def workers(url: str, namespace: str, count: int, concurrency: int) -> Iterator[
 
 
 def listeners(queue: FairQueue) -> int:
-    return int(queue.redis.pubsub_shardnumsub(queue.namespace.wake_channel)[0][1])
+    """Workers waiting for work: blocked in their pop (the benchmark's server is its own)."""
+    return sum(client["cmd"] == "blpop" for client in queue.redis.client_list())
 
 
 def wait(probe: object, timeout: float) -> None:

@@ -186,13 +186,16 @@ def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
     return {key: client.dump(key) or b"" for key in keys if key not in skipped}
 
 
-def wake_listeners(queue: FairQueue) -> int:
-    """Workers subscribed to the queue's wake channel (asked where the channel lives)."""
+def waiting_workers(queue: FairQueue) -> int:
+    """Workers waiting for work: subscribed to the queue's wake channel (asked where the
+    channel lives), or, on one server, blocked in a pop (one test's workers run at a time
+    on a server, so every blocked client is one of them)."""
     channel = queue.namespace.wake_channel
     if isinstance(queue.redis, RedisCluster):
         node = queue.redis.get_node_from_key(channel)  # type: ignore[no-untyped-call]
         return int(queue.redis.pubsub_shardnumsub(channel, target_nodes=node)[0][1])
-    return int(queue.redis.pubsub_shardnumsub(channel)[0][1])
+    subscribed = int(queue.redis.pubsub_shardnumsub(channel)[0][1])
+    return subscribed + sum(client["cmd"] == "blpop" for client in queue.redis.client_list())
 
 
 def wait_for(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:

@@ -295,15 +295,16 @@ async def test_an_idle_worker_wakes_on_push(
             await pusher.redis.initialize()
             node = pusher.redis.get_node_from_key(channel)
             subscribers = await pusher.redis.pubsub_shardnumsub(channel, target_nodes=node)
-        else:
-            subscribers = await pusher.redis.pubsub_shardnumsub(channel)
-        return bool(subscribers[0][1])
+            return bool(subscribers[0][1])
+        # One server: the worker waits in its pop, blocked on the wakeups token.
+        return bool((await pusher.redis.info("clients"))["blocked_clients"])
 
     await until(listening)
     await pusher.push(add.build(user_id="u", args=[1, 2]))
     await until(lambda: finished(pusher, 1), timeout=5)  # far less than the 60 s poll
+    await until(listening)  # idle again, for 60 s: the stop must end that wait
     worker.stop()
-    await run
+    await asyncio.wait_for(run, 10)
 
 
 async def test_assigned_users_only(

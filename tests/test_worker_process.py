@@ -16,7 +16,7 @@ import pytest
 
 from fairque import FairQueue, Task, TaskState
 from fairque.engine.embedded import LocalServer
-from tests.conftest import StartCli, wait_for, wake_listeners
+from tests.conftest import StartCli, wait_for, waiting_workers
 
 TASKS = '''
 import asyncio
@@ -126,7 +126,7 @@ def test_several_worker_processes_run_each_task_once(
     tasks = [Task(user_id=f"u{i % 5}", name="record", payload={"args": [str(out), i]})
              for i in range(120)]  # fmt: skip
     workers = [start_worker(WORKER_ID=f"proc-{n}") for n in range(3)]
-    wait_for(lambda: wake_listeners(queue) == 3, timeout=30)
+    wait_for(lambda: waiting_workers(queue) == 3, timeout=30)
     queue.push_many(tasks)
     wait_for(lambda: queue.stats().counters.get("finished") == 120, timeout=30)
     assert sorted(int(line) for line in out.read_text().split()) == list(range(120))
@@ -180,7 +180,7 @@ def test_processes_run_one_worker_each_and_stop_together(
 ) -> None:
     out = tmp_path / "ran.txt"
     parent = start_worker("--processes", "2", WORKER_ID="pool")
-    wait_for(lambda: wake_listeners(queue) == 2, timeout=60)
+    wait_for(lambda: waiting_workers(queue) == 2, timeout=60)
     ids = queue.push_many([Task(user_id="u", name="record", payload={"args": [str(out), i]},
                                 keep_result=True) for i in range(40)])  # fmt: skip
     wait_for(lambda: queue.stats().counters.get("finished") == 40, timeout=30)
@@ -192,7 +192,7 @@ def test_processes_run_one_worker_each_and_stop_together(
     assert ran_on <= {"pool-1", "pool-2"}
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(timeout=30) == 0
-    wait_for(lambda: wake_listeners(queue) == 0, timeout=10)
+    wait_for(lambda: waiting_workers(queue) == 0, timeout=10)
 
 
 def test_a_sync_task_past_its_timeout_on_a_thread_never_runs_twice_at_once(

@@ -3,8 +3,11 @@
 One asyncio loop fetches as many tasks as it has free slots (``concurrency``), runs async
 functions on the loop and sync ones on threads or in task processes (``sync_runner``, see
 :mod:`fairque.worker.sync_runners`), extends the leases of running tasks (heartbeat),
-fails a task that outlives its timeout, and, when idle, waits on the namespace's wake
-channel so a new task is picked up at once rather than at the next poll. Successes are
+fails a task that outlives its timeout, and, when idle, waits for work so a new task is
+picked up at once rather than at the next poll: a worker of one namespace on one server
+waits in its pop (``pop(wait=...)``), which the server runs the moment work arrives; one
+of a cluster or of a sharded queue, or one that names its tenants, waits on the
+namespace's wake channel, then pops. Successes are
 acknowledged in batches (one ``finish_many`` carries every task that finished while the
 previous one was in flight), so a round trip per task does not cap throughput. On stop
 (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for ``grace_seconds``,
@@ -30,7 +33,7 @@ from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.queue.client import MAINTENANCE_ROUNDS
+from fairque.queue.client import MAINTENANCE_ROUNDS, AsyncFairQueue
 from fairque.queue.models import LeasedTask, WorkerInfo
 from fairque.queue.protocol import AsyncQueue, Queue
 from fairque.queue.sharded import open_async_queue, open_queue
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("fairque.worker")
 
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+MIN_IDLE_WAIT_SECONDS = 0.005  # an idle pop waits at least this long: no busy loop
 LAST_ACKS_SECONDS = 1.0  # after a stop without grace, pending acknowledgements get this long
 
 
@@ -116,12 +120,17 @@ class Worker:
         self.handed_back = 0  # unfinished tasks released at the stop
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
+        self._idle_pops = False  # the last pop found nothing: the next one waits for work
+        self._waiting: AsyncFairQueue | None = None  # the queue of the pop waiting now
+        self._stop_wait: asyncio.Future[None] | None = None  # stop() ending that wait
 
     def stop(self, now: bool = False) -> None:
         """Asks the worker to stop (from the worker's event loop): it fetches no more and
         gives running tasks ``grace_seconds`` to finish, or none with ``now``."""
         self._stopping.set()
         self._slot_freed.set()  # a fetch loop waiting for a free slot must notice the stop
+        if self._waiting is not None:  # an idle pop: it pops now, then the loop sees the stop
+            self._stop_wait = asyncio.ensure_future(self._waiting.stop_waiting())
         if now:
             self._now.set()
 
@@ -166,13 +175,26 @@ class Worker:
                 loop.remove_signal_handler(signum)
             await self._sync.close()
 
+    def _waits_in_pop(self, queue: AsyncQueue) -> bool:
+        """True when the idle wait can be the pop's own: one namespace on one server, and
+        no named tenants (a worker that cannot take the work a wake-up announces would
+        wake again at once, for ever)."""
+        return (
+            isinstance(queue, AsyncFairQueue)
+            and not isinstance(queue.executor.client, RedisCluster)
+            and self.config.assigned_users is None
+            and self.config.steal_targets is None
+        )
+
     async def _serve(self, queue: AsyncQueue) -> None:
         config = self.config
-        wake = await self._subscribe_when_reachable(queue)
-        if wake is None:  # stopped before the server could be reached
-            if self._queue is None:
-                await queue.close()
-            return
+        wake: PubSub | None = None
+        if not self._waits_in_pop(queue):
+            wake = await self._subscribe_when_reachable(queue)
+            if wake is None:  # stopped before the server could be reached
+                if self._queue is None:
+                    await queue.close()
+                return
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
@@ -197,7 +219,10 @@ class Worker:
             if self._acks:
                 log.warning("%d result(s) not acknowledged; those tasks will run again after "
                             "their lease", len(self._acks))  # fmt: skip
-            await wake.aclose()  # type: ignore[no-untyped-call]
+            if wake is not None:
+                await wake.aclose()  # type: ignore[no-untyped-call]
+            if self._stop_wait is not None:  # its error, if any, was the outage's: said already
+                await asyncio.gather(self._stop_wait, return_exceptions=True)
             if self._queue is None:
                 await queue.close()
             if self._sync_queue is not None:
@@ -219,12 +244,14 @@ class Worker:
                 await self._pause(delay)
         return None
 
-    async def _fetch(self, queue: AsyncQueue, wake: PubSub) -> None:
+    async def _fetch(self, queue: AsyncQueue, wake: PubSub | None) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
             await self._fetch_or_back_off(queue, wake, backoff)
 
-    async def _fetch_or_back_off(self, queue: AsyncQueue, wake: PubSub, backoff: Backoff) -> None:
+    async def _fetch_or_back_off(
+        self, queue: AsyncQueue, wake: PubSub | None, backoff: Backoff
+    ) -> None:
         try:
             await self._fetch_once(queue, wake)
             backoff.reset()
@@ -234,19 +261,22 @@ class Worker:
             log.warning("server unreachable (%s); trying again in %.1f s", exc, delay)
             await self._pause(delay)
 
-    async def _fetch_once(self, queue: AsyncQueue, wake: PubSub) -> None:
+    async def _fetch_once(self, queue: AsyncQueue, wake: PubSub | None) -> None:
         free = self.config.concurrency - len(self._running)
         if free <= 0:
             self._slot_freed.clear()
             await self._slot_freed.wait()
             return
-        leased = await queue.pop(
-            count=free,
-            assigned_users=self.config.assigned_users,
-            steal_targets=self.config.steal_targets,
-            worker_id=self.config.id,
-            lease_seconds=self.config.lease_seconds,
-        )
+        if self._idle_pops and isinstance(queue, AsyncFairQueue):
+            leased = await self._pop_when_ready(queue, free)
+        else:
+            leased = await queue.pop(
+                count=free,
+                assigned_users=self.config.assigned_users,
+                steal_targets=self.config.steal_targets,
+                worker_id=self.config.id,
+                lease_seconds=self.config.lease_seconds,
+            )
         foreign = [task for task in leased if self.functions.get(task.name) is None]
         if foreign:  # another deployment's tasks: back, for a worker that has them
             await queue.hand_over(
@@ -255,24 +285,50 @@ class Worker:
         for task in leased:
             if self.functions.get(task.name) is not None:
                 self._start(queue, task)
-        if not leased:
+        self._idle_pops = not leased and wake is None
+        if not leased and wake is not None:
             await self._idle(queue, wake)
-        else:  # the tasks just leased start before the next pop is built and sent
+        elif leased:  # the tasks just leased start before the next pop is built and sent
             await asyncio.sleep(0)
 
     async def _pause(self, seconds: float) -> None:
         """Waits ``seconds``, or less if the worker is asked to stop."""
         await wait_event(self._stopping, seconds)
 
+    async def _idle_seconds(self, queue: AsyncQueue) -> float:
+        """How long an idle worker waits before it pops anyway: the poll interval, or less
+        if a scheduled task (a delay or a retry backoff) or a lease expiry is due sooner."""
+        due = await queue.next_due()
+        return (
+            self.config.poll_interval_seconds
+            if due is None
+            else min(self.config.poll_interval_seconds, due)
+        )
+
+    async def _pop_when_ready(self, queue: AsyncFairQueue, free: int) -> list[LeasedTask]:
+        """The pop of an idle worker: it waits in the server until work arrives (see
+        :meth:`AsyncFairQueue.pop`), and :meth:`stop` ends the wait."""
+        wait = await self._idle_seconds(queue)
+        if self._stopping.is_set():
+            return []
+        # A stop that comes before the server has the wait cannot end it: the wait then
+        # runs its course, the poll interval at most.
+        self._waiting = queue
+        try:
+            return await queue.pop(
+                count=free,
+                worker_id=self.config.id,
+                lease_seconds=self.config.lease_seconds,
+                wait=max(wait, MIN_IDLE_WAIT_SECONDS),
+            )
+        finally:
+            self._waiting = None
+
     async def _idle(self, queue: AsyncQueue, wake: PubSub) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
         or a retry backoff) or lease expiry, or a stop, whichever comes first."""
         loop = asyncio.get_running_loop()
-        wait = self.config.poll_interval_seconds
-        due = await queue.next_due()
-        if due is not None:
-            wait = min(wait, due)
-        deadline = loop.time() + wait
+        deadline = loop.time() + await self._idle_seconds(queue)
         while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
             if await _wake_message(wake, min(left, WAKE_CHECK_SECONDS)):
                 while await _wake_message(wake, 0):
