@@ -164,6 +164,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("get_record", ("t1",), {}),
         ("result", ("t1", 5.0), {}),
         ("stats", (), {}),
+        ("stats", (0,), {}),
         ("busiest_tenants", (20, 10), {}),
         ("tenant_stats", ("alice",), {}),
         ("reap", (50,), {}),

@@ -94,7 +94,7 @@ def test_every_shard_is_asked_first_in_turn() -> None:
 def test_stats_and_due_times_add_up() -> None:
     one = QueueStats({TaskState.QUEUED: 1}, {"pushed": 2}, {"a": TenantStats(queued=1)})
     two = QueueStats({TaskState.QUEUED: 3}, {"pushed": 4}, {"a": TenantStats(pushed=5)})
-    merged = merge_stats([one, two])
+    merged = merge_stats([one, two], 20)
     assert (merged.states, merged.counters) == ({TaskState.QUEUED: 4}, {"pushed": 6})
     assert merged.tenants == {"a": TenantStats(queued=1, pushed=5)}
     assert soonest([None, 2.0, 1.0]) == 1.0

@@ -72,6 +72,28 @@ def test_stats_hold_the_busiest_tenants_and_the_sums_over_all(queue: FairQueue) 
     assert stats.tenants["tenant-24"] == TenantStats(queued=25, pushed=25)
 
 
+def test_stats_read_as_many_tenants_fairness_figures_as_asked(queue: FairQueue) -> None:
+    queue.push_many([Task(user_id=f"t{n}") for n in range(4) for _ in range(n + 1)])
+    assert len(queue.pop(count=10)) == 10
+    full, two, polled = (queue.stats(fairness_top=top) for top in (20, 2, 0))
+    assert full.fairness is not None
+    assert two.fairness is not None
+    assert polled.fairness is not None  # what an overview that polls reads: no tenants
+    assert [one.tenant for one in full.fairness.tenants] == ["t3", "t2", "t1", "t0"]
+    assert [one.tenant for one in two.fairness.tenants] == ["t3", "t2"]
+    assert polled.fairness.tenants == []
+    assert polled.fairness.starts == full.fairness.starts == 10
+    assert sum(minute.starts for minute in polled.fairness.history) == 10  # the chart's
+    assert polled.fairness.other_starts == 10
+    assert (polled.states, polled.counters) == (full.states, full.counters)
+
+
+@pytest.mark.parametrize("top", [-1, 101, True, 1.5])
+def test_stats_refuse_a_fairness_top_out_of_bounds(queue: FairQueue, top: int) -> None:
+    with pytest.raises(InvalidInput, match="fairness_top"):
+        queue.stats(fairness_top=top)
+
+
 def test_busiest_tenants_page_through_every_tenant_busiest_first(queue: FairQueue) -> None:
     queue.push_many([Task(user_id=f"t{n}") for n in range(7) for _ in range(n + 1)])
     rows = _all_pages(queue, 3)

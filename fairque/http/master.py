@@ -296,7 +296,7 @@ async def list_constraints(master: NamedDependency[Master]) -> list[ConstraintSt
 
 @get("/overview", summary="Jobs per state, counters, workers")
 async def overview(master: NamedDependency[Master]) -> Overview:
-    stats = await master.queue.stats()
+    stats = await master.queue.stats(fairness_top=0)  # polled: no per-tenant fairness
     states = {state.value: count for state, count in stats.states.items()}
     return Overview(states, stats.counters, master.dispatcher.statuses())
 

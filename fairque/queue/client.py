@@ -33,7 +33,7 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
-from fairque.queue.ops import QueueOps, ResultWait
+from fairque.queue.ops import STATS_FAIRNESS_TOP, QueueOps, ResultWait
 
 T = TypeVar("T")
 MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
@@ -222,9 +222,11 @@ class FairQueue(Closing):
                     return settled.result
                 listener.wait_for(task_id, wait.next_wait())
 
-    def stats(self) -> QueueStats:
-        """Tasks per state, lifetime counters and the busiest tenants' figures."""
-        return self.executor.execute(self.ops.stats())
+    def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> QueueStats:
+        """Tasks per state, lifetime counters and the busiest tenants' figures, with the
+        fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
+        costs most, for an overview that polls)."""
+        return self.executor.execute(self.ops.stats(fairness_top))
 
     def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""
@@ -480,9 +482,10 @@ class AsyncFairQueue(AsyncClosing):
                     return settled.result
                 await listener.wait_for(task_id, wait.next_wait())
 
-    async def stats(self) -> QueueStats:
-        """Tasks per state, lifetime counters and the busiest tenants' figures."""
-        return await self.executor.execute(self.ops.stats())
+    async def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> QueueStats:
+        """Tasks per state, lifetime counters and the busiest tenants' figures (see
+        :meth:`FairQueue.stats` for ``fairness_top``)."""
+        return await self.executor.execute(self.ops.stats(fairness_top))
 
     async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""

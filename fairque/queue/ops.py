@@ -76,6 +76,7 @@ MAX_TENANTS_PER_POP = 1_000
 MAX_POP_WAIT = 3_600.0  # seconds a pop may wait for work
 MIN_POP_WAIT = 0.001  # BLPOP's resolution: a shorter wait would be read as "for ever"
 STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua reads them
+MAX_FAIRNESS_TOP = 100  # tenants whose fairness figures one call reads
 _POP_ROW = 13
 
 
@@ -481,9 +482,13 @@ class QueueOps:
         """Reads a record of any kind; parses to None when there is no such record."""
         return records.get(self.namespace, record_id)
 
-    def stats(self) -> Call[QueueStats]:
-        """Counts per state, counters, and the busiest tenants' figures (O(1) in tenants)."""
-        return self.namespace.call("namespace/stats", (STATS_TENANTS,), _parse_stats)
+    def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> Call[QueueStats]:
+        """Counts per state, counters, and the busiest tenants' figures (O(1) in tenants),
+        with the fairness figures of the ``fairness_top`` busiest (0 to 100)."""
+        top = fairness_top
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_FAIRNESS_TOP:
+            raise InvalidInput("fairness_top", f"must be a whole number from 0 to 100, got {top!r}")
+        return self.namespace.call("namespace/stats", (STATS_TENANTS, fairness_top), _parse_stats)
 
     def busiest_tenants(self, cursor: int = 0, count: int = 50) -> Call[TenantStatsPage]:
         """A page of the tenants with ready tasks, the busiest first; pass the cursor back
@@ -551,7 +556,7 @@ class QueueOps:
         ``top`` (1 to 100) busiest tenants with their waits and shares."""
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 10:
             raise InvalidInput("minutes", f"must be a whole number from 1 to 10, got {minutes!r}")
-        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 100:
+        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_FAIRNESS_TOP:
             raise InvalidInput("top", f"must be a whole number from 1 to 100, got {top!r}")
         return self.namespace.call("namespace/fairness", (minutes, top), _fairness_of(minutes))
 

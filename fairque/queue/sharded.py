@@ -145,7 +145,7 @@ def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
     )  # fmt: skip
 
 
-def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
+def merge_stats(parts: Sequence[QueueStats], fairness_top: int) -> QueueStats:
     """The stats of all shards summed (a tenant's figures add up if it moved shards)."""
     states: dict[TaskState, int] = {}
     counters: dict[str, int] = {}
@@ -174,7 +174,7 @@ def merge_stats(parts: Sequence[QueueStats]) -> QueueStats:
         counters=counters,
         tenants=dict(busiest[:STATS_TENANTS]),
         maintenance=maintenance,
-        fairness=merge_fairness(views, STATS_FAIRNESS_TOP) if views else None,
+        fairness=merge_fairness(views, fairness_top) if views else None,
         all_tenants=all_tenants,
         tenants_with_ready=sum(part.tenants_with_ready for part in parts),
     )
@@ -380,9 +380,9 @@ class ShardedQueue(Closing):
         """Waits for the task on the shard that holds it; see :meth:`FairQueue.result`."""
         return self._holding(task_id).result(task_id, timeout)
 
-    def stats(self) -> QueueStats:
+    def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> QueueStats:
         """The shards' stats summed."""
-        return merge_stats([shard.stats() for shard in self.shards])
+        return merge_stats([shard.stats(fairness_top) for shard in self.shards], fairness_top)
 
     def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, shard after shard, each shard's busiest
@@ -650,9 +650,10 @@ class AsyncShardedQueue(AsyncClosing):
         """Waits for the task on the shard that holds it; see :meth:`FairQueue.result`."""
         return await (await self._holding(task_id)).result(task_id, timeout)
 
-    async def stats(self) -> QueueStats:
+    async def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> QueueStats:
         """The shards' stats summed."""
-        return merge_stats(await asyncio.gather(*(shard.stats() for shard in self.shards)))
+        parts = await asyncio.gather(*(shard.stats(fairness_top) for shard in self.shards))
+        return merge_stats(parts, fairness_top)
 
     async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, shard after shard, each shard's busiest

@@ -117,8 +117,10 @@ local function read_figures(now, window, top)
     end
     total = total + row[2]
     history[#history + 1] = row
-    for _, tenant in ipairs(redis.call('ZRANGE', figures_key(m, 'starts'), 0, top - 1, 'REV')) do
-      if not seen[tenant] then seen[tenant] = true; candidates[#candidates + 1] = tenant end
+    if top > 0 then -- ZRANGE 0 -1 would read every tenant
+      for _, tenant in ipairs(redis.call('ZRANGE', figures_key(m, 'starts'), 0, top - 1, 'REV')) do
+        if not seen[tenant] then seen[tenant] = true; candidates[#candidates + 1] = tenant end
+      end
     end
   end
   local sums, by_minute = {}, {}

@@ -5,6 +5,8 @@
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] how many of the busiest tenants to return
+-- ARGV[3] how many of the busiest tenants' fairness figures to return (0 to 100; 0: the
+--   minutes' figures alone, which is what a polling overview needs)
 -- Returns {flat state/count list, flat counter/value list, rows of the busiest tenants
 -- (include/ready.lua tenant_stat_rows), flat field/value list of the maintenance hash (see
 -- namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
@@ -12,8 +14,11 @@
 -- how many tenants have ready tasks}.
 --@include figures
 
-local FAIRNESS_MINUTES, FAIRNESS_TOP = 5, 20
-local top = tonumber(ARGV[2])
+local FAIRNESS_MINUTES = 5
+local top, fairness_top = tonumber(ARGV[2]), tonumber(ARGV[3])
+if fairness_top == nil or fairness_top < 0 or fairness_top > 100 then
+  return redis.error_reply('INVALID fairness_top must be 0 to 100')
+end
 local now = clock_now()
 local fair_ready = tonumber(redis.call('GET', K['ready:total']) or '0')
 local queued = fair_ready
@@ -44,5 +49,5 @@ for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(TENANT_COU
   sums[#sums + 1] = tonumber(value) or 0
 end
 return {states, redis.call('HGETALL', K.stats), tenant_stat_rows(0, top - 1),
-  redis.call('HGETALL', K.maintenance), fairness_reply(now, FAIRNESS_MINUTES, FAIRNESS_TOP),
+  redis.call('HGETALL', K.maintenance), fairness_reply(now, FAIRNESS_MINUTES, fairness_top),
   sums, redis.call('ZCARD', K.ready)}
