@@ -121,3 +121,12 @@ async def test_the_async_client_waits_and_stops_waiting(aqueue: AsyncFairQueue) 
     await aqueue.push(Task(user_id="u", payload=7))
     [leased] = await aqueue.pop(wait=60)
     assert leased.payload == 7
+
+
+async def test_a_stop_ends_a_wait_that_the_server_has_not_seen_yet(aqueue: AsyncFairQueue) -> None:
+    if isinstance(aqueue.redis, AsyncRedisCluster):
+        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
+    waiting = asyncio.create_task(aqueue.pop(wait=60))
+    await asyncio.sleep(0)  # the pop starts and sends its pipeline; its reply is not read yet
+    await aqueue.stop_waiting()
+    assert await asyncio.wait_for(waiting, 10) == []

@@ -87,6 +87,7 @@ class Executor:
         self.client = client
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
         self._blocked: set[int] = set()  # ids of the connections waiting for a signal
+        self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         """Sends ``call`` just before the next call to the namespace of ``prefix`` (a
@@ -100,10 +101,11 @@ class Executor:
 
     def execute(self, call: Call[T]) -> T:
         """Sends ``call``; its parsed reply."""
+        stops = self._stops
         if self._first:
             self._send_first(str(call.args[0]))
         if call.wait is not None:
-            return self._send_after(call, call.wait)
+            return self._send_after(call, call.wait, stops)
         return self._send(call)
 
     def _send_first(self, prefix: str) -> None:
@@ -130,9 +132,11 @@ class Executor:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
 
-    def _send_after(self, call: Call[T], wait: Wait) -> T:
+    def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait: on one server in a pipeline behind the ``BLPOP``,
-        on a cluster (whose client has no pipeline for this) after it."""
+        on a cluster (whose client has no pipeline for this) after it. ``stops`` is the
+        count of :meth:`stop_waits` calls when the call began: one made since, before the
+        server had the wait, could not end it, so the wait ends itself."""
         if isinstance(self.client, RedisCluster):
             self.client.blpop([wait.key], wait.seconds)
             return self._send(call)
@@ -143,6 +147,8 @@ class Executor:
             connection.send_packed_command(commands)  # type: ignore[no-untyped-call]
             client_id = connection.read_response()
             self._blocked.add(client_id)
+            if self._stops != stops:
+                self._unblock([client_id])
             try:
                 waited = _reply_or_error(
                     lambda: connection.read_response(timeout=wait.seconds + WAIT_GRACE_SECONDS)
@@ -157,11 +163,15 @@ class Executor:
         return call.parse(reply)
 
     def stop_waits(self) -> None:
-        """Ends the waits of this executor's calls now (``CLIENT UNBLOCK``): each call is
-        sent at once. A server that refuses (an ACL without ``CLIENT``) lets them run to
-        their end."""
+        """Ends the waits of this executor's calls in progress now (``CLIENT UNBLOCK``):
+        each call is sent at once. A server that refuses (an ACL without ``CLIENT``) lets
+        them run to their end."""
+        self._stops += 1
+        self._unblock(list(self._blocked))
+
+    def _unblock(self, client_ids: list[int]) -> None:
         try:
-            for client_id in list(self._blocked):
+            for client_id in client_ids:
                 self.client.client_unblock(client_id)
         except ResponseError:
             pass
@@ -196,6 +206,7 @@ class AsyncExecutor:
         self.client = client
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
         self._blocked: set[int] = set()  # ids of the connections waiting for a signal
+        self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         """Sends ``call`` just before the next call to the namespace of ``prefix`` (see
@@ -217,10 +228,11 @@ class AsyncExecutor:
 
     async def execute(self, call: Call[T]) -> T:
         """Sends ``call``; its parsed reply."""
+        stops = self._stops  # before anything is awaited: a stop from then on ends the wait
         if self._first:
             await self._send_first(str(call.args[0]))
         if call.wait is not None:
-            return await self._send_after(call, call.wait)
+            return await self._send_after(call, call.wait, stops)
         return await self._send(call)
 
     async def _send_first(self, prefix: str) -> None:
@@ -251,7 +263,7 @@ class AsyncExecutor:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
 
-    async def _send_after(self, call: Call[T], wait: Wait) -> T:
+    async def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
         if isinstance(self.client, AsyncRedisCluster):
             with connection_errors():
@@ -266,6 +278,8 @@ class AsyncExecutor:
                 )
                 client_id = await connection.read_response()
                 self._blocked.add(client_id)
+                if self._stops != stops:
+                    await self._unblock([client_id])
                 try:
                     # Bounded here: an explicit timeout of redis-py's read would give None
                     # and leave the connection with a reply still to come.
@@ -285,9 +299,14 @@ class AsyncExecutor:
         return call.parse(reply)
 
     async def stop_waits(self) -> None:
-        """Ends the waits of this executor's calls now (see :meth:`Executor.stop_waits`)."""
+        """Ends the waits of this executor's calls in progress now (see
+        :meth:`Executor.stop_waits`)."""
+        self._stops += 1
+        await self._unblock(list(self._blocked))
+
+    async def _unblock(self, client_ids: list[int]) -> None:
         try:
-            for client_id in list(self._blocked):
+            for client_id in client_ids:
                 await self.client.client_unblock(client_id)
         except ResponseError:
             pass

@@ -311,8 +311,8 @@ class Worker:
         wait = await self._idle_seconds(queue)
         if self._stopping.is_set():
             return []
-        # A stop that comes before the server has the wait cannot end it: the wait then
-        # runs its course, the poll interval at most.
+        # From here nothing is awaited until the executor has noted how many stops it
+        # saw: a stop() from then on ends the wait, even before the server has it.
         self._waiting = queue
         try:
             return await queue.pop(
