@@ -276,8 +276,9 @@ class QueueOps:
         if len(rows) > 1:
             if len(set(ids)) != len(ids):
                 raise InvalidInput("task_id", "the same task_id appears twice in one push")
-            order = _dependency_order(ids, [row.depends_on for row in rows])
-            rows = [rows[index] for index in order]
+            if any(row.depends_on for row in rows):  # else the order given is the order
+                order = _dependency_order(ids, [row.depends_on for row in rows])
+                rows = [rows[index] for index in order]
         args: list[Arg] = [len(rows), pack([row.row for row in rows])]
         args.extend(row.payload for row in rows)
         return self.namespace.call("queue/push", args, lambda _reply: ids)
