@@ -285,11 +285,11 @@ class Worker:
         for task in leased:
             if self.functions.get(task.name) is not None:
                 self._start(queue, task)
-        self._idle_pops = not leased and wake is None
-        if not leased and wake is not None:
-            await self._idle(queue, wake)
-        elif leased:  # the tasks just leased start before the next pop is built and sent
+        self._idle_pops = not leased and wake is None  # then the next pop waits for work
+        if leased:  # the tasks just leased start before the next pop is built and sent
             await asyncio.sleep(0)
+        elif wake is not None:
+            await self._idle(queue, wake)
 
     async def _pause(self, seconds: float) -> None:
         """Waits ``seconds``, or less if the worker is asked to stop."""
