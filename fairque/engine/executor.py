@@ -147,9 +147,9 @@ class Executor:
             connection.send_packed_command(commands)  # type: ignore[no-untyped-call]
             client_id = connection.read_response()
             self._blocked.add(client_id)
-            if self._stops != stops:
-                self._unblock([client_id])
             try:
+                if self._stops != stops:
+                    self._unblock([client_id])
                 waited = _reply_or_error(
                     lambda: connection.read_response(timeout=wait.seconds + WAIT_GRACE_SECONDS)
                 )
@@ -278,9 +278,9 @@ class AsyncExecutor:
                 )
                 client_id = await connection.read_response()
                 self._blocked.add(client_id)
-                if self._stops != stops:
-                    await self._unblock([client_id])
                 try:
+                    if self._stops != stops:
+                        await self._unblock([client_id])
                     # Bounded here: an explicit timeout of redis-py's read would give None
                     # and leave the connection with a reply still to come.
                     waited = await within(
