@@ -10,11 +10,15 @@ import time
 from collections.abc import Callable
 
 import pytest
+import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task
-from tests.conftest import namespace_keys, until, wait_for
+from fairque.engine.embedded import LocalServer
+from tests.conftest import REDIS, namespace_keys, until, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -130,3 +134,79 @@ async def test_a_stop_ends_a_wait_that_the_server_has_not_seen_yet(aqueue: Async
     await asyncio.sleep(0)  # the pop starts and sends its pipeline; its reply is not read yet
     await aqueue.stop_waiting()
     assert await asyncio.wait_for(waiting, 10) == []
+
+
+@pytest.mark.parametrize("engine", ["valkey", "redis"])
+def test_a_wait_on_a_node_demoted_meanwhile_ends_as_an_outage(engine: str, namespace: str) -> None:
+    # A failover makes the node a replica, which ends every blocked client's wait
+    # (UNBLOCKED, or the connection closed): an outage the worker waits out, never a
+    # script's error.
+    if engine == "redis" and REDIS is None:
+        pytest.skip("no redis-server")
+    binary = REDIS if engine == "redis" else None
+    with LocalServer(binary) as own, LocalServer(binary) as other:
+        queue, admin = FairQueue(own.url, namespace), FairQueue(own.url, namespace)
+        raised: list[BaseException] = []
+
+        def pop() -> None:
+            try:
+                queue.pop(wait=30)
+            except BaseException as exc:  # what it raised is the point
+                raised.append(exc)
+
+        waiting = threading.Thread(target=pop)
+        waiting.start()
+        wait_for(lambda: blocked(admin))
+        admin.redis.replicaof("127.0.0.1", other.port)
+        waiting.join(timeout=10)
+        admin.redis.replicaof("NO", "ONE")
+        queue.close()
+        admin.close()
+    assert len(raised) == 1
+    assert isinstance(raised[0], ReadOnlyError | RedisConnectionError)
+
+
+def test_a_pop_behind_a_wait_that_failed_still_counts(queue: FairQueue) -> None:
+    # The wait is a signal: when it fails (here the token's key was overwritten), the pop
+    # behind it has run all the same, and what it leased is returned, not lost.
+    queue.push(Task(user_id="u", payload="kept"))
+    queue.redis.set(queue.namespace.key("wakeups"), "not a list")
+    [leased] = queue.pop(wait=1)
+    assert leased.payload == "kept"
+    assert queue.redis.exists(queue.namespace.key("wakeups")) == 0  # the ring is empty
+
+
+@pytest.mark.one_engine
+async def test_stop_waiting_without_the_right_to_unblock_lets_the_wait_run_out(
+    server: LocalServer, namespace: str
+) -> None:
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser("no-client", enabled=True, passwords=["+pw"], keys=["*"],
+                      channels=["*"], commands=["+@all", "-client"])  # fmt: skip
+    url = server.url.replace("redis://", "redis://no-client:pw@")
+    try:
+        sync_queue = FairQueue(url, namespace)
+        sync_queue.stop_waiting()  # nothing waits: nothing to do
+        started = time.monotonic()
+        got: list[list[LeasedTask]] = []
+        waiting = threading.Thread(target=lambda: got.append(sync_queue.pop(wait=0.3)))
+        waiting.start()
+        wait_for(lambda: bool(admin.info("clients")["blocked_clients"]))
+        sync_queue.stop_waiting()  # refused (NOPERM): the wait goes on to its end
+        waiting.join(timeout=10)
+        assert got == [[]]
+        assert time.monotonic() - started >= 0.25
+        sync_queue.close()
+        async_queue = AsyncFairQueue(url, namespace)
+        pending = asyncio.create_task(async_queue.pop(wait=0.3))
+
+        async def blocked_now() -> bool:
+            return bool(admin.info("clients")["blocked_clients"])
+
+        await until(blocked_now)
+        await async_queue.stop_waiting()
+        assert await asyncio.wait_for(pending, 10) == []
+        await async_queue.close()
+    finally:
+        admin.acl_deluser("no-client")
+        admin.close()

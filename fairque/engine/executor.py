@@ -19,7 +19,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError, ResponseError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.config import redis_url
@@ -66,13 +66,17 @@ async def _async_reply_or_error(read: Awaitable[Any]) -> Any:
         return exc
 
 
-def _failed_after_wait(waited: Any, reply: Any) -> bool:
-    """Raises what failed in a waiting pipeline; True if the server did not have the
-    script's function (send the call again, loading it)."""
-    if isinstance(waited, ResponseError):
-        if str(waited).startswith("UNBLOCKED"):  # this node became a replica (a failover)
-            raise ReadOnlyError(str(waited))
-        raise waited
+def _connection_ids(reply: Any) -> list[int]:
+    """The id of a waiting pipeline's connection, as a list: none where the ACL refuses
+    ``CLIENT`` (nothing can end that wait early then; it runs its course)."""
+    return [] if isinstance(reply, ResponseError) else [int(reply)]
+
+
+def _failed_after_wait(reply: Any) -> bool:
+    """Raises the error of a waiting pipeline's call; True if the server did not have the
+    script's function (send the call again, loading it). The call's reply decides, not
+    the wait's: a call that ran stands, however its wait ended (a node demoted in a
+    failover ends it with UNBLOCKED, then refuses the call with READONLY)."""
     if isinstance(reply, ResponseError):
         if replicated.function_missing(reply):
             return True
@@ -138,27 +142,27 @@ class Executor:
         count of :meth:`stop_waits` calls when the call began: one made since, before the
         server had the wait, could not end it, so the wait ends itself."""
         if isinstance(self.client, RedisCluster):
-            self.client.blpop([wait.key], wait.seconds)
-            return self._send(call)
+            _reply_or_error(lambda: self.client.blpop([wait.key], wait.seconds))
+            return self._send(call)  # the call decides, as in the pipeline
         pool = self.client.connection_pool
         connection = pool.get_connection()
         try:
             commands = connection.pack_commands(_waiting_commands(call, wait))  # type: ignore[no-untyped-call]
             connection.send_packed_command(commands)  # type: ignore[no-untyped-call]
-            client_id = connection.read_response()
-            self._blocked.add(client_id)
+            ids = _connection_ids(_reply_or_error(connection.read_response))
+            self._blocked.update(ids)
             try:
                 if self._stops != stops:
-                    self._unblock([client_id])
-                waited = _reply_or_error(
+                    self._unblock(ids)
+                _reply_or_error(
                     lambda: connection.read_response(timeout=wait.seconds + WAIT_GRACE_SECONDS)
                 )
             finally:
-                self._blocked.discard(client_id)
+                self._blocked.difference_update(ids)
             reply = _reply_or_error(connection.read_response)
         finally:
             pool.release(connection)
-        if _failed_after_wait(waited, reply):
+        if _failed_after_wait(reply):
             return self._send(call)  # loads the library and sends the call now
         return call.parse(reply)
 
@@ -267,8 +271,8 @@ class AsyncExecutor:
         """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
         if isinstance(self.client, AsyncRedisCluster):
             with connection_errors():
-                await self.client.blpop([wait.key], wait.seconds)
-            return await self._send(call)
+                await _async_reply_or_error(self.client.blpop([wait.key], wait.seconds))
+            return await self._send(call)  # the call decides, as in the pipeline
         pool = self.client.connection_pool
         with connection_errors():
             connection = await pool.get_connection()  # type: ignore[no-untyped-call]
@@ -276,25 +280,25 @@ class AsyncExecutor:
                 await connection.send_packed_command(
                     connection.pack_commands(_waiting_commands(call, wait))
                 )
-                client_id = await connection.read_response()
-                self._blocked.add(client_id)
+                ids = _connection_ids(await _async_reply_or_error(connection.read_response()))
+                self._blocked.update(ids)
                 try:
                     if self._stops != stops:
-                        await self._unblock([client_id])
+                        await self._unblock(ids)
                     # Bounded here: an explicit timeout of redis-py's read would give None
                     # and leave the connection with a reply still to come.
-                    waited = await within(
+                    await within(
                         _async_reply_or_error(connection.read_response(timeout=math.inf)),
                         wait.seconds + WAIT_GRACE_SECONDS,
                     )
                 except asyncio.TimeoutError:
                     raise RedisTimeoutError("no answer to a waiting call") from None
                 finally:
-                    self._blocked.discard(client_id)
+                    self._blocked.difference_update(ids)
                 reply = await _async_reply_or_error(connection.read_response())
             finally:
                 await pool.release(connection)
-        if _failed_after_wait(waited, reply):
+        if _failed_after_wait(reply):
             return await self._send(call)  # loads the library and sends the call now
         return call.parse(reply)
 
