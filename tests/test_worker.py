@@ -307,6 +307,31 @@ async def test_an_idle_worker_wakes_on_push(
     await asyncio.wait_for(run, 10)
 
 
+@pytest.mark.one_engine
+async def test_a_worker_whose_server_refuses_its_wait_still_runs_tasks(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    # An ACL without BLPOP: each idle pop's wait fails at once, and the pop behind it runs
+    # as a plain pop; the worker pauses between two such pops instead of spinning.
+    admin = redis.Redis.from_url(server.url)
+    admin.acl_setuser("no-blpop", enabled=True, passwords=["+pw"], keys=["*"],
+                      channels=["*"], commands=["+@all", "-blpop"])  # fmt: skip
+    try:
+        url = server.url.replace("redis://", "redis://no-blpop:pw@")
+        worker = Worker(WorkerConfig(redis_url=url, namespace=namespace, poll_interval_seconds=60),
+                        functions)  # fmt: skip
+        run = asyncio.create_task(worker.run_async())
+        for n in range(3):
+            await pusher.push(add.build(user_id="u", args=[n, n]))
+            await until(lambda done=n + 1: finished(pusher, done))  # type: ignore[misc]
+        worker.stop()
+        await asyncio.wait_for(run, 10)
+    finally:
+        admin.acl_deluser("no-blpop")
+        admin.close()
+    assert sorted(calls) == [(0, 0), (1, 1), (2, 2)]
+
+
 async def test_assigned_users_only(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:

@@ -314,8 +314,9 @@ class Worker:
         # From here nothing is awaited until the executor has noted how many stops it
         # saw: a stop() from then on ends the wait, even before the server has it.
         self._waiting = queue
+        started = time.monotonic()
         try:
-            return await queue.pop(
+            leased = await queue.pop(
                 count=free,
                 worker_id=self.config.id,
                 lease_seconds=self.config.lease_seconds,
@@ -323,6 +324,11 @@ class Worker:
             )
         finally:
             self._waiting = None
+        if not leased and time.monotonic() - started < MIN_IDLE_WAIT_SECONDS:
+            # Nothing, at once: another worker took the work, or the server refused the
+            # wait (an ACL without BLPOP). Not again at once: that would spin.
+            await self._pause(MIN_IDLE_WAIT_SECONDS)
+        return leased
 
     async def _idle(self, queue: AsyncQueue, wake: PubSub) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
