@@ -512,6 +512,8 @@ def test_while_the_server_is_away_the_master_answers_503_and_recovers(
                 assert client.get(path).status_code == 503
             own.start()
             wait_for(lambda: client.get("/overview").status_code == 200)
+            # The dispatcher's next round (every poll, 0.05 s) says so, not the request.
+            wait_for(lambda: caplog.text.count("answers again") == 2)
         assert len(outages()) == 2  # one line per outage, not one per request
         assert caplog.text.count("answers again") == 2
     finally:
