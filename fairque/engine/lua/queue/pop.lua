@@ -65,26 +65,36 @@ end
 -- serve; and the tenants this call looked at.
 local remaining, before, mask, served_tick, touched = {}, {}, {}, {}, {}
 
-local function has_level(tenant, priority)
-  return bit.band(mask[tenant], level_bit(priority)) ~= 0
-end
-
 local function drop_level(tenant, priority)
   mask[tenant] = bit.band(mask[tenant], bit.bnot(level_bit(priority)))
+end
+
+-- The queues a levels mask names, the critical list first, then normal priorities from
+-- 5 down to 1: made once per mask value seen in this call (there are at most 64), not
+-- once per task taken.
+local mask_levels = {}
+local function levels_of(m)
+  local levels = mask_levels[m]
+  if levels == nil then
+    levels = {}
+    for _, priority in ipairs({CRITICAL, 5, 4, 3, 2, 1}) do
+      if bit.band(m, level_bit(priority)) ~= 0 then levels[#levels + 1] = priority end
+    end
+    mask_levels[m] = levels
+  end
+  return levels
 end
 
 -- Removes and returns the next task id of `tenant`: the critical head (FIFO), else the
 -- normal head with the highest urgency (p / 5) * (now - ready time); ties go to the
 -- higher priority, then to the older task. Only queues in the tenant's mask are asked.
 local function take_task(tenant)
-  if has_level(tenant, CRITICAL) then
+  local levels = levels_of(mask[tenant])
+  if levels[1] == CRITICAL then
     local id = redis.call('LPOP', critical_key(tenant))
     if id then return id end
     drop_level(tenant, CRITICAL)
-  end
-  local levels = {}
-  for priority = 5, 1, -1 do
-    if has_level(tenant, priority) then levels[#levels + 1] = priority end
+    levels = levels_of(mask[tenant])
   end
   if #levels == 1 then
     local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1]))
