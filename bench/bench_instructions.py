@@ -1,0 +1,182 @@
+"""The server's instructions per task for push, pop and finish, counted by valgrind.
+
+    uv run python bench/bench_instructions.py [--tenants 50] [--redis-server]
+
+Runs a throwaway server under ``valgrind --tool=callgrind`` (Debian's valgrind) and
+counts the instructions it executes for each operation: the scripts, the commands they
+make, the protocol and the replies, not the kernel's share of the network. Unlike a
+timing on a shared VM, the count is the same from run to run within about 3% (the
+clock's digits and Lua's garbage collector vary), so an engine change can be judged by
+one run before and one after. Prints instructions per task for tasks spread over
+``--tenants`` tenants, in batches (push 1,000 per call, pop and finish 100 per call) and
+one task per call; asserts nothing. A server under valgrind runs ~50x slower: the
+figures are counts, never rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from fairque import FairQueue, Task
+from fairque.engine.embedded import free_port, valkey_binary
+from fairque.queue.models import LeasedTask
+
+BATCH_TASKS = 4_000
+SINGLE_TASKS = 300
+
+
+class CountedServer:
+    """A server under callgrind that counts only between :meth:`measure`'s on and off."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.port = free_port()
+        self.folder = folder
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                    f"--callgrind-out-file={folder / 'callgrind.out'}"]  # fmt: skip
+        server = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                  "--appendonly", "no", "--dir", str(folder)]  # fmt: skip
+        self.process = subprocess.Popen(
+            valgrind + server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 120  # valgrind starts the server slowly
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError("the server did not start under valgrind") from None
+                time.sleep(0.2)
+            finally:
+                client.close()
+
+    def _control(self, *arguments: str) -> None:
+        subprocess.run(
+            ["callgrind_control", *arguments, str(self.process.pid)],
+            check=True,
+            capture_output=True,
+        )
+
+    def measure(self, label: str, work: Callable[[], object]) -> int:
+        """Instructions the server executed while ``work`` ran."""
+        self._control("-z")
+        self._control("-i", "on")
+        work()
+        self._control("-i", "off")
+        self._control("-d", label)
+        for dump in self.folder.glob("callgrind.out.*"):
+            text = dump.read_text(errors="replace")
+            if re.search(rf"^desc: Trigger: dump {label}$", text, re.M):
+                totals = re.search(r"^totals: (\d+)", text, re.M)
+                dump.unlink()
+                if totals:
+                    return int(totals.group(1))
+        raise RuntimeError(f"callgrind wrote no dump for {label}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
+def task(i: int, tenants: int) -> Task:
+    return Task(user_id=f"tenant-{i % tenants}", payload={"n": i})
+
+
+def batches(server: CountedServer, tenants: int) -> dict[str, float]:
+    queue = FairQueue(server.url, "batches")
+    leased: list[list[LeasedTask]] = []
+
+    def push() -> None:
+        for first in range(0, BATCH_TASKS, 1000):
+            queue.push_many([task(i, tenants) for i in range(first, first + 1000)])
+
+    def pop() -> None:
+        leased.extend(queue.pop(count=100, worker_id="bench") for _ in range(BATCH_TASKS // 100))
+
+    def finish() -> None:
+        for batch in leased:
+            queue.finish_many(batch, [None] * len(batch))
+
+    figures = {name: server.measure(name, work) for name, work in
+               (("push", push), ("pop", pop), ("finish", finish))}  # fmt: skip
+    assert sum(map(len, leased)) == BATCH_TASKS, "every task pushed was popped"
+    queue.close()
+    return {name: count / BATCH_TASKS for name, count in figures.items()}
+
+
+def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
+    queue = FairQueue(server.url, "single")
+    leased: list[LeasedTask] = []
+
+    def push() -> None:
+        for i in range(SINGLE_TASKS):
+            queue.push(task(i, tenants))
+
+    def pop() -> None:
+        for _ in range(SINGLE_TASKS):
+            leased.extend(queue.pop(count=1, worker_id="bench"))
+
+    def finish() -> None:
+        for one in leased:
+            queue.finish(one)
+
+    figures = {name: server.measure(name, work) for name, work in
+               (("push", push), ("pop", pop), ("finish", finish))}  # fmt: skip
+    assert len(leased) == SINGLE_TASKS, "every task pushed was popped"
+    queue.close()
+    return {name: count / SINGLE_TASKS for name, count in figures.items()}
+
+
+def warm_up(server: CountedServer, tenants: int) -> None:
+    """Loads the functions and writes the namespaces' settings, outside the counts."""
+    for namespace in ("batches", "single"):
+        with FairQueue(server.url, namespace) as queue:
+            queue.push_many([task(i, tenants) for i in range(tenants)])
+            leased = queue.pop(count=tenants, worker_id="bench")
+            queue.finish_many(leased, [None] * len(leased))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tenants", type=int, default=50)
+    parser.add_argument("--redis-server", action="store_true", help="Debian's redis-server")
+    options = parser.parse_args()
+    if shutil.which("callgrind_control") is None:
+        print("bench_instructions: valgrind is not installed (apt-get install valgrind)",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    binary = shutil.which("redis-server") if options.redis_server else str(valkey_binary())
+    if binary is None:
+        print("bench_instructions: redis-server is not installed", file=sys.stderr)
+        raise SystemExit(2)
+    with tempfile.TemporaryDirectory() as folder:
+        server = CountedServer(binary, Path(folder))
+        try:
+            warm_up(server, options.tenants)
+            rows = {
+                "batches (push 1,000, pop/finish 100)": batches(server, options.tenants),
+                "one task per call": one_per_call(server, options.tenants),
+            }
+        finally:
+            server.stop()
+    print(f"{Path(binary).name}, {options.tenants} tenants: server instructions per task")
+    print(f"{'':38}{'push':>10}{'pop':>10}{'finish':>10}{'all':>10}")
+    for label, figures in rows.items():
+        cells = "".join(f"{figures[name] / 1000:>9.1f}k" for name in ("push", "pop", "finish"))
+        print(f"{label:38}{cells}{sum(figures.values()) / 1000:>9.1f}k")
+
+
+if __name__ == "__main__":
+    main()
