@@ -52,6 +52,18 @@ async def wait_forever() -> None:
     await asyncio.Event().wait()
 
 
+@task(into=functions, name="outlast_the_timeout")
+async def outlast_the_timeout() -> str:
+    """Catches the cancellation its timeout sends, then goes on: a timed-out run's own
+    code has the last word, as with asyncio.timeout."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        await asyncio.sleep(0)  # awaits after the cancellation: it must not come again
+        return "went on"
+    return "never"
+
+
 @task(into=functions, name="block_thread")
 def block_thread() -> None:
     release_blocked.wait(timeout=10)
@@ -252,6 +264,25 @@ async def test_a_task_over_its_timeout_fails_as_a_timeout(
         TaskState.FAILED, "timed out after 0.3 s",
     )  # fmt: skip
     assert "expired" not in (await pusher.stats()).counters  # the lease was kept throughout
+
+
+async def test_a_run_that_outlasts_its_timeout_cancellation_ends_as_it_returns(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    task_id = await pusher.push(outlast_the_timeout.build(user_id="u", timeout=0.05,
+                                                          keep_result=True))  # fmt: skip
+    after = await pusher.push(async_double.build(user_id="u", args=[21],
+                                                 keep_result=True))  # fmt: skip
+    worker = Worker(config(server, namespace, concurrency=1), functions)
+    run = asyncio.create_task(worker.run_async())
+    await until(lambda: finished(pusher, 2))
+    worker.stop()
+    await run
+    outlasting, doubled = await pusher.get(task_id), await pusher.get(after)
+    assert outlasting is not None
+    assert doubled is not None
+    assert (outlasting.state, outlasting.result) == (TaskState.FINISHED, "went on")
+    assert (doubled.state, doubled.result) == (TaskState.FINISHED, 42)
 
 
 async def test_stop_hands_running_tasks_back_at_once(
