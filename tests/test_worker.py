@@ -234,7 +234,8 @@ async def test_a_task_over_its_timeout_fails_as_a_timeout(
 ) -> None:
     stuck = await pusher.push(wait_forever.build(user_id="u", timeout=0.2, max_retries=0))
     blocked = await pusher.push(block_thread.build(user_id="v", max_retries=0))
-    worker = Worker(config(server, namespace, task_timeout_seconds=0.3, lease_seconds=0.3),
+    # A lease of 1 s: the heartbeat (every 1/3 s) must keep it through a loaded cluster.
+    worker = Worker(config(server, namespace, task_timeout_seconds=0.3, lease_seconds=1.0),
                     functions)  # fmt: skip
     run = asyncio.create_task(worker.run_async())
 
@@ -244,14 +245,21 @@ async def test_a_task_over_its_timeout_fails_as_a_timeout(
     async def failed(count: int) -> bool:
         return (await pusher.stats()).counters.get("failed", 0) == count
 
+    async def kept_past_its_first_deadline() -> bool:
+        info = await pusher.get(blocked)
+        assert info is not None
+        assert info.state is TaskState.STARTED
+        assert info.leased_at is not None
+        assert info.lease_deadline is not None
+        # Extended by a heartbeat sent after the first lease would have lapsed.
+        return info.lease_deadline - info.leased_at > 2.0
+
     await until(overrun)
     # A thread cannot be stopped: past its timeout the task keeps its lease (extended by
     # the heartbeat) and is failed only when the function returns, so it cannot run again
     # meanwhile.
     await until(lambda: failed(1))
-    blocked_info = await pusher.get(blocked)
-    assert blocked_info is not None
-    assert blocked_info.state is TaskState.STARTED
+    await until(kept_past_its_first_deadline)
     release_blocked.set()
     await until(lambda: failed(2))
     worker.stop()
