@@ -312,10 +312,10 @@ async def test_stop_hands_running_tasks_back_at_once(
 async def test_the_heartbeat_keeps_a_long_task_leased(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:
-    # Three lease periods long; beats every lease / 3, so a slow machine has some slack.
-    await pusher.push(slow.build(user_id="u", args=[1.5]))
-    worker = Worker(config(server, namespace, lease_seconds=0.5), functions)
-    rival = Worker(config(server, namespace, id="rival", lease_seconds=0.5), functions)
+    # 2.5 lease periods long; beats every lease / 3, so a loaded machine has some slack.
+    await pusher.push(slow.build(user_id="u", args=[2.0]))
+    worker = Worker(config(server, namespace, lease_seconds=0.8), functions)
+    rival = Worker(config(server, namespace, id="rival", lease_seconds=0.8), functions)
     await run_workers([worker, rival], lambda: finished(pusher, 1))
     assert calls == ["slow done"]
     assert "expired" not in (await pusher.stats()).counters
