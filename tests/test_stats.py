@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 
 from fairque import (
@@ -86,6 +87,51 @@ def test_stats_read_as_many_tenants_fairness_figures_as_asked(queue: FairQueue) 
     assert sum(minute.starts for minute in polled.fairness.history) == 10  # the chart's
     assert polled.fairness.other_starts == 10
     assert (polled.states, polled.counters) == (full.states, full.counters)
+
+
+def _figures_keys(queue: FairQueue) -> dict[str, str]:
+    """The namespace's fairness figures keys, '<minute>:<part>' -> key (parts: all,
+    starts, waits, pending)."""
+    prefix = queue.namespace.key("fairness:")
+    keys = (key.decode() for key in queue.redis.scan_iter(f"{prefix}*", count=10_000))
+    return {key[len(prefix) :]: key for key in keys}
+
+
+def test_the_figures_read_the_same_folded_or_pending(queue: FairQueue) -> None:
+    # Long names fill a minute's pending records (4 KB) in ~100 one-task pops.
+    tenants = [f"tenant-with-a-long-name-{n:03}" for n in range(30)]
+    queue.push_many([Task(user_id=tenant) for tenant in tenants for _ in range(5)])
+    started: dict[str, int] = {}
+    for _ in range(140):
+        (task,) = queue.pop(count=1)
+        started[task.user_id] = started.get(task.user_id, 0) + 1
+        queue.finish(task, None)
+    parts = {key.rsplit(":", 1)[1] for key in _figures_keys(queue)}
+    assert {"starts", "waits", "pending"} <= parts  # some folded, some pending: both read
+    view = queue.fairness(minutes=2, top=100)
+    assert view.starts == sum(view.waits) == 140
+    assert {one.tenant: one.starts for one in view.tenants} == started
+    assert all(sum(one.waits) == one.starts for one in view.tenants)
+    polled = queue.stats(fairness_top=0).fairness
+    assert polled is not None
+    assert sum(minute.starts for minute in polled.history) == 140
+
+
+def test_a_later_minute_folds_the_pending_figures_of_earlier_ones(queue: FairQueue) -> None:
+    seconds, _ = queue.redis.time()
+    earlier = seconds // 60 - 3
+    pending = queue.namespace.key(f"fairness:{earlier}:pending")
+    # What a pop of 3 tasks of "early" (waits in buckets 0 and 2) appended in that minute.
+    queue.redis.set(pending, msgspec.msgpack.encode(["early", [0, 2, 2, 1]]), ex=600)
+    queue.push(Task(user_id="now"))
+    queue.pop(count=1)  # the minute's first record: earlier minutes are folded
+    keys = _figures_keys(queue)
+    assert f"{earlier}:pending" not in keys
+    assert queue.redis.zscore(keys[f"{earlier}:starts"], "early") == 3
+    assert queue.redis.hmget(keys[f"{earlier}:waits"], "early|0", "early|2") == [b"2", b"1"]
+    assert 0 < queue.redis.ttl(keys[f"{earlier}:starts"]) <= 11 * 60
+    view = queue.fairness(minutes=5, top=10)
+    assert {one.tenant: one.starts for one in view.tenants} == {"early": 3, "now": 1}
 
 
 @pytest.mark.parametrize("top", [-1, 101, True, 1.5])
