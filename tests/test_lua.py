@@ -158,6 +158,30 @@ def test_a_script_may_declare_only_known_flags() -> None:
         scripts.declared_flags("x", "-- FLAGS: allow-stale")
 
 
+def test_constants_are_made_once_and_state_at_each_call(server: Server) -> None:
+    helpers = (
+        "local LIMIT = 10 * 2\n"  # a constant: made when the library loads
+        "local NAMES = {'a', 'b'}\n"
+        "local LOG_TWO = math.log(2)\n"  # calls a library: loading may not, so per call
+        "local WHERE = ARGV[1]\n"  # the call's argument: per call
+        "local SEEN = {WHERE}\n"  # uses per-call state: per call
+        "local seen = {}\n"
+    )
+    body = "return {LIMIT, #NAMES, LOG_TWO > 0, WHERE, #SEEN, #seen}"
+    function, library = scripts.function_library((), helpers, body)
+    made_once, per_call = library.split("local function run(keys, args)")
+    assert "local LIMIT = 10 * 2" in made_once
+    assert "local NAMES = {'a', 'b'}" in made_once
+    for name in ("LOG_TWO", "WHERE", "SEEN", "seen"):
+        assert f"\n{name} = " in per_call
+    client = sync_client(server.url)
+    try:
+        client.function_load(library, replace=True)
+        assert client.fcall(function, 0, "x") == [20, 2, 1, b"x", 1, 0]
+    finally:
+        client.close()
+
+
 def test_a_variable_defined_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="defined twice"):
         scripts.function_library((), "local a = 1\nlocal a = 2\n", "return a")

@@ -131,22 +131,34 @@ def expand(text: str) -> str:
 
 
 _LOCAL = re.compile(r"^local\s+")
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def function_library(
     keys: tuple[str, ...], helpers: str, body: str, flags: tuple[str, ...] = ()
 ) -> tuple[str, str]:
-    """The function name and ``FUNCTION LOAD`` code of a script. Helper functions are
-    made once, when the library loads; the other definitions are declared there and
-    assigned at the start of each call, in their order, before the script's code."""
+    """The function name and ``FUNCTION LOAD`` code of a script. Helper functions, and
+    constants (names in capitals whose values call nothing and use no call's keys,
+    arguments or state; a library's loading may not call Lua's libraries), are made
+    once, when the library loads; the other definitions are declared there and assigned
+    at the start of each call, in their order, before the script's code."""
     functions: list[str] = []
+    constants: list[str] = []
     state_names: list[str] = []
     state: list[str] = []
+    per_call = {"K", "KEYS", "ARGV"}
     for names, text in _definitions(helpers):
         if text.startswith("local function"):
             functions.append(text)
+        elif (
+            all(_CONSTANT.fullmatch(name) for name in names)
+            and "(" not in _COMMENT.sub("", text)
+            and not per_call & set(_IDENTIFIER.findall(_COMMENT.sub("", text)))
+        ):
+            constants.append(text)
         else:
             state_names.extend(sorted(names) if len(names) > 1 else names)
+            per_call.update(names)
             state.append(_LOCAL.sub("", text, count=1))
     if len(set(state_names)) != len(state_names):
         raise ValueError(f"a helper variable is defined twice: {state_names}")
@@ -154,6 +166,7 @@ def function_library(
     code = (
         "local KEYS, ARGV, K, KEY_COUNT\n"
         + declared
+        + "".join(constants)
         + "".join(functions)
         + "local function run(keys, args)\n"
         + "KEYS, ARGV = keys, args\n"
