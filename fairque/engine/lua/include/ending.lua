@@ -10,7 +10,7 @@ local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
 -- Ids that reached a terminal state in this call. flush() publishes them once on the
 -- namespace's `ended` channel (sharded pub/sub, like `wake`), so a producer waiting for
 -- a task's outcome (queue.result) learns of it without polling.
-local ended_ids = {}
+local ended_ids = nil
 
 -- Ends task `id` in a terminal state. Finished tasks are kept for finished_ttl, failed
 -- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
@@ -31,6 +31,7 @@ local function end_task(id, tenant, state, now, reason)
     append('ZADD', ENDED[state], now + ttl_seconds * MICROS, id)
   end
   count(state, tenant)
+  if ended_ids == nil then ended_ids = {} end
   ended_ids[#ended_ids + 1] = id
 end
 
@@ -195,10 +196,10 @@ local function flush(now, reply)
   flush_appends()
   flush_counters()
   if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
-  if #ended_ids > 0 then
+  if ended_ids then
     -- One message per call however many tasks ended: a MessagePack array of their ids.
     redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack(ended_ids))
-    ended_ids = {}
+    ended_ids = nil
   end
   return reply
 end

@@ -40,9 +40,10 @@ local function figures_key(minute, part)
 end
 
 -- Starts noted in this call: waits[tenant][bucket] = n, tenants in first-start order.
-local start_waits, start_tenants = {}, {}
+local start_waits, start_tenants = nil, nil
 
 local function note_start(tenant, wait_us)
+  if start_waits == nil then start_waits, start_tenants = {}, {} end
   local buckets = start_waits[tenant]
   if buckets == nil then
     buckets = {}
@@ -115,6 +116,7 @@ end
 -- minute's `all` hash; the first write of a field in a minute sets the TTL. They are
 -- written at once: one command, as a record would be.
 local function note_history(now)
+  if counts == nil then return end
   local all = nil
   for _, name in ipairs(HISTORY_COUNTERS) do
     local by_tenant = counts[name]
@@ -133,7 +135,7 @@ end
 -- are due.
 local function flush_figures(now)
   note_history(now)
-  if #start_tenants == 0 then return end
+  if start_tenants == nil then return end
   local record = {}
   for _, tenant in ipairs(start_tenants) do
     local flat = {}
@@ -144,7 +146,7 @@ local function flush_figures(now)
     record[#record + 1] = tenant
     record[#record + 1] = flat
   end
-  start_waits, start_tenants = {}, {}
+  start_waits, start_tenants = nil, nil
   local minute = math.floor(now / (60 * MICROS))
   local pending = figures_key(minute, 'pending')
   local packed = cmsgpack.pack(record)

@@ -32,13 +32,14 @@ end
 
 -- Ready tasks added in this call, per tenant, in the order tenants first appeared, and
 -- the levels they were added to.
-local ready_added, ready_tenants, ready_levels = {}, {}, {}
+local ready_added, ready_tenants, ready_levels = nil, nil, nil
 
 -- Queues record `id` as ready since `start_time` (the caller sets its hash): a strict
 -- job in its partition, a fair task in its tenant's queues, where a critical task handed
 -- back (`first`) goes to the head of its list.
 local function queue_ready(id, kind, tenant, priority, start_time, first)
   if kind == 'job' then return queue_strict(id) end
+  if ready_added == nil then ready_added, ready_tenants, ready_levels = {}, {}, {} end
   ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
     append(first and 'LPUSH' or 'RPUSH', critical_key(tenant), id)
@@ -112,7 +113,7 @@ end
 -- served now.
 local function flush_ready(now)
   flush_appends()
-  if #ready_tenants == 0 then return end
+  if ready_tenants == nil then return end
   local servable, total = 0, 0
   for _, tenant in ipairs(ready_tenants) do
     local added = ready_added[tenant]
@@ -131,12 +132,13 @@ local function flush_ready(now)
   end
   redis.call('INCRBY', K['ready:total'], total)
   wake_workers(servable)
-  ready_added, ready_tenants, ready_levels = {}, {}, {}
+  ready_added, ready_tenants, ready_levels = nil, nil, nil
 end
 
 -- Takes the leases that ended in this call off K.running; a tenant that its concurrency
 -- limit held comes back into the ring at once.
 local function flush_running(now)
+  if leases_ended_tenants == nil then return end
   local servable = 0
   for _, tenant in ipairs(leases_ended_tenants) do
     if redis.call('HINCRBY', K.running, tenant, -leases_ended[tenant]) <= 0 then
@@ -146,7 +148,7 @@ local function flush_running(now)
     if s and s.concurrency > 0 and place(tenant, now) then servable = servable + 1 end
   end
   wake_workers(servable)
-  leases_ended, leases_ended_tenants = {}, {}
+  leases_ended, leases_ended_tenants = nil, nil
 end
 
 -- Tenants whose rate window opened come back into the ring (at most `limit`).

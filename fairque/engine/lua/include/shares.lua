@@ -16,7 +16,7 @@ local function tenant_starts_key(tenant) return PREFIX .. 'queue:user:' .. tenan
 
 -- Shares read in this call: tenant -> {weight, concurrency, rate, period, paused}, or
 -- false for a tenant with every default.
-local shares_read = {}
+local shares_read = nil
 
 local function parse_shares(raw)
   if not raw then return false end
@@ -34,6 +34,7 @@ local function shares_exist()
 end
 
 local function shares_of(tenant)
+  if shares_read == nil then shares_read = {} end
   local s = shares_read[tenant]
   if s == nil then
     s = shares_exist() and parse_shares(redis.call('HGET', K.shares, tenant))
@@ -45,6 +46,7 @@ end
 -- Reads the shares of `tenants` in one call (a pop's candidates).
 local function read_shares(tenants)
   if #tenants == 0 then return end
+  if shares_read == nil then shares_read = {} end
   if not shares_exist() then
     for _, tenant in ipairs(tenants) do shares_read[tenant] = false end
     return
@@ -99,12 +101,13 @@ end
 
 -- Leases of fair tasks that ended in this call, per tenant; flush_running() takes them
 -- off K.running once, and lets a tenant held by its concurrency limit back in.
-local leases_ended, leases_ended_tenants = {}, {}
+local leases_ended, leases_ended_tenants = nil, nil
 
 -- A lease of a record of `kind` ended (finished, failed, retried, expired, released,
 -- handed over). Only the fair policy's tasks count as running.
 local function lease_ended(kind, tenant)
   if kind ~= 'task' or not tenant then return end
+  if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
   if leases_ended[tenant] == nil then
     leases_ended[tenant] = 0
     leases_ended_tenants[#leases_ended_tenants + 1] = tenant

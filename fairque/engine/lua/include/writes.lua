@@ -13,9 +13,11 @@ local function next_tick(now)
 end
 
 -- Counters: counts[name][tenant] = n, written once per call by flush(); without a
--- tenant, only the total is counted.
-local counts = {}
+-- tenant, only the total is counted. This and the other per-call accumulators are made
+-- by their first use: a table costs a call ~1k instructions, and most calls use few.
+local counts = nil
 local function count(name, tenant)
+  if counts == nil then counts = {} end
   local by_tenant = counts[name]
   if by_tenant == nil then by_tenant = {}; counts[name] = by_tenant end
   tenant = tenant or ''
@@ -24,8 +26,9 @@ end
 
 -- Pending multi-member writes: appends[command][key] = {values...}, in call order.
 -- `append` takes one value (RPUSH) or a score and a member (ZADD).
-local appends, append_keys = {}, {}
+local appends, append_keys = nil, nil
 local function append(command, key, value, member)
+  if appends == nil then appends, append_keys = {}, {} end
   local by_key = appends[command]
   if by_key == nil then by_key = {}; appends[command] = by_key end
   local values = by_key[key]
@@ -39,16 +42,18 @@ local function append(command, key, value, member)
 end
 
 local function flush_appends()
+  if append_keys == nil then return end
   for _, entry in ipairs(append_keys) do
     call_chunked(entry[1], entry[2], appends[entry[1]][entry[2]])
   end
-  appends, append_keys = {}, {}
+  appends, append_keys = nil, nil
 end
 
 -- K.stats holds each counter over every kind of task; K['stats:tenants'] holds each
 -- tenant's ('<name>:<tenant>') and their sum over tenants ('<name>'), so reading the
 -- totals never goes over the tenants.
 local function flush_counters()
+  if counts == nil then return end
   for name, by_tenant in pairs(counts) do
     local total, of_tenants = 0, 0
     for tenant, n in pairs(by_tenant) do
@@ -61,5 +66,5 @@ local function flush_counters()
     if of_tenants ~= 0 then redis.call('HINCRBY', K['stats:tenants'], name, of_tenants) end
     redis.call('HINCRBY', K.stats, name, total)
   end
-  counts = {}
+  counts = nil
 end

@@ -70,7 +70,8 @@ else
     new.concurrency, new.rate, new.period, new.paused))
 end
 if new.weight ~= current.weight then redis.call('HDEL', K.turns, tenant) end
-shares_read[tenant], any_shares = nil, nil
+if shares_read then shares_read[tenant] = nil end
+any_shares = nil
 redis.call('ZREM', K.sleeping, tenant)
 if place(tenant, now) then wake_workers(1) end
 return done(shares_row(tenant))
