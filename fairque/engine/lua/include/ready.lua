@@ -53,6 +53,29 @@ local function queue_ready(id, kind, tenant, priority, start_time, first)
   ready_added[tenant] = ready_added[tenant] + 1
 end
 
+-- Small zsets and hashes are listpacks, where a write scans and moves the whole list.
+-- The ring, the ready entries and the running counts are written for every tenant a
+-- pop reaches: a pop that reaches WIDE tenants or more makes them a skiplist and a hash
+-- table (a member or field longer than the server's *-max-listpack-value turns a key,
+-- and it does not turn back until it is deleted; this one is removed at once).
+local WIDE = 8
+local TURNING = '--------------------------------------------------------------------' ..
+  '------------------------------------------------------------' -- 128 bytes
+local function unpack_tenant_keys()
+  if redis.call('OBJECT', 'ENCODING', K.ring) == 'listpack' then
+    redis.call('ZADD', K.ring, 0, TURNING)
+    redis.call('ZREM', K.ring, TURNING)
+  end
+  if redis.call('OBJECT', 'ENCODING', K.ready) == 'listpack' then
+    redis.call('ZADD', K.ready, 0, TURNING)
+    redis.call('ZREM', K.ready, TURNING)
+  end
+  if redis.call('OBJECT', 'ENCODING', K.running) == 'listpack' then
+    redis.call('HSET', K.running, TURNING, 0)
+    redis.call('HDEL', K.running, TURNING)
+  end
+end
+
 -- Puts `tenant` where its ready count and shares say: in the ring (joining at the back
 -- if it was not there), asleep until its rate window opens, or in neither (no ready
 -- work, paused, at its concurrency limit). Returns true if it is in the ring.

@@ -203,6 +203,7 @@ end
 -- Served tenants whose turn ended move to the back in the order of their last serve;
 -- one inside its turn keeps its place; one its shares now hold, and one left without
 -- ready work, leave the ring.
+if #touched >= WIDE then unpack_tenant_keys() end
 local entries_left, gone, moves, held, left_ready = {}, {}, {}, {}, 0
 for _, tenant in ipairs(touched) do
   local started = #tokens[tenant]
