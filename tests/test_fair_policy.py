@@ -148,22 +148,27 @@ def test_concurrent_pops_deliver_each_task_once(make_queue: Callable[[], FairQue
 
 
 def test_a_wide_pop_keeps_the_tenant_keys_out_of_listpacks(queue: FairQueue) -> None:
-    # A pop serving 8 tenants or more turns the ring, the ready entries and the running
-    # counts into a skiplist and a hash table (writes scan a listpack); nothing else
-    # changes: the member that turns them is gone, the order is the same.
-    keys = {name: queue.namespace.key(name) for name in ("ring", "ready", "running")}
+    # A pop reaching 8 tenants or more turns the ring, the ready entries, the running
+    # counts and the tenants' counters into skiplists and hash tables (writes scan a
+    # listpack); nothing else changes: the member that turns them is gone, the order is
+    # the same.
+    names = ("ring", "ready", "running", "stats:tenants")
+    keys = {name: queue.namespace.key(name) for name in names}
     queue.push_many([Task(user_id=f"t{n}") for n in range(12) for _ in range(3)])
     narrow = queue.pop(count=4)
     assert [task.user_id for task in narrow] == ["t0", "t1", "t2", "t3"]
     encodings = {name: queue.redis.object("encoding", key) for name, key in keys.items()}
-    assert encodings == {"ring": b"listpack", "ready": b"listpack", "running": b"listpack"}
+    assert set(encodings.values()) == {b"listpack"}
     wide = queue.pop(count=12)
     assert [task.user_id for task in wide] == [f"t{n}" for n in (*range(4, 12), *range(4))]
     encodings = {name: queue.redis.object("encoding", key) for name, key in keys.items()}
-    assert encodings == {"ring": b"skiplist", "ready": b"skiplist", "running": b"hashtable"}
+    assert encodings == {"ring": b"skiplist", "ready": b"skiplist", "running": b"hashtable",
+                         "stats:tenants": b"hashtable"}  # fmt: skip
     served_last = [f"t{n}".encode() for n in (*range(4, 12), *range(4))]  # by last serve
     assert queue.redis.zrange(keys["ring"], 0, -1) == served_last
     assert len(queue.redis.zrange(keys["ready"], 0, -1)) == 12
     assert queue.redis.hgetall(keys["running"]) == {f"t{n}".encode(): b"2" if n < 4 else b"1"
                                                     for n in range(12)}  # fmt: skip
-    assert queue.stats().all_tenants.queued == 36 - 16
+    stats = queue.stats()
+    assert (stats.all_tenants.queued, stats.all_tenants.pushed) == (36 - 16, 36)
+    assert stats.tenants["t0"].pushed == 3

@@ -54,10 +54,11 @@ local function queue_ready(id, kind, tenant, priority, start_time, first)
 end
 
 -- Small zsets and hashes are listpacks, where a write scans and moves the whole list.
--- The ring, the ready entries and the running counts are written for every tenant a
--- pop reaches: a pop that reaches WIDE tenants or more makes them a skiplist and a hash
--- table (a member or field longer than the server's *-max-listpack-value turns a key,
--- and it does not turn back until it is deleted; this one is removed at once).
+-- The ring, the ready entries, the running counts and the tenants' counters are written
+-- for every tenant a call serves: a pop that reaches WIDE tenants or more makes them
+-- skiplists and hash tables (a member or field longer than the server's
+-- *-max-listpack-value turns a key, and it does not turn back until it is deleted; this
+-- one is removed at once).
 local WIDE = 8
 local TURNING = '--------------------------------------------------------------------' ..
   '------------------------------------------------------------' -- 128 bytes
@@ -70,9 +71,11 @@ local function unpack_tenant_keys()
     redis.call('ZADD', K.ready, 0, TURNING)
     redis.call('ZREM', K.ready, TURNING)
   end
-  if redis.call('OBJECT', 'ENCODING', K.running) == 'listpack' then
-    redis.call('HSET', K.running, TURNING, 0)
-    redis.call('HDEL', K.running, TURNING)
+  for _, key in ipairs({K.running, K['stats:tenants']}) do
+    if redis.call('OBJECT', 'ENCODING', key) == 'listpack' then
+      redis.call('HSET', key, TURNING, 0)
+      redis.call('HDEL', key, TURNING)
+    end
   end
 end
 
