@@ -199,12 +199,16 @@ def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace
     call = queue.ops.push([Task(user_id="u"), Task(user_id="v")])
     head, (count, rows, *payloads) = call.args[:1], call.args[1:]
     assert isinstance(rows, bytes)
-    good, second = msgspec.msgpack.decode(rows)
+    values = msgspec.msgpack.decode(rows)  # the rows one after the other, 9 values each
+    good, second = values[:9], values[9:]
+    assert len(second) == 9
     refused = {
-        "INVALID priority 9": [good, [*second[:2], 9, *second[3:]]],
-        "INVALID task_id or user_id of task 2": [good, [second[0], "", *second[2:]]],
-        "DUPLICATE": [good, good],
-        "INVALID tasks do not match": [good],
+        "INVALID priority 9": [*good, *second[:2], 9, *second[3:]],
+        "INVALID task_id or user_id of task 2": [*good, second[0], "", *second[2:]],
+        "DUPLICATE": [*good, *good],
+        "INVALID tasks do not match": good,
+        "INVALID tasks do not match their count": [*good, *second[:8], 1],  # its dependency?
+        "INVALID depends_on of task 2": [*good, *second[:8], 1, 7],
     }
     before = namespace_keys(queue.redis, namespace)
     for message, tampered in refused.items():

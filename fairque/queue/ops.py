@@ -83,7 +83,8 @@ _POP_ROW = 13
 @dataclass(frozen=True, slots=True)
 class PushRow:
     """One task ready to be pushed (:meth:`QueueOps.push_row`): its id, its row of the
-    push script's arguments, its payload bytes and the ids it depends on."""
+    push script's arguments (flat: the rows of a push are sent one after the other, see
+    ``queue/push.lua``), its payload bytes and the ids it depends on."""
 
     task_id: str
     row: tuple[Any, ...]
@@ -239,7 +240,7 @@ class QueueOps:
         """Stores one task; the reply parses to its id."""
         row = self.push_row(task)
         task_id = row.task_id
-        args = (1, pack([row.row]), row.payload)
+        args = (1, pack(row.row), row.payload)
         return self.namespace.call("queue/push", args, lambda _reply: task_id)
 
     def push_row(self, task: Task, fresh_id: str | None = None) -> PushRow:
@@ -260,7 +261,8 @@ class QueueOps:
             task.timeout,
             int(task.keep_result),
             _start_arg(task),
-            task.depends_on,
+            len(task.depends_on),
+            *task.depends_on,
         )
         return PushRow(task_id, row, payload, task.depends_on)
 
@@ -279,7 +281,7 @@ class QueueOps:
             if any(row.depends_on for row in rows):  # else the order given is the order
                 order = _dependency_order(ids, [row.depends_on for row in rows])
                 rows = [rows[index] for index in order]
-        args: list[Arg] = [len(rows), pack([row.row for row in rows])]
+        args: list[Arg] = [len(rows), pack([value for row in rows for value in row.row])]
         args.extend(row.payload for row in rows)
         return self.namespace.call("queue/push", args, lambda _reply: ids)
 
@@ -351,8 +353,8 @@ class QueueOps:
         ``grace`` s fails. Parses to the ids whose lease was lost."""
         _check_positive(delay, "delay", 3600.0)
         _check_positive(grace, "grace", 7 * 24 * 3600.0)
-        rows = [(task.task_id, task.lease_token) for task in tasks]
-        args = (len(rows), pack(rows), int(delay * MICROS), int(grace * MICROS))
+        rows = [value for task in tasks for value in (task.task_id, task.lease_token)]
+        args = (len(tasks), pack(rows), int(delay * MICROS), int(grace * MICROS))
         return self.namespace.call("queue/hand_over", args, _lost_ids(tasks))
 
     def fail_unreadable(self, task: Unreadable) -> Call[TaskState]:
@@ -369,13 +371,13 @@ class QueueOps:
             results = [None] * len(tasks)
         if len(results) != len(tasks):
             raise InvalidInput("results", "must have one result per task")
-        rows: list[tuple[str, str, int]] = []
+        rows: list[str | int] = []  # (id, lease token, result slot) one after the other
         kept: list[Arg] = []
         limit = MAX_PAYLOAD_BYTES
         for task, result in zip(tasks, results, strict=True):
             if result is not None:
                 kept.append(encode(result, "result", limit))
-            rows.append((task.task_id, task.lease_token, 0 if result is None else len(kept)))
+            rows += (task.task_id, task.lease_token, 0 if result is None else len(kept))
         args = (len(tasks), pack(rows), *kept)
         return self.namespace.call("queue/finish", args, _lost_ids(tasks))
 
@@ -390,7 +392,7 @@ class QueueOps:
 
     def release(self, tasks: Sequence[LeasedTask]) -> Call[list[str]]:
         """Hands leased tasks back to the queue; parses to the ids whose lease was lost."""
-        rows = [(task.task_id, task.lease_token) for task in tasks]
+        rows = [value for task in tasks for value in (task.task_id, task.lease_token)]
         return self.namespace.call("queue/release", (len(tasks), pack(rows)), _lost_ids(tasks))
 
     def fail(self, task: LeasedTask | Unreadable, error: str, retry: bool) -> Call[TaskState]:

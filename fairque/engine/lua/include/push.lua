@@ -1,16 +1,39 @@
 -- Storing new tasks: shared by push and by the scheduler's fire.
 --@include ending
 
--- Stores `rows` (see push.lua for their layout) as new tasks, each ready, scheduled or
--- deferred; the payload of row i is ARGV[payload_at + i]. Everything is checked before
--- anything is written, so a refusal leaves no trace. Returns the server time, or nil and
--- the error reply.
-local function push_rows(rows, payload_at)
-  local n = #rows
+-- Where each of the `rows` rows of push's flat `values` begins (see queue/push.lua),
+-- or nil if they do not make `rows` rows.
+local function push_row_starts(values, rows)
+  if type(values) ~= 'table' or rows == nil then return nil end
+  local starts, at = {}, 1
+  for i = 1, rows do
+    local dependencies = values[at + 8]
+    if type(dependencies) ~= 'number' or dependencies < 0 or dependencies % 1 ~= 0 then
+      return nil
+    end
+    starts[i] = at
+    at = at + 9 + dependencies
+  end
+  if at ~= #values + 1 then return nil end
+  return starts
+end
+
+-- Stores the `rows` tasks of the flat `values` (see queue/push.lua for their layout) as
+-- new tasks, each ready, scheduled or deferred; the payload of task i is
+-- ARGV[payload_at + i]. Everything is checked before anything is written, so a refusal
+-- leaves no trace. Returns the server time, or nil and the error reply.
+local function push_rows(values, rows, payload_at)
+  local starts = push_row_starts(values, tonumber(rows))
+  if starts == nil then return nil, redis.error_reply('INVALID tasks do not match their count') end
+  local n = #starts
   -- Refuse the whole batch before writing anything.
   local keys, seen, dependency_state, unknown = {}, {}, {}, {}
-  for i, row in ipairs(rows) do
-    for _, dependency in ipairs(row[9]) do
+  for i, at in ipairs(starts) do
+    for j = at + 9, at + 8 + values[at + 8] do
+      local dependency = values[j]
+      if type(dependency) ~= 'string' or dependency == '' then
+        return nil, redis.error_reply('INVALID depends_on of task ' .. i)
+      end
       if not seen[dependency] and dependency_state[dependency] == nil then
         local state = redis.call('HGET', task_key(dependency), 'state')
         if not state then
@@ -22,7 +45,7 @@ local function push_rows(rows, payload_at)
         end
       end
     end
-    local id, tenant, priority = row[1], row[2], row[3]
+    local id, tenant, priority = values[at], values[at + 1], values[at + 2]
     if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
       return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
     end
@@ -40,23 +63,28 @@ local function push_rows(rows, payload_at)
     local last = math.min(first + CHUNK - 1, n)
     if redis.call('EXISTS', unpack(keys, first, last)) > 0 then
       for i = first, last do
-        if redis.call('EXISTS', keys[i]) == 1 then return nil, redis.error_reply('DUPLICATE ' .. rows[i][1]) end
+        if redis.call('EXISTS', keys[i]) == 1 then
+          return nil, redis.error_reply('DUPLICATE ' .. values[starts[i]])
+        end
       end
     end
   end
 
   local now = clock_now()
   local links = 0
-  for i, row in ipairs(rows) do
-    local id, tenant, priority, start = row[1], row[2], row[3], row[8]
+  for i, at in ipairs(starts) do
+    local id, tenant, priority, start = values[at], values[at + 1], values[at + 2], values[at + 7]
     local execute_after = parse_start(start, now)
     -- Dependencies that have finished already do not block (seed 000).
-    local open = {}
-    for _, dependency in ipairs(row[9]) do
-      if dependency_state[dependency] ~= 'finished' then open[#open + 1] = dependency end
+    local open = nil
+    for j = at + 9, at + 8 + values[at + 8] do
+      if dependency_state[values[j]] ~= 'finished' then
+        open = open or {}
+        open[#open + 1] = values[j]
+      end
     end
     local state, time_field, time_value
-    if #open > 0 then
+    if open then
       state, time_field, time_value = 'deferred', 'deferred_at', now
       append('SADD', K['state:deferred'], id)
       for _, dependency in ipairs(open) do
@@ -76,10 +104,10 @@ local function push_rows(rows, payload_at)
     -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
     redis.call('HSET', keys[i], 'kind', 'task', 'tenant', tenant, 'priority', priority,
       'payload', ARGV[payload_at + i],
-      'max_retries', row[5], 'timeout', row[6], 'created_at', now, 'state', state,
-      time_field, time_value)
-    if row[4] ~= '' then redis.call('HSET', keys[i], 'name', row[4]) end
-    if row[7] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
+      'max_retries', values[at + 4], 'timeout', values[at + 5], 'created_at', now,
+      'state', state, time_field, time_value)
+    if values[at + 3] ~= '' then redis.call('HSET', keys[i], 'name', values[at + 3]) end
+    if values[at + 6] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
     if state == 'deferred' and execute_after ~= nil then
       redis.call('HSET', keys[i], 'execute_after', execute_after)
     end

@@ -2,13 +2,13 @@
 -- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
--- ARGV[3] MessagePack array of n rows {id, lease token, result slot}; a slot k > 0
---   means the result is ARGV[3 + k], 0 none
+-- ARGV[3] MessagePack array of n rows (id, lease token, result slot) one after the
+--   other; a slot k > 0 means the result is ARGV[3 + k], 0 none
 -- ARGV[4..] the results (opaque bytes)
 -- Returns, per task, 1 if finished or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_rows(ARGV[2], ARGV[3])
+local rows = read_flat_rows(ARGV[2], 3, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 for i = 4, #ARGV do
   local refused = too_big('result', ARGV[i])
@@ -16,7 +16,7 @@ for i = 4, #ARGV do
 end
 local now = clock_now()
 local wanted = {'tenant', 'keep_result', 'has_dependents'}
-local finished = each_held_lease(rows, wanted, function(row, f)
+local finished = each_held_lease(rows, 3, wanted, function(row, f)
   local id, slot = row[1], row[3]
   end_task(id, f[1], 'finished', now, nil)
   if f[3] then release_dependents(id, now) end

@@ -5,20 +5,20 @@
 -- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
--- ARGV[3] MessagePack array of n rows {id, lease token}
+-- ARGV[3] MessagePack array of n rows (id, lease token) one after the other
 -- ARGV[4] delay before the task is offered again (us)
 -- ARGV[5] grace: how long a task may wait for a worker that serves it (us)
 -- Returns, per task, 1 if handed over (or failed), 0 if the caller no longer held its lease.
 --@include ending
 --@include workers
 
-local rows = read_rows(ARGV[2], ARGV[3])
+local rows = read_flat_rows(ARGV[2], 2, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local delay, grace = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = clock_now()
 drop_expired_workers(now, 1000)
 local wanted = {'name', 'unserved_since'}
-local handed = each_held_lease(rows, wanted, function(row, f)
+local handed = each_held_lease(rows, 2, wanted, function(row, f)
   local id, name = row[1], f[1] or ''
   local key = task_key(id)
   local since = tonumber(f[2])

@@ -3,15 +3,15 @@
 -- KEYS: ring ready leases stats clock strict:partitions constraints running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
--- ARGV[3] MessagePack array of n rows {id, lease token}
+-- ARGV[3] MessagePack array of n rows (id, lease token) one after the other
 -- Returns, per task, 1 if handed back or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_rows(ARGV[2], ARGV[3])
+local rows = read_flat_rows(ARGV[2], 2, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
 local wanted = {'kind', 'tenant', 'priority', 'start_time'}
-local released = each_held_lease(rows, wanted, function(row, f)
+local released = each_held_lease(rows, 2, wanted, function(row, f)
   redis.call('HSET', task_key(row[1]), 'state', 'queued')
   queue_ready(row[1], f[1], f[2], tonumber(f[3]), tonumber(f[4]), true)
   count('released', f[2])

@@ -32,14 +32,14 @@ for n = 1, runs do
     release_lock(lock, token)
     outcome = 0
   elseif ARGV[at + 6] ~= '' then
-    local rows = cmsgpack.unpack(ARGV[at + 6])
-    local _, refused = push_rows(rows, at + 6) -- the payload is ARGV[at + 7]
+    local row = cmsgpack.unpack(ARGV[at + 6])
+    local _, refused = push_rows(row, 1, at + 6) -- the payload is ARGV[at + 7]
     if refused then
       outcome = refused.err
     else
       status.runs = status.runs + 1
       status.last_run, status.last_submitted_at, status.last_task_id =
-        tonumber(ARGV[at + 4]), now, rows[1][1]
+        tonumber(ARGV[at + 4]), now, row[1]
     end
   else
     status.skipped = status.skipped + 1
