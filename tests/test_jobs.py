@@ -265,9 +265,10 @@ def test_bad_jobs_are_refused_and_nothing_is_written(
 def test_the_script_refuses_what_the_client_should_have(jobs: JobQueue) -> None:
     call = jobs.ops.push([Job(name="n")])
     head, arguments = call.args[:-3], call.args[-1:]
-    for rows, field in (
-        ([("x", "n", 2**31, 0, 30, 0)], "priority"),
-        ([("", "n")], "id"),
+    for rows, field in (  # the rows one after the other, 6 values each
+        (["x", "n", 2**31, 0, 30, 0], "priority"),
+        (["", "n", 0, 0, 30, 0], "id"),
+        (["x", "n"], "jobs"),
         ([], "jobs"),
     ):
         bad = (*head, 1, msgspec.msgpack.encode(rows), *arguments)

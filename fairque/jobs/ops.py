@@ -65,7 +65,7 @@ class JobOps:
         ids = new_ids(len(jobs))
         limit = MAX_PAYLOAD_BYTES  # the namespace's own limit is checked by the script
         arguments: list[Arg] = []
-        rows = []
+        rows: list[Any] = []  # the rows one after the other
         for index, (given, job_id) in enumerate(zip(jobs, ids, strict=True)):
             try:
                 job, argument = _checked(given, limit)
@@ -74,10 +74,9 @@ class JobOps:
                     raise
                 raise InvalidInput(f"[{index}].{exc.field}", exc.message) from None
             arguments.append(argument)
-            rows.append(
-                (job_id, job.name, job.priority, job.max_retry, job.timeout, int(job.keep_result))
-            )
-        args = (len(rows), pack(rows), *arguments)
+            rows += (job_id, job.name, job.priority, job.max_retry, job.timeout,
+                     int(job.keep_result))  # fmt: skip
+        args = (len(jobs), pack(rows), *arguments)
         return self.namespace.call("jobs/push", args, lambda _reply: ids)
 
     def push_one(self, job: Job) -> Call[str]:
@@ -111,11 +110,11 @@ class JobOps:
         lost). A result that cannot be kept is refused before anything is sent."""
         if not 1 <= len(outcomes) <= MAX_BATCH:
             raise InvalidInput("outcomes", f"send 1 to {MAX_BATCH}, got {len(outcomes)}")
-        rows = []
+        rows: list[Any] = []  # the rows one after the other
         kept: list[Arg] = []
         for job, outcome in outcomes:
             if outcome is None:
-                rows.append((job.id, job.lease_token, "release", 0, "", 0.0))
+                rows += (job.id, job.lease_token, "release", 0, "", 0.0)
                 kept.append("")
                 continue
             if isinstance(outcome, Success):
@@ -128,8 +127,8 @@ class JobOps:
             # make it a base64 string); finished_at becomes its ISO 8601 string.
             plain = msgspec.to_builtins(outcome, builtin_types=(bytes,))
             kept.append(encode(plain, "result", MAX_PAYLOAD_BYTES))
-            rows.append((job.id, job.lease_token, kind, retry, message, float(result_ttl)))
-        args = (len(rows), pack(rows), *kept)
+            rows += (job.id, job.lease_token, kind, retry, message, float(result_ttl))
+        args = (len(outcomes), pack(rows), *kept)
         return self.namespace.call("jobs/complete", args, _parse_states)
 
     def take_result(self, job_id: str) -> Call[Any]:

@@ -86,14 +86,15 @@ class StorageOps:
         return self._call("done", check_ids(task_ids), int)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
-        rows = [(str(task_id), _micros(moment)) for task_id, moment in check_retries(retries)]
-        args = (len(rows), pack(rows))
+        checked = check_retries(retries)
+        rows = [value for task_id, moment in checked for value in (str(task_id), _micros(moment))]
+        args = (len(checked), pack(rows))
         return self._call("retry", args, int)
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
         starts = check_requests(requests)
         slots: dict[int, int] = {}
-        rows = []
+        rows: list[Any] = []  # the rows one after the other
         for request, (start_time, delay) in zip(requests, starts, strict=True):
             slot = slots.setdefault(request.queue_num, len(slots) + 1)
             if start_time is not None:
@@ -102,8 +103,8 @@ class StorageOps:
                 start = f"+{int(delay.total_seconds() * MICROS)}"
             else:
                 start = ""
-            rows.append((slot, request.queue_num, start))
-        args: list[Arg] = [len(rows), pack(rows)]
+            rows += (slot, request.queue_num, start)
+        args: list[Arg] = [len(requests), pack(rows)]
         args += [request.data for request in requests]
         return self._call("put", args, lambda reply: [int(i) for i in reply], list(slots))
 

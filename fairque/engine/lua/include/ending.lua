@@ -145,21 +145,26 @@ local function requeue(id, kind, tenant, priority, now)
   count('requeued', tenant)
 end
 
--- The MessagePack array `packed` if it holds `count` rows; nil if it does not.
-local function read_rows(count, packed)
-  local rows = cmsgpack.unpack(packed)
-  if type(rows) ~= 'table' or #rows ~= tonumber(count) then return nil end
-  return rows
-end
-
 -- The flat MessagePack array `packed` of `count` rows of `width` values each, one row
--- after the other, or nil if it does not hold that many. The hot calls send their rows
--- flat: decoding a small table per row cost a call ~3k instructions per row.
-local function read_flat_rows(count, width, packed)
+-- after the other, or nil if it does not hold that many. Calls send their rows flat:
+-- decoding a small table per row cost ~3k instructions per row.
+local function read_rows(count, width, packed)
   local values = cmsgpack.unpack(packed)
   count = tonumber(count)
   if type(values) ~= 'table' or count == nil or #values ~= count * width then return nil end
   return values
+end
+
+-- Iterates over the rows of flat `values` (read_rows): i, and row i as one table refilled
+-- for each row (read it, do not keep it).
+local function each_row(values, width)
+  local row, i, n = {}, 0, #values / width
+  return function()
+    i = i + 1
+    if i > n then return nil end
+    for k = 1, width do row[k] = values[(i - 1) * width + k] end
+    return i, row
+  end
 end
 
 -- For each row {id, lease token, ...} of the flat `rows` (read_flat_rows) whose token
@@ -171,9 +176,8 @@ local function each_held_lease(rows, width, wanted, handle)
   local at, fields = #wanted, wanted
   fields[at + 1], fields[at + 2], fields[at + 3], fields[at + 4] = 'state', 'lease_token',
     'kind', 'tenant'
-  local held, unleased, row = {}, {}, {}
-  for i = 1, #rows / width do
-    for k = 1, width do row[k] = rows[(i - 1) * width + k] end
+  local held, unleased = {}, {}
+  for i, row in each_row(rows, width) do
     local f = redis.call('HMGET', task_key(row[1]), unpack(fields))
     if f[at + 1] == 'started' and f[at + 2] == row[2] then
       unleased[#unleased + 1] = row[1]

@@ -3,8 +3,8 @@
 -- KEYS: ring ready scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of outcomes n
--- ARGV[3] MessagePack array of n rows {id, lease token, kind, retry, message, result ttl}:
---   kind is success, failure, or release (back to the queue, attempts unchanged: it
+-- ARGV[3] MessagePack array of n rows (id, lease token, kind, retry, message, result
+--   ttl) one after the other: kind is success, failure, or release (back to the queue, attempts unchanged: it
 --   never reached a worker); retry is 1 if a failure may be retried; the result object
 --   is kept for result ttl seconds when the job asked for it (0: never)
 -- ARGV[4..] the n result objects (MessagePack)
@@ -13,8 +13,9 @@
 --@include ending
 
 local ARGUMENTS = 3
-local rows = read_rows(ARGV[2], ARGV[3])
-if rows == nil or #ARGV ~= ARGUMENTS + #rows then
+local WIDTH = 6
+local rows = read_rows(ARGV[2], WIDTH, ARGV[3])
+if rows == nil or #ARGV ~= ARGUMENTS + tonumber(ARGV[2]) then
   return redis.error_reply('INVALID outcomes do not match their count')
 end
 
@@ -53,5 +54,5 @@ local function complete(row, result)
 end
 
 local states = {}
-for i, row in ipairs(rows) do states[i] = complete(row, ARGV[ARGUMENTS + i]) end
+for i, row in each_row(rows, WIDTH) do states[i] = complete(row, ARGV[ARGUMENTS + i]) end
 return flush(now, states)

@@ -2,20 +2,21 @@
 -- KEYS: ring ready stats clock strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of jobs n
--- ARGV[3] MessagePack array of n rows {id, name, priority (int32), max_retries,
---   timeout (s), keep_result (0/1)}
+-- ARGV[3] MessagePack array of n rows (id, name, priority (int32), max_retries,
+--   timeout (s), keep_result (0/1)) one after the other
 -- ARGV[4..] the n arguments (MessagePack, decoded here only to match constraints)
 -- Returns the number of jobs stored.
 --@include ending
 
 local ARGUMENTS = 3
-local rows = read_rows(ARGV[2], ARGV[3])
-if rows == nil or #ARGV ~= ARGUMENTS + #rows then
+local WIDTH = 6
+local rows, jobs = read_rows(ARGV[2], WIDTH, ARGV[3]), tonumber(ARGV[2])
+if rows == nil or #ARGV ~= ARGUMENTS + jobs then
   return redis.error_reply('INVALID jobs do not match their count')
 end
 local INT32 = 2147483648
 local keys = {}
-for i, row in ipairs(rows) do
+for i, row in each_row(rows, WIDTH) do
   local id, name, priority = row[1], row[2], row[3]
   if type(id) ~= 'string' or id == '' or type(name) ~= 'string' or name == '' then
     return redis.error_reply('INVALID id or name of job ' .. i)
@@ -24,7 +25,7 @@ for i, row in ipairs(rows) do
     return redis.error_reply('INVALID priority ' .. tostring(priority))
   end
   -- In a batch, the error names the job as the master's API does: [1].argument.
-  local field = #rows > 1 and ('[' .. (i - 1) .. '].argument') or 'argument'
+  local field = jobs > 1 and ('[' .. (i - 1) .. '].argument') or 'argument'
   local refused = too_big(field, ARGV[ARGUMENTS + i])
   if refused then return refused end
   keys[i] = task_key(id)
@@ -34,7 +35,7 @@ for first = 1, #keys, CHUNK do
   local last = math.min(first + CHUNK - 1, #keys)
   if redis.call('EXISTS', unpack(keys, first, last)) > 0 then
     for i = first, last do
-      if redis.call('EXISTS', keys[i]) == 1 then return redis.error_reply('DUPLICATE ' .. rows[i][1]) end
+      if redis.call('EXISTS', keys[i]) == 1 then return redis.error_reply('DUPLICATE ' .. rows[(i - 1) * WIDTH + 1]) end
     end
   end
 end
@@ -42,7 +43,7 @@ end
 local now = clock_now()
 local constraints, version = current_constraints()
 local partitions = {}
-for i, row in ipairs(rows) do
+for i, row in each_row(rows, WIDTH) do
   local id, name, priority = row[1], row[2], row[3]
   local argument = ARGV[ARGUMENTS + i]
   local seq = next_tick(now)
@@ -60,4 +61,4 @@ for i, row in ipairs(rows) do
   end
   count('pushed')
 end
-return flush(now, #rows)
+return flush(now, jobs)

@@ -8,7 +8,7 @@
 -- Returns, per task, 1 if finished or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_flat_rows(ARGV[2], 3, ARGV[3])
+local rows = read_rows(ARGV[2], 3, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 for i = 4, #ARGV do
   local refused = too_big('result', ARGV[i])

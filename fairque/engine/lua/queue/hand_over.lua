@@ -12,7 +12,7 @@
 --@include ending
 --@include workers
 
-local rows = read_flat_rows(ARGV[2], 2, ARGV[3])
+local rows = read_rows(ARGV[2], 2, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local delay, grace = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = clock_now()

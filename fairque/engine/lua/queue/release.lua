@@ -7,7 +7,7 @@
 -- Returns, per task, 1 if handed back or 0 if the caller no longer held its lease.
 --@include ending
 
-local rows = read_flat_rows(ARGV[2], 2, ARGV[3])
+local rows = read_rows(ARGV[2], 2, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
 local wanted = {'kind', 'tenant', 'priority', 'start_time'}

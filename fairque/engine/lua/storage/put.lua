@@ -2,19 +2,20 @@
 -- KEYS: ring ready stats clock storage:ids storage:queues running shares sleeping turns ready:total stats:tenants wakeups storage:queue:<n>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
--- ARGV[3] MessagePack array of n rows {key slot (1 = the first queue key), queue number,
---   start}; start is '' (now), absolute microseconds, or '+' relative microseconds
+-- ARGV[3] MessagePack array of n rows (key slot (1 = the first queue key), queue number,
+--   start) one after the other; start is '' (now), absolute microseconds, or '+' relative microseconds
 -- ARGV[4..] the n payloads (opaque bytes)
 -- Returns the new task ids, in order.
 --@include storage
 
 local PAYLOADS = 3
-local rows = read_rows(ARGV[2], ARGV[3])
-if rows == nil or #ARGV ~= PAYLOADS + #rows then
+local WIDTH = 3
+local rows = read_rows(ARGV[2], WIDTH, ARGV[3])
+if rows == nil or #ARGV ~= PAYLOADS + tonumber(ARGV[2]) then
   return redis.error_reply('INVALID requests do not match their count')
 end
 local keys = {}
-for i, row in ipairs(rows) do
+for i, row in each_row(rows, WIDTH) do
   keys[i] = declared_queue_key(row[1], row[2])
   if keys[i] == nil or type(row[3]) ~= 'string' then
     return redis.error_reply('INVALID queue_num of request ' .. i)
@@ -23,7 +24,7 @@ end
 
 local now = clock_now()
 local ids, held = {}, {}
-for i, row in ipairs(rows) do
+for i, row in each_row(rows, WIDTH) do
   local id
   -- Ids are shared with fair-queue tasks, whose ids users may choose: skip taken ones.
   repeat id = int(redis.call('INCR', K['storage:ids'])) until redis.call('EXISTS', task_key(id)) == 0

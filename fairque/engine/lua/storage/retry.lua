@@ -5,13 +5,14 @@
 -- KEYS: ring ready leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of retries n
--- ARGV[3] MessagePack array of n rows {id, next start time (us)}
+-- ARGV[3] MessagePack array of n rows (id, next start time (us)) one after the other
 -- Returns how many tasks went back.
 --@include storage
 
-local rows = read_rows(ARGV[2], ARGV[3])
+local WIDTH = 2
+local rows = read_rows(ARGV[2], WIDTH, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID retries do not match their count') end
-for i, row in ipairs(rows) do
+for i, row in each_row(rows, WIDTH) do
   if type(row[1]) ~= 'string' or type(row[2]) ~= 'number' or row[2] < 0 then
     return redis.error_reply('INVALID retries row ' .. i)
   end
@@ -19,7 +20,7 @@ end
 local now = clock_now()
 reap_expired(now, setting('maintenance_batch'))
 local unleased = {}
-for _, row in ipairs(rows) do
+for _, row in each_row(rows, WIDTH) do
   local id, task = row[1], task_key(row[1])
   local f = redis.call('HMGET', task, 'queue', 'state', 'attempts', 'start_time', 'kind')
   if f[5] == 'storage' and f[2] == 'started' then
