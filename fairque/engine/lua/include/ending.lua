@@ -167,11 +167,10 @@ local function each_row(values, width)
   end
 end
 
--- For each row {id, lease token, ...} of the flat `rows` (read_flat_rows) whose token
--- still holds the task's lease: calls handle(row, fields), fields being the task's
--- `wanted` hash fields (then more: `wanted` gets the names of those), and drops the
--- lease. `row` is one table refilled for
--- each row: read it, do not keep it. Returns 1 (held) or 0 (lost) per row.
+-- For each row {id, lease token, ...} of the flat `rows` (read_rows) whose token still
+-- holds the task's lease: calls handle(row, fields, kind, tenant), fields being the
+-- task's `wanted` hash fields (then more: `wanted` gets the names of those), and drops
+-- the lease. `row` is each_row's. Returns 1 (held) or 0 (lost) per row.
 local function each_held_lease(rows, width, wanted, handle)
   local at, fields = #wanted, wanted
   fields[at + 1], fields[at + 2], fields[at + 3], fields[at + 4] = 'state', 'lease_token',
@@ -182,7 +181,7 @@ local function each_held_lease(rows, width, wanted, handle)
     if f[at + 1] == 'started' and f[at + 2] == row[2] then
       unleased[#unleased + 1] = row[1]
       lease_ended(f[at + 3], f[at + 4])
-      handle(row, f)
+      handle(row, f, f[at + 3], f[at + 4])
       held[i] = 1
     else
       held[i] = 0

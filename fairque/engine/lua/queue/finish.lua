@@ -15,12 +15,12 @@ for i = 4, #ARGV do
   if refused then return refused end
 end
 local now = clock_now()
-local wanted = {'tenant', 'keep_result', 'has_dependents'}
-local finished = each_held_lease(rows, 3, wanted, function(row, f)
+local wanted = {'keep_result', 'has_dependents'}
+local finished = each_held_lease(rows, 3, wanted, function(row, f, _, tenant)
   local id, slot = row[1], row[3]
-  end_task(id, f[1], 'finished', now, nil)
-  if f[3] then release_dependents(id, now) end
-  if slot > 0 and f[2] == '1' and setting('finished_ttl') > 0 then
+  end_task(id, tenant, 'finished', now, nil)
+  if f[2] then release_dependents(id, now) end
+  if slot > 0 and f[1] == '1' and setting('finished_ttl') > 0 then
     redis.call('SET', result_key(id), ARGV[3 + slot], 'EX', math.ceil(setting('finished_ttl')))
   end
 end)

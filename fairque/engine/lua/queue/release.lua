@@ -10,10 +10,10 @@
 local rows = read_rows(ARGV[2], 2, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
 local now = clock_now()
-local wanted = {'kind', 'tenant', 'priority', 'start_time'}
-local released = each_held_lease(rows, 2, wanted, function(row, f)
+local wanted = {'priority', 'start_time'}
+local released = each_held_lease(rows, 2, wanted, function(row, f, kind, tenant)
   redis.call('HSET', task_key(row[1]), 'state', 'queued')
-  queue_ready(row[1], f[1], f[2], tonumber(f[3]), tonumber(f[4]), true)
-  count('released', f[2])
+  queue_ready(row[1], kind, tenant, tonumber(f[1]), tonumber(f[2]), true)
+  count('released', tenant)
 end)
 return flush(now, released)
