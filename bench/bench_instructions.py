@@ -9,7 +9,8 @@ timing on a shared VM, the count is the same from run to run within about 3% (th
 clock's digits and Lua's garbage collector vary), so an engine change can be judged by
 one run before and one after. Prints instructions per task for tasks spread over
 ``--tenants`` tenants, in batches (push 1,000 per call, pop and finish 100 per call) and
-one task per call; asserts nothing. A server under valgrind runs ~50x slower: the
+one task per call, and a call's fixed cost (a pop that finds nothing, a finish of no
+task); asserts nothing. A server under valgrind runs ~50x slower: the
 figures are counts, never rates.
 """
 
@@ -139,6 +140,24 @@ def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
     return {name: count / SINGLE_TASKS for name, count in figures.items()}
 
 
+def empty_calls(server: CountedServer) -> dict[str, float]:
+    """A call's fixed cost: a pop that finds nothing ready, a finish of no task."""
+    queue = FairQueue(server.url, "single")  # warmed up, and drained by one_per_call
+
+    def pop() -> None:
+        for _ in range(SINGLE_TASKS):
+            assert not queue.pop(count=1, worker_id="bench"), "nothing is ready"
+
+    def finish() -> None:
+        for _ in range(SINGLE_TASKS):
+            queue.finish_many([], [])
+
+    figures = {name: server.measure(f"empty_{name}", work) for name, work in
+               (("pop", pop), ("finish", finish))}  # fmt: skip
+    queue.close()
+    return {name: count / SINGLE_TASKS for name, count in figures.items()}
+
+
 def warm_up(server: CountedServer, tenants: int) -> None:
     """Loads the functions and writes the namespaces' settings, outside the counts."""
     for namespace in ("batches", "single"):
@@ -169,6 +188,7 @@ def main() -> None:
                 "batches (push 1,000, pop/finish 100)": batches(server, options.tenants),
                 "one task per call": one_per_call(server, options.tenants),
             }
+            empty = empty_calls(server)
         finally:
             server.stop()
     print(f"{Path(binary).name}, {options.tenants} tenants: server instructions per task")
@@ -176,6 +196,8 @@ def main() -> None:
     for label, figures in rows.items():
         cells = "".join(f"{figures[name] / 1000:>9.1f}k" for name in ("push", "pop", "finish"))
         print(f"{label:38}{cells}{sum(figures.values()) / 1000:>9.1f}k")
+    print(f"{'empty call (per call)':38}{'':>10}{empty['pop'] / 1000:>9.1f}k"
+          f"{empty['finish'] / 1000:>9.1f}k")  # fmt: skip
 
 
 if __name__ == "__main__":
