@@ -92,7 +92,7 @@ class CountedServer:
 
 
 def task(i: int, tenants: int) -> Task:
-    return Task(user_id=f"tenant-{i % tenants}", payload={"n": i})
+    return Task(user_id=f"tenant-{i % tenants}", name="send_email", payload={"n": i})
 
 
 def batches(server: CountedServer, tenants: int) -> dict[str, float]:

@@ -18,6 +18,13 @@ local function push_row_starts(values, rows)
   return starts
 end
 
+-- HSET of `key`'s fields and values, with its name first unless it is '': one command
+-- (a second HSET for the name cost a batched push of named tasks ~8%).
+local function hset_named(key, name, ...)
+  if name == '' then return redis.call('HSET', key, ...) end
+  return redis.call('HSET', key, 'name', name, ...)
+end
+
 -- Stores the `rows` tasks of the flat `values` (see queue/push.lua for their layout) as
 -- new tasks, each ready, scheduled or deferred; the payload of task i is
 -- ARGV[payload_at + i]. Everything is checked before anything is written, so a refusal
@@ -102,11 +109,10 @@ local function push_rows(values, rows, payload_at)
       queue_ready(id, 'task', tenant, priority, time_value)
     end
     -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
-    redis.call('HSET', keys[i], 'kind', 'task', 'tenant', tenant, 'priority', priority,
-      'payload', ARGV[payload_at + i],
+    hset_named(keys[i], values[at + 3], 'kind', 'task', 'tenant', tenant,
+      'priority', priority, 'payload', ARGV[payload_at + i],
       'max_retries', values[at + 4], 'timeout', values[at + 5], 'created_at', now,
       'state', state, time_field, time_value)
-    if values[at + 3] ~= '' then redis.call('HSET', keys[i], 'name', values[at + 3]) end
     if values[at + 6] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
     if state == 'deferred' and execute_after ~= nil then
       redis.call('HSET', keys[i], 'execute_after', execute_after)
