@@ -7,11 +7,11 @@ counts the instructions it executes for each operation: the scripts, the command
 make, the protocol and the replies, not the kernel's share of the network. Unlike a
 timing on a shared VM, the count is the same from run to run within about 3% (the
 clock's digits and Lua's garbage collector vary), so an engine change can be judged by
-one run before and one after. Prints instructions per task for tasks spread over
-``--tenants`` tenants, in batches (push 1,000 per call, pop and finish 100 per call) and
-one task per call, and a call's fixed cost (a pop that finds nothing, a finish of no
-task); asserts nothing. A server under valgrind runs ~50x slower: the
-figures are counts, never rates.
+one run before and one after. Prints instructions per task for named tasks (a worker
+runs a task by its name) spread over ``--tenants`` tenants, in batches (push 1,000 per
+call, pop and finish 100 per call) and one task per call, and a call's fixed cost (a pop
+that finds nothing, a finish of no task); asserts nothing. A server under valgrind runs
+~50x slower: the figures are counts, never rates.
 """
 
 from __future__ import annotations

@@ -87,8 +87,11 @@ def drain(url: str, tasks: int, processes: int, name: str = "noop") -> float:
     return tasks / elapsed
 
 
-def pickup_latency(url: str, count: int = 500) -> list[float]:
-    """Milliseconds from push to start, for tasks pushed 20 ms apart to an idle worker."""
+def pickup_latency(url: str, count: int = 500) -> tuple[list[float], dict[str, float]]:
+    """Milliseconds from push to start, for tasks pushed 20 ms apart to an idle worker,
+    sorted; and the median of each hop, read from the task's record (the push script's
+    clock is its ``created_at``, the pop script's its ``leased_at``; one machine, one
+    wall clock)."""
     namespace = f"latency-{uuid.uuid4().hex[:8]}"
     queue = FairQueue(url, namespace)
     pushed: dict[str, float] = {}
@@ -100,12 +103,20 @@ def pickup_latency(url: str, count: int = 500) -> list[float]:
             time.sleep(0.02)  # the pacing of the scenario, not a wait for state
         wait(lambda: finished(queue) >= count, timeout=60)
     latencies = []
+    hops: dict[str, list[float]] = {"push call -> push script": [],
+                                    "push script -> pop script": [],
+                                    "pop script -> task running": []}  # fmt: skip
     for task_id, pushed_at in pushed.items():
         info = queue.get(task_id)
         assert info is not None
+        assert info.leased_at is not None
         latencies.append((info.result - pushed_at) * 1000)
+        for hop, (start, end) in zip(hops.values(), ((pushed_at, info.created_at),
+                                     (info.created_at, info.leased_at),
+                                     (info.leased_at, info.result)), strict=True):  # fmt: skip
+            hop.append((end - start) * 1000)
     queue.close()
-    return sorted(latencies)
+    return sorted(latencies), {hop: statistics.median(times) for hop, times in hops.items()}
 
 
 def idle_round_trips(url: str, count: int = 200) -> list[float]:
@@ -176,11 +187,13 @@ def main() -> None:
                 )
                 print(f"drain {options.tasks:,} {what}, {processes} worker process(es): "
                       f"{best:,.0f} tasks/s")  # fmt: skip
-        latencies = pickup_latency(server.url)
+        latencies, hops = pickup_latency(server.url)
         p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99) - 1]
         print(
             f"idle pickup latency over {len(latencies)} tasks: p50 {p50:.2f} ms, p99 {p99:.2f} ms"
         )
+        hop_times = ", ".join(f"{hop} {ms:.2f} ms" for hop, ms in hops.items())
+        print(f"  medians of its hops: {hop_times}")
         floor = idle_round_trips(server.url)
         print(f"  this machine's idle round trip (PING after a 20 ms pause): p50 "
               f"{floor[len(floor) // 2]:.2f} ms; pickup pays two such hops")  # fmt: skip
