@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fairque import FairQueue, Priority, Task
+from fairque import FairQueue, Priority, Task, TaskState
 
 pytestmark = pytest.mark.cluster
 
@@ -145,6 +145,31 @@ def test_concurrent_pops_deliver_each_task_once(make_queue: Callable[[], FairQue
         thread.join(timeout=60)
     assert sorted(seen) == list(range(600))
     assert make_queue().stats().counters["finished"] == 600
+
+
+def test_a_pop_of_many_puts_the_leases_in_a_skiplist(queue: FairQueue) -> None:
+    # A pop of 16 tasks or more writes its leases into a skiplist (finish takes them off
+    # one by one, which scans a listpack), also when it creates the key, and over more
+    # than one chunk of 1,000 values; the member that makes it one is gone at once.
+    leases = queue.namespace.key("leases")
+    queue.push_many([Task(user_id=f"t{n % 3}") for n in range(1_030)])
+    few = queue.pop(count=10)
+    assert queue.redis.object("encoding", leases) == b"listpack"
+    more = queue.pop(count=20)
+    assert queue.redis.object("encoding", leases) == b"skiplist"
+    held = {task.task_id.encode() for task in (*few, *more)}
+    assert set(queue.redis.zrange(leases, 0, -1)) == held
+    assert queue.finish_many([*few, *more]) == []
+    assert queue.redis.exists(leases) == 0
+    many = queue.pop(count=1_000)
+    assert queue.redis.object("encoding", leases) == b"skiplist"
+    scores = dict(queue.redis.zrange(leases, 0, -1, withscores=True))
+    assert set(scores) == {task.task_id.encode() for task in many}
+    deadline = queue.redis.hget(queue.namespace.key(f"task:{many[-1].task_id}"), "lease_deadline")
+    assert scores[many[-1].task_id.encode()] == float(deadline or 0)
+    assert queue.stats().states[TaskState.STARTED] == 1_000
+    assert queue.finish_many(many) == []
+    assert queue.redis.exists(leases) == 0
 
 
 def test_a_wide_pop_keeps_the_tenant_keys_out_of_listpacks(queue: FairQueue) -> None:

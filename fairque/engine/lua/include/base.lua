@@ -44,9 +44,10 @@ local function clock_now()
   return tonumber(t[1]) * MICROS + tonumber(t[2])
 end
 
--- Calls `command key a1 a2 ...` over `values`, CHUNK values at a time.
-local function call_chunked(command, key, values)
-  for first = 1, #values, CHUNK do
+-- Calls `command key a1 a2 ...` over `values` (from its `from`th, default the first),
+-- CHUNK values at a time.
+local function call_chunked(command, key, values, from)
+  for first = from or 1, #values, CHUNK do
     redis.call(command, key, unpack(values, first, math.min(first + CHUNK - 1, #values)))
   end
 end

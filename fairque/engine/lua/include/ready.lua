@@ -53,30 +53,15 @@ local function queue_ready(id, kind, tenant, priority, start_time, first)
   ready_added[tenant] = ready_added[tenant] + 1
 end
 
--- Small zsets and hashes are listpacks, where a write scans and moves the whole list.
 -- The ring, the ready entries, the running counts and the tenants' counters are written
--- for every tenant a call serves: a pop that reaches WIDE tenants or more makes them
--- skiplists and hash tables (a member or field longer than the server's
--- *-max-listpack-value turns a key, and it does not turn back until it is deleted; this
--- one is removed at once).
+-- for every tenant a call serves: a pop that reaches WIDE tenants or more takes them out
+-- of their listpacks (see leave_listpack).
 local WIDE = 8
-local TURNING = '--------------------------------------------------------------------' ..
-  '------------------------------------------------------------' -- 128 bytes
 local function unpack_tenant_keys()
-  if redis.call('OBJECT', 'ENCODING', K.ring) == 'listpack' then
-    redis.call('ZADD', K.ring, 0, TURNING)
-    redis.call('ZREM', K.ring, TURNING)
-  end
-  if redis.call('OBJECT', 'ENCODING', K.ready) == 'listpack' then
-    redis.call('ZADD', K.ready, 0, TURNING)
-    redis.call('ZREM', K.ready, TURNING)
-  end
-  for _, key in ipairs({K.running, K['stats:tenants']}) do
-    if redis.call('OBJECT', 'ENCODING', key) == 'listpack' then
-      redis.call('HSET', key, TURNING, 0)
-      redis.call('HDEL', key, TURNING)
-    end
-  end
+  leave_listpack(K.ring, 'zset')
+  leave_listpack(K.ready, 'zset')
+  leave_listpack(K.running, 'hash')
+  leave_listpack(K['stats:tenants'], 'hash')
 end
 
 -- Puts `tenant` where its ready count and shares say: in the ring (joining at the back

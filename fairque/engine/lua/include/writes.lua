@@ -41,6 +41,42 @@ local function append(command, key, value, member)
   if member ~= nil then values[#values + 1] = member end
 end
 
+-- Small zsets and hashes are listpacks, where a write scans and moves the whole list
+-- (a ZADD scans it twice: to find the member, then to place it). Makes `key` (a 'zset'
+-- or a 'hash') a skiplist or a hash table if it is still a listpack: a member or field
+-- longer than the server's *-max-listpack-value turns it, and it does not turn back
+-- until it is deleted (emptied); this one is removed at once.
+local TURNING = '--------------------------------------------------------------------' ..
+  '------------------------------------------------------------' -- 128 bytes
+local function leave_listpack(key, kind)
+  if redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  if kind == 'zset' then
+    redis.call('ZADD', key, 0, TURNING)
+    redis.call('ZREM', key, TURNING)
+  else
+    redis.call('HSET', key, TURNING, 0)
+    redis.call('HDEL', key, TURNING)
+  end
+end
+
+-- Writes the pending ZADD members of `key` now, into a skiplist, for a zset that gets
+-- many members at once and loses them one by one (a pop's leases): in a listpack each
+-- of those writes would scan the whole list. A ZADD whose first member is longer than
+-- the server's zset-max-listpack-value creates the key as a skiplist, or turns a
+-- listpack, before the other members go in; that member leaves in the next command.
+local function flush_into_skiplist(key)
+  local values = appends and appends.ZADD and appends.ZADD[key]
+  if values == nil then return end
+  appends.ZADD[key] = {} -- written here, not again by flush_appends
+  local rest = 1
+  if redis.call('OBJECT', 'ENCODING', key) ~= 'skiplist' then
+    redis.call('ZADD', key, 0, TURNING, unpack(values, 1, math.min(#values, CHUNK)))
+    redis.call('ZREM', key, TURNING)
+    rest = CHUNK + 1
+  end
+  call_chunked('ZADD', key, values, rest)
+end
+
 local function flush_appends()
   if append_keys == nil then return end
   for _, entry in ipairs(append_keys) do

@@ -14,6 +14,8 @@
 -- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
 --@include maintenance
 
+local MANY_LEASES = 16
+
 local worker_id = ARGV[2]
 local wanted = tonumber(ARGV[3])
 local lease_seconds = tonumber(ARGV[4])
@@ -248,4 +250,10 @@ end
 -- The wake-up token follows the ring: kept (or given) while a tenant may be served, so
 -- the next waiting worker wakes; taken away once none may.
 if redis.call('EXISTS', K.ring) == 1 then signal_ready() else redis.call('DEL', K.wakeups) end
+-- The leases get a member for each task taken, which finish and the reaper take off
+-- one by one: in a listpack (under 128 members) each of those writes scans it, so a pop
+-- of many makes it a skiplist before adding them (~90 bytes more per lease in flight).
+-- A pop of many makes the leases a skiplist (~90 bytes more per lease in flight): finish
+-- and the reaper take them off one by one, which in a listpack scans it each time.
+if taken >= MANY_LEASES then flush_into_skiplist(K.leases) end
 return flush(now, leased)
