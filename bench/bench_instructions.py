@@ -9,8 +9,9 @@ timing on a shared VM, the count is the same from run to run within about 3% (th
 clock's digits and Lua's garbage collector vary), so an engine change can be judged by
 one run before and one after. Prints instructions per task for named tasks (a worker
 runs a task by its name) spread over ``--tenants`` tenants, in batches (push 1,000 per
-call, pop and finish 100 per call) and one task per call, and a call's fixed cost (a pop
-that finds nothing, a finish of no task); asserts nothing. A server under valgrind runs
+call, pop and finish 100 per call) and one task per call, a call's fixed cost (a pop
+that finds nothing, a finish of no task), and pop + finish in a worker's cycle (pop 100,
+finish them, again); asserts nothing. A server under valgrind runs
 ~50x slower: the figures are counts, never rates.
 """
 
@@ -117,6 +118,27 @@ def batches(server: CountedServer, tenants: int) -> dict[str, float]:
     return {name: count / BATCH_TASKS for name, count in figures.items()}
 
 
+def cycles(server: CountedServer, tenants: int) -> float:
+    """Pop + finish per task in a worker's cycle: pop 100, finish them, again. Unlike the
+    batches above, at most 100 leases are held at once, as with a worker."""
+    queue = FairQueue(server.url, "cycles")
+    for first in range(0, BATCH_TASKS, 1000):
+        queue.push_many([task(i, tenants) for i in range(first, first + 1000)])
+    done = 0
+
+    def turns() -> None:
+        nonlocal done
+        for _ in range(BATCH_TASKS // 100):
+            leased = queue.pop(count=100, worker_id="bench")
+            queue.finish_many(leased, [None] * len(leased))
+            done += len(leased)
+
+    count = server.measure("cycles", turns)
+    assert done == BATCH_TASKS, "every task pushed was popped"
+    queue.close()
+    return count / BATCH_TASKS
+
+
 def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
     queue = FairQueue(server.url, "single")
     leased: list[LeasedTask] = []
@@ -189,6 +211,7 @@ def main() -> None:
                 "one task per call": one_per_call(server, options.tenants),
             }
             empty = empty_calls(server)
+            cycle = cycles(server, options.tenants)
         finally:
             server.stop()
     print(f"{Path(binary).name}, {options.tenants} tenants: server instructions per task")
@@ -198,6 +221,7 @@ def main() -> None:
         print(f"{label:38}{cells}{sum(figures.values()) / 1000:>9.1f}k")
     print(f"{'empty call (per call)':38}{'':>10}{empty['pop'] / 1000:>9.1f}k"
           f"{empty['finish'] / 1000:>9.1f}k")  # fmt: skip
+    print(f"{'pop 100, finish them, in turns':38}{'':>30}{cycle / 1000:>9.1f}k")
 
 
 if __name__ == "__main__":
