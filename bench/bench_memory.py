@@ -1,11 +1,14 @@
-"""What a namespace keeps after its work is done: worker processes alone (no reap() call
-anywhere) drain tasks whose records live one second, then the server's memory is read.
+"""What a queued task costs the server, and what a namespace keeps after its work is done:
+worker processes alone (no reap() call anywhere) drain tasks whose records live one
+second, then the server's memory is read.
 
-    uv run python bench/bench_memory.py [--tasks 1000000] [--processes 2]
+    uv run python bench/bench_memory.py [--tasks 1000000] [--processes 2] [--queued 100000]
 
-Prints, never asserts: the server's used memory before the tasks were pushed and once
-maintenance has dropped every expired task, the difference per processed task, and what
-is left in the namespace. A throwaway embedded Valkey; ``fairque worker`` processes.
+Prints, never asserts: the server's used memory per queued task (``--queued`` named
+tasks with a small payload over 50 tenants, pushed in batches of 10,000, on a server of
+their own); the used memory before the drained tasks were pushed and once maintenance
+has dropped every expired task, the difference per processed task, and what is left in
+the namespace. Throwaway embedded Valkeys; ``fairque worker`` processes.
 """
 
 from __future__ import annotations
@@ -37,11 +40,27 @@ def wait(probe: object, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def queued_bytes(tasks: int) -> float:
+    """Server memory per queued task, on a server of its own."""
+    with LocalServer() as server, FairQueue(server.url, "queued") as queue:
+        queue.push_many([Task(user_id="warm-up", name="send_email")])
+        before = used_memory(queue)
+        for first in range(0, tasks, 10_000):
+            batch = range(first, min(first + 10_000, tasks))
+            queue.push_many(
+                [Task(user_id=f"t{i % 50}", name="send_email", payload={"n": i}) for i in batch]
+            )
+        return (used_memory(queue) - before) / tasks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--queued", type=int, default=100_000)
     options = parser.parse_args()
+    print(f"{options.queued:,} queued tasks over 50 tenants: "
+          f"{queued_bytes(options.queued):.0f} bytes of server memory each")  # fmt: skip
     settings = QueueSettings(finished_ttl=1, failed_ttl=1)
     with LocalServer() as server, FairQueue(server.url, NAMESPACE, settings=settings) as queue:
         env = {**os.environ, "PYTHONPATH": str(BENCH), "FAIRQUE_REDIS_URL": server.url,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from fairque import (
     TaskState,
 )
 from fairque.engine import scripts
+from fairque.engine.calls import new_ids
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -38,6 +40,21 @@ def state_of(queue: FairQueue, task_id: str) -> TaskState:
     info = queue.get(task_id)
     assert info is not None
     return info.state
+
+
+def test_generated_ids_are_short_url_safe_and_never_look_like_an_option(
+    queue: FairQueue,
+) -> None:
+    # 120 random bits in 20 characters of URL-safe base64: shorter keys and queue
+    # entries than 32 hex digits. None begins with "-" (a command line's option).
+    ids = new_ids(20_000)
+    assert len(set(ids)) == 20_000
+    assert {len(task_id) for task_id in ids} == {20}
+    assert set("".join(ids)) <= set(string.ascii_letters + string.digits + "-_")
+    assert not any(task_id.startswith("-") for task_id in ids)
+    pushed = queue.push_many([Task(user_id="u") for _ in range(3)])
+    assert [len(task_id) for task_id in pushed] == [20, 20, 20]
+    assert [task.task_id for task in queue.pop(count=3)] == pushed
 
 
 def test_leased_task_carries_what_a_worker_needs(queue: FairQueue) -> None:

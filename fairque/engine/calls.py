@@ -7,6 +7,7 @@ executor (:mod:`fairque.engine.executor`) sends them.
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -127,9 +128,14 @@ def decode(data: bytes) -> Any:
 
 
 def new_ids(count: int) -> list[str]:
-    """``count`` random 128-bit ids as 32 hex digits (one system call for all)."""
-    digits = os.urandom(16 * count).hex()
-    return [digits[i : i + 32] for i in range(0, 32 * count, 32)]
+    """``count`` random 120-bit ids of 20 URL-safe characters: base64 of 15 random bytes
+    (no padding), one system call and one encoding for all. Each key and queue entry
+    that holds an id is 12 bytes shorter than with 32 hex digits, ~30 bytes less server
+    memory per queued task. None begins with "-", which a command line would take for
+    an option."""
+    text = base64.urlsafe_b64encode(os.urandom(15 * count)).decode()
+    ids = [text[i : i + 20] for i in range(0, 20 * count, 20)]
+    return [f"_{found[1:]}" if found[0] == "-" else found for found in ids]
 
 
 def default_worker_id() -> str:
