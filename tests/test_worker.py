@@ -13,7 +13,7 @@ import redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ReadOnlyError
 
-from fairque import AsyncFairQueue, InvalidInput, QueueSettings, Task, TaskState
+from fairque import AsyncFairQueue, InvalidInput, LeasedTask, QueueSettings, Task, TaskState
 from fairque.engine.embedded import LocalServer
 from fairque.worker import Registry, SyncTaskContext, Worker, WorkerConfig, task
 from tests.conftest import until, wait_for
@@ -88,6 +88,38 @@ def in_process(context: SyncTaskContext) -> int:
 @task(into=functions, name="unsendable")
 def unsendable() -> object:
     return object()
+
+
+gates: dict[str, asyncio.Event] = {}
+
+
+@task(into=functions, name="gated")
+async def gated(name: str) -> str:
+    await gates[name].wait()
+    calls.append(name)
+    return name
+
+
+class HeldPops(AsyncFairQueue):
+    """A real queue whose second pop is held until ``second`` is set, and which notes
+    the count of each pop and the most pops in flight at once."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        super().__init__(url, namespace)
+        self.second = asyncio.Event()
+        self.counts: list[int] = []
+        self.in_flight = self.most_in_flight = 0
+
+    async def pop(self, count: int = 1, *args: Any, **kwargs: Any) -> list[LeasedTask]:
+        self.counts.append(count)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if len(self.counts) == 2:
+                await self.second.wait()
+            return await super().pop(count, *args, **kwargs)
+        finally:
+            self.in_flight -= 1
 
 
 @pytest.fixture(autouse=True)
@@ -378,6 +410,43 @@ async def test_assigned_users_only(
     await run_workers([worker], lambda: finished(pusher, 2))
     assert sorted(calls) == [(0, 0), (2, 0)]
     assert (await pusher.stats()).tenants["b"].queued == 2
+
+
+async def test_a_slot_freed_while_a_pop_is_in_flight_gets_a_pop_at_once(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    # Concurrency 2: "a" and "b" run; "a" ends, and the worker pops for its slot (a pop
+    # held in flight); "b" ends meanwhile: its slot gets a second pop at once, whose task
+    # starts before the first pop is back. Never more leased than slots.
+    gates.update({name: asyncio.Event() for name in "abcd"})
+    await pusher.push_many([gated.build(user_id="u", args=[name]) for name in "abcd"])
+    queue = HeldPops(server.url, namespace)
+    worker = Worker(config(server, namespace, concurrency=2), functions, queue=queue)
+    run = asyncio.create_task(worker.run_async())
+    try:
+        await until(lambda: _true(len(queue.counts) == 1 and queue.in_flight == 0))
+        gates["a"].set()
+        await until(lambda: _true(len(queue.counts) == 2))
+        gates["b"].set()
+        await until(lambda: _true(len(queue.counts) == 3 and queue.in_flight == 1))
+        gates["c"].set()  # the second pop's task: it runs while the first pop is held
+        await until(lambda: _true(calls == ["a", "b", "c"]))
+        queue.second.set()
+        gates["d"].set()
+        await until(lambda: finished(pusher, 4))
+    finally:
+        for gate in gates.values():
+            gate.set()
+        worker.stop()
+        await asyncio.wait_for(run, 10)
+        await queue.close()
+    assert queue.counts[:3] == [2, 1, 1]
+    assert queue.most_in_flight == 2
+    assert calls == ["a", "b", "c", "d"]
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 def test_the_registry_refuses_a_second_function_under_one_name() -> None:

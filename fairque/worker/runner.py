@@ -1,6 +1,7 @@
 """The worker: leases tasks fairly and runs their registered functions.
 
-One asyncio loop fetches as many tasks as it has free slots (``concurrency``), runs async
+One asyncio loop fetches as many tasks as it has free slots (``concurrency``; slots that
+free up while a pop is in flight get a second one at once), runs async
 functions on the loop and sync ones on threads or in task processes (``sync_runner``, see
 :mod:`fairque.worker.sync_runners`), extends the leases of running tasks (heartbeat),
 fails a task that outlives its timeout, and, when idle, waits for work so a new task is
@@ -110,7 +111,8 @@ class Worker:
         self._timed_out: set[asyncio.Task[Any]] = set()  # runs cancelled by their timer
         self._stopping = asyncio.Event()
         self._now = asyncio.Event()  # stop without the grace period (a second signal)
-        self._slot_freed = asyncio.Event()
+        # Set when the fetch loop should look again: a slot freed, a pop came back, a stop.
+        self._look_again = asyncio.Event()
         self._acks: list[tuple[LeasedTask, Any]] = []  # finished, not yet acknowledged
         self._acks_waiting = asyncio.Event()
         self._closing = False
@@ -125,6 +127,7 @@ class Worker:
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
         self._idle_pops = False  # the last pop found nothing: the next one waits for work
+        self._pops_short = True  # the last pop leased fewer than it asked for
         self._waiting: AsyncFairQueue | None = None  # the queue of the pop waiting now
         self._stop_wait: asyncio.Future[None] | None = None  # stop() ending that wait
 
@@ -132,7 +135,7 @@ class Worker:
         """Asks the worker to stop (from the worker's event loop): it fetches no more and
         gives running tasks ``grace_seconds`` to finish, or none with ``now``."""
         self._stopping.set()
-        self._slot_freed.set()  # a fetch loop waiting for a free slot must notice the stop
+        self._look_again.set()  # a fetch loop waiting for a free slot must notice the stop
         if self._waiting is not None:  # an idle pop: it pops now, then the loop sees the stop
             self._stop_wait = asyncio.ensure_future(self._waiting.stop_waiting())
         if now:
@@ -268,19 +271,72 @@ class Worker:
     async def _fetch_once(self, queue: AsyncQueue, wake: PubSub | None) -> None:
         free = self.config.concurrency - len(self._running)
         if free <= 0:
-            self._slot_freed.clear()
-            await self._slot_freed.wait()
+            self._look_again.clear()
+            await self._look_again.wait()
             return
         if self._idle_pops and isinstance(queue, AsyncFairQueue):
-            leased = await self._pop_when_ready(queue, free)
+            tasks = await self._pop_when_ready(queue, free)
+            self._pops_short = len(tasks) < free
+            leased = await self._start_all(queue, tasks)
         else:
-            leased = await queue.pop(
-                count=free,
-                assigned_users=self.config.assigned_users,
-                steal_targets=self.config.steal_targets,
-                worker_id=self.config.id,
-                lease_seconds=self.config.lease_seconds,
-            )
+            leased = await self._pop_overlapping(queue, free)
+        self._idle_pops = not leased and wake is None  # then the next pop waits for work
+        if leased:  # the tasks just leased start before the next pop is built and sent
+            await asyncio.sleep(0)
+        elif wake is not None:
+            await self._idle(queue, wake)
+
+    async def _pop_overlapping(self, queue: AsyncQueue, free: int) -> int:
+        """Pops up to ``free`` tasks, and while a pop is in flight, pops again at once for
+        the slots that free up meanwhile (two pops in flight at most), until none is in
+        flight. With few slots (the default 10) a worker is bound by round trips: a freed
+        slot waited for the pop in flight, then for its own (docs/benchmarks.md: tasks
+        making one call of their own drained 10-25% faster at concurrency 10). Only while
+        pops come back full: a pop short of its count says the work is running out, and a
+        second pop would find nothing (after each task an idle worker picks up, say).
+        Each pop's tasks start as soon as it is back; an error is raised once no pop is
+        in flight, so that what the others leased has started. Returns how many tasks
+        the pops leased."""
+        pops = {self._pop_soon(queue, free): free}
+        leased, error, short = 0, None, self._pops_short
+        while pops:
+            self._look_again.clear()
+            if not any(pop.done() for pop in pops):
+                await self._look_again.wait()
+            for pop in [pop for pop in pops if pop.done()]:
+                count = pops.pop(pop)
+                if pop.exception() is not None:
+                    error = error or pop.exception()
+                    continue
+                tasks = pop.result()
+                short = len(tasks) < count  # the latest pop tells
+                leased += await self._start_all(queue, tasks)
+            more = self.config.concurrency - len(self._running) - sum(pops.values())
+            if len(pops) == 1 and more > 0 and not (error or short or self._stopping.is_set()):
+                pops[self._pop_soon(queue, more)] = more
+        self._pops_short = short
+        if error is not None:
+            raise error
+        return leased
+
+    def _pop_soon(self, queue: AsyncQueue, count: int) -> asyncio.Future[list[LeasedTask]]:
+        """A pop sent now, whose reply makes the fetch loop look again."""
+        pop = asyncio.ensure_future(self._pop(queue, count))
+        pop.add_done_callback(lambda _: self._look_again.set())
+        return pop
+
+    async def _pop(self, queue: AsyncQueue, count: int) -> list[LeasedTask]:
+        return await queue.pop(
+            count=count,
+            assigned_users=self.config.assigned_users,
+            steal_targets=self.config.steal_targets,
+            worker_id=self.config.id,
+            lease_seconds=self.config.lease_seconds,
+        )
+
+    async def _start_all(self, queue: AsyncQueue, leased: list[LeasedTask]) -> int:
+        """Starts the leased tasks whose function this worker has and hands the others
+        back; returns how many there were."""
         foreign = [task for task in leased if self.functions.get(task.name) is None]
         if foreign:  # another deployment's tasks: back, for a worker that has them
             await queue.hand_over(
@@ -289,11 +345,7 @@ class Worker:
         for task in leased:
             if self.functions.get(task.name) is not None:
                 self._start(queue, task)
-        self._idle_pops = not leased and wake is None  # then the next pop waits for work
-        if leased:  # the tasks just leased start before the next pop is built and sent
-            await asyncio.sleep(0)
-        elif wake is not None:
-            await self._idle(queue, wake)
+        return len(leased)
 
     async def _pause(self, seconds: float) -> None:
         """Waits ``seconds``, or less if the worker is asked to stop."""
@@ -351,7 +403,7 @@ class Worker:
 
         def done(_: asyncio.Task[None]) -> None:
             self._running.pop(leased.task_id, None)
-            self._slot_freed.set()
+            self._look_again.set()
 
         job.add_done_callback(done)
 
