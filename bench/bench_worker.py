@@ -3,7 +3,8 @@
     uv run python bench/bench_worker.py [--tasks 20000] [--repeat 2]
 
 Prints, never asserts: drain rate of queued tasks with 1 and 2 worker processes (no-op
-tasks, and tasks that make one Redis call of their own, as real tasks do),
+tasks, and tasks that make one Redis call of their own, as real tasks do; at a
+concurrency of 200, and the latter also at the default of 10),
 idle pickup latency (a task pushed every 20 ms to an idle worker) beside this machine's
 idle round trip (a PING after a 20 ms pause), the time to submit and
 run a 1,000-task fan-out/fan-in pipeline, and the fairness
@@ -72,11 +73,13 @@ def finished(queue: FairQueue) -> int:
     return int(queue.redis.hget(queue.namespace.key("stats"), "finished") or 0)
 
 
-def drain(url: str, tasks: int, processes: int, name: str = "noop") -> float:
+def drain(
+    url: str, tasks: int, processes: int, name: str = "noop", concurrency: int = 200
+) -> float:
     """Tasks per second from the first push until every task has finished."""
     namespace = f"drain-{uuid.uuid4().hex[:8]}"
     queue = FairQueue(url, namespace)
-    with workers(url, namespace, processes, concurrency=200):
+    with workers(url, namespace, processes, concurrency=concurrency):
         started = time.perf_counter()
         for first in range(0, tasks, 1000):
             batch = range(first, min(first + 1000, tasks))
@@ -187,6 +190,13 @@ def main() -> None:
                 )
                 print(f"drain {options.tasks:,} {what}, {processes} worker process(es): "
                       f"{best:,.0f} tasks/s")  # fmt: skip
+        for processes in (1, 2):  # a worker's default concurrency: bound by round trips
+            best = max(
+                drain(server.url, options.tasks, processes, "one_call", concurrency=10)
+                for _ in range(options.repeat)
+            )
+            print(f"the same at the default concurrency of 10, {processes} worker "
+                  f"process(es): {best:,.0f} tasks/s")  # fmt: skip
         latencies, hops = pickup_latency(server.url)
         p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99) - 1]
         print(
