@@ -215,6 +215,26 @@ def test_pushes_for_a_held_tenant_wake_no_worker(queue: FairQueue) -> None:
         wake.close()
 
 
+def test_more_work_for_a_tenant_with_ready_tasks_wakes_no_worker(queue: FairQueue) -> None:
+    if isinstance(queue.redis, RedisCluster):
+        pytest.skip("the wake channel is the same script code on a cluster; read it simply")
+    wake = queue.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    wake.ssubscribe(queue.namespace.wake_channel)
+    try:
+        wait_for(lambda: waiting_workers(queue) == 1)
+        push(queue, "a", 1)  # "a" comes into the ring: the workers are told
+        assert int(wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"]) == 1
+        push(queue, "a", 1)  # "a" was in the ring already: nothing new to serve
+        push(queue, "a", 3)
+        push(queue, "b", 1)  # "b" comes in: one message, for it alone
+        assert int(wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"]) == 1
+        assert wake.get_sharded_message(timeout=0.05) is None
+        assert queue.redis.llen(queue.namespace.key("wakeups")) == 1
+        assert Counter(task.user_id for task in queue.pop(count=10)) == {"a": 5, "b": 1}
+    finally:
+        wake.close()
+
+
 def test_a_rate_limited_tenant_sleeps_until_its_window_opens(queue: FairQueue) -> None:
     push(queue, "a", 5)
     push(queue, "b", 5)

@@ -120,7 +120,7 @@ local function wake_workers(tenants)
 end
 
 -- Writes the queued ids, the ready entries, and the ring for tenants that came back
--- (they join at the back of the ring), and wakes idle workers if any of them may be
+-- (they join at the back of the ring), and wakes idle workers if any of those may be
 -- served now.
 local function flush_ready(now)
   flush_appends()
@@ -132,13 +132,16 @@ local function flush_ready(now)
     local ready, levels = split_ready(redis.call('ZINCRBY', K.ready, added * LEVELS, tenant))
     local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
     if missing ~= 0 then redis.call('ZINCRBY', K.ready, missing, tenant) end
-    if not shares_of(tenant) then
-      if ready == added then redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant) end
-      servable = servable + 1
-    elseif ready == added then
-      if place(tenant, now) then servable = servable + 1 end
-    elseif redis.call('ZSCORE', K.ring, tenant) then
-      servable = servable + 1
+    -- Only a tenant that had no ready task can change what workers may serve: one that
+    -- had some is in the ring already (or held by its shares, which this does not
+    -- change), and workers were woken when it came in. More work for it wakes no one.
+    if ready == added then
+      if not shares_of(tenant) then
+        redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant)
+        servable = servable + 1
+      elseif place(tenant, now) then
+        servable = servable + 1
+      end
     end
   end
   redis.call('INCRBY', K['ready:total'], total)

@@ -253,7 +253,5 @@ if redis.call('EXISTS', K.ring) == 1 then signal_ready() else redis.call('DEL', 
 -- The leases get a member for each task taken, which finish and the reaper take off
 -- one by one: in a listpack (under 128 members) each of those writes scans it, so a pop
 -- of many makes it a skiplist before adding them (~90 bytes more per lease in flight).
--- A pop of many makes the leases a skiplist (~90 bytes more per lease in flight): finish
--- and the reaper take them off one by one, which in a listpack scans it each time.
 if taken >= MANY_LEASES then flush_into_skiplist(K.leases) end
 return flush(now, leased)
