@@ -92,9 +92,18 @@ def floor_push(client: redis.Redis, count: int) -> None:
     client.fcall("push", 2, FLOOR_KEYS[0], FLOOR_KEYS[2], *arguments)
 
 
+def floor_pop(client: redis.Redis, count: int) -> list[bytes]:
+    leased: list[bytes] = client.fcall("pop", 3, *FLOOR_KEYS, count)
+    return leased
+
+
+def floor_finish(client: redis.Redis, leased: list[bytes]) -> None:
+    client.fcall("finish", 2, FLOOR_KEYS[1], FLOOR_KEYS[2], *leased)
+
+
 def floor_drain(client: redis.Redis) -> None:
-    while leased := client.fcall("pop", 3, *FLOOR_KEYS, 100):
-        client.fcall("finish", 2, FLOOR_KEYS[1], FLOOR_KEYS[2], *leased)
+    while leased := floor_pop(client, 100):
+        floor_finish(client, leased)
 
 
 def function_usec(client: redis.Redis) -> int:

@@ -10,9 +10,10 @@ clock's digits and Lua's garbage collector vary), so an engine change can be jud
 one run before and one after. Prints instructions per task for named tasks (a worker
 runs a task by its name) spread over ``--tenants`` tenants, in batches (push 1,000 per
 call, pop and finish 100 per call) and one task per call, a call's fixed cost (a pop
-that finds nothing, a finish of no task), and pop + finish in a worker's cycle (pop 100,
-finish them, again); asserts nothing. A server under valgrind runs
-~50x slower: the figures are counts, never rates.
+that finds nothing, a finish of no task), pop + finish in a worker's cycle (pop 100,
+finish them, again), and beside them the same batches and single calls made of only the
+commands a task's life needs (``bench_floor.py``'s functions); asserts nothing. A
+server under valgrind runs ~50x slower: the figures are counts, never rates.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from bench_floor import FLOOR_LIBRARY, floor_finish, floor_pop, floor_push
 
 from fairque import FairQueue, Task
 from fairque.engine.embedded import free_port, valkey_binary
@@ -162,6 +164,32 @@ def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
     return {name: count / SINGLE_TASKS for name, count in figures.items()}
 
 
+def floor_figures(server: CountedServer, tasks: int, batch: int, count: int) -> dict[str, float]:
+    """The same work with only the commands a task's life needs (bench_floor.py's
+    functions: no fairness, counters, clock or checks): ``tasks`` pushed ``batch`` per
+    call, popped and finished ``count`` per call."""
+    client = redis.Redis.from_url(server.url)
+    client.function_load(FLOOR_LIBRARY, replace=True)
+    leased: list[list[bytes]] = []
+
+    def push() -> None:
+        for _ in range(tasks // batch):
+            floor_push(client, batch)
+
+    def pop() -> None:
+        leased.extend(floor_pop(client, count) for _ in range(tasks // count))
+
+    def finish() -> None:
+        for ids in leased:
+            floor_finish(client, ids)
+
+    figures = {name: server.measure(f"floor_{name}", work) for name, work in
+               (("push", push), ("pop", pop), ("finish", finish))}  # fmt: skip
+    assert sum(map(len, leased)) == tasks, "every task pushed was popped"
+    client.close()
+    return {name: n / tasks for name, n in figures.items()}
+
+
 def empty_calls(server: CountedServer) -> dict[str, float]:
     """A call's fixed cost: a pop that finds nothing ready, a finish of no task."""
     queue = FairQueue(server.url, "single")  # warmed up, and drained by one_per_call
@@ -212,6 +240,8 @@ def main() -> None:
             }
             empty = empty_calls(server)
             cycle = cycles(server, options.tenants)
+            rows["the commands alone, batches"] = floor_figures(server, BATCH_TASKS, 1000, 100)
+            rows["the commands alone, one per call"] = floor_figures(server, SINGLE_TASKS, 1, 1)
         finally:
             server.stop()
     print(f"{Path(binary).name}, {options.tenants} tenants: server instructions per task")
