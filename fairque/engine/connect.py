@@ -91,11 +91,17 @@ class HiredisPacking:
     ~9x as much (bench_push.py: 47 us against 5 us on a slow VM)."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
-        if isinstance(args[0], str):  # a command of two words, e.g. "CLIENT ID"
-            args = (*args[0].encode().split(), *args[1:])
-        elif b" " in args[0]:
-            args = (*args[0].split(), *args[1:])
-        parts = tuple(bytes(a) if isinstance(a, (bytearray, memoryview)) else a for a in args)
+        name = args[0]
+        space = " " if isinstance(name, str) else b" "
+        if space in name:  # a command of two words in one argument, e.g. "CLIENT ID"
+            args = (*name.split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:
+            # A bytearray, which hiredis refuses where it takes bytes and memoryviews:
+            # converted here only, since looking at every argument of every call cost
+            # more than packing them (~10 us for a script call on a slow VM).
+            parts = tuple(bytes(a) if isinstance(a, bytearray) else a for a in args)
         try:
             # hiredis's stub declares a tuple of one item; it takes any number.
             return [hiredis.pack_command(parts)]  # type: ignore[arg-type]
