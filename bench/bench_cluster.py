@@ -28,7 +28,8 @@ from typing import Any
 
 from fairque import FairQueue, Queue, Task
 from fairque.engine.local_cluster import LocalCluster
-from fairque.queue.sharded import open_queue, shard_namespaces
+from fairque.queue.client import open_queue
+from fairque.queue.plans import shard_namespaces
 
 TENANTS = 50
 PUSH_BATCH = 1000

@@ -18,8 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from redis.exceptions import RedisError
 
 from fairque.errors import FairQueueError
+from fairque.queue.client import Queue
 from fairque.queue.models import FairnessView, wait_percentile
-from fairque.queue.protocol import Queue
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage.protocol import Storage
 

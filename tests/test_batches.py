@@ -14,7 +14,7 @@ from fairque.errors import FairQueueError, InvalidInput, LeaseLost
 from fairque.http.batches import completions
 from fairque.http.batches import pushes as batched_pushes
 from fairque.jobs import Job, JobOutcome, LeasedJob, Success
-from fairque.jobs.client import AsyncJobQueue
+from fairque.jobs.async_client import AsyncJobQueue
 from fairque.queue import AsyncFairQueue
 from tests.conftest import Server
 

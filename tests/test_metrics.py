@@ -19,7 +19,7 @@ from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli import app
 from fairque.engine.embedded import LocalServer
 from fairque.metrics import Metrics
-from fairque.queue.sharded import open_queue
+from fairque.queue.client import open_queue
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
 from fairque.storage.contract import Contract

@@ -10,8 +10,11 @@ stops each method at its first call.
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,8 +111,8 @@ class Recorder:
     def execute(self, call: Call[Any]) -> Any:
         raise Sent(call)
 
-    def execute_replicated(self, call: Call[Any], replicas: int, timeout: float) -> Any:
-        raise Sent(call)
+    def execute_all(self, calls: list[Call[Any]]) -> Any:
+        raise Sent(calls[0])
 
     def close(self) -> None:
         pass
@@ -123,8 +126,8 @@ class AsyncRecorder:
     async def execute(self, call: Call[Any]) -> Any:
         raise Sent(call)
 
-    async def execute_replicated(self, call: Call[Any], replicas: int, timeout: float) -> Any:
-        raise Sent(call)
+    async def execute_all(self, calls: list[Call[Any]]) -> Any:
+        raise Sent(calls[0])
 
     async def close(self) -> None:
         pass
@@ -284,7 +287,7 @@ async def test_twins_build_the_same_call(
     awaited = await _first_async_call(lambda: getattr(asyncio, method)(*args, **kwargs))
     assert (sent.script.name, tuple(sent.keys)) == (awaited.script.name, tuple(awaited.keys))
     assert sent.args == awaited.args
-    assert sent.wait == awaited.wait
+    assert (sent.wait, sent.replicas) == (awaited.wait, awaited.replicas)
 
 
 # Methods that build no call of their own: lifecycle, the raw call, local lookups, the
@@ -298,3 +301,16 @@ def test_every_public_method_that_sends_a_call_is_compared() -> None:
         for name in _public(type(make_blocking(Recorder()))):
             if not name.startswith("_") and name not in NO_CALL:
                 assert (client, name) in covered, f"{client}.{name} has no parity case"
+
+
+def test_the_blocking_clients_are_generated_from_the_asyncio_ones() -> None:
+    """`fairque/queue/client.py` is `async_client.py` through tools/unasync.py: an edit
+    of the generated file, or of the source without generating again, fails here."""
+    run = subprocess.run(
+        [sys.executable, "tools/unasync.py", "--check"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr

@@ -24,7 +24,7 @@ from fairque import (
     TaskState,
 )
 from fairque.queue.models import QueueStats, TenantStats
-from fairque.queue.sharded import Rotation, merge_stats, shard_index, shard_namespaces, soonest
+from fairque.queue.plans import Rotation, merge_stats, shard_index, shard_namespaces, soonest
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import Server, wait_for
 
@@ -150,6 +150,15 @@ def test_a_pop_fills_its_count_from_several_shards(sharded: ShardedQueue) -> Non
     stats = sharded.stats()
     assert (stats.counters["finished"], stats.counters["released"]) == (7, 2)
     assert stats.states[TaskState.FAILED] == 1
+
+
+def test_a_sharded_pop_refuses_to_wait_on_one_shard(sharded: ShardedQueue) -> None:
+    # A wait is one namespace's signal list: on one shard it would sleep through work
+    # that comes to the others. Workers wait on every shard's wake channel instead.
+    sharded.push(Task(user_id="alice"))
+    with pytest.raises(InvalidInput, match="wait"):
+        sharded.pop(wait=1.0)
+    assert len(sharded.pop()) == 1
 
 
 def test_calls_by_task_id_find_its_shard(sharded: ShardedQueue) -> None:

@@ -40,8 +40,8 @@ from fairque.config import URL_ENV
 from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
+from fairque.queue.client import open_queue
 from fairque.queue.models import QueueStats, Task, TenantStats
-from fairque.queue.sharded import open_queue
 from fairque.worker import Worker, WorkerConfig, load_config, registry
 from fairque.worker.processes import run_processes
 

@@ -14,7 +14,7 @@ from fairque.engine import settings as settings_store
 from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
 from fairque.errors import FairQueueError, InvalidInput
-from fairque.queue.sharded import shard_namespaces
+from fairque.queue.plans import shard_namespaces
 
 app = Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
 

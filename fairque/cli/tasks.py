@@ -25,8 +25,8 @@ from fairque.cli.common import (
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
+from fairque.queue.client import open_queue
 from fairque.queue.ops import task_info
-from fairque.queue.sharded import open_queue
 
 app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
 

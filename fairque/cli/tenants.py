@@ -20,8 +20,8 @@ from fairque.cli.common import (
     print_json,
 )
 from fairque.cli.queue import STAT_COLUMNS
+from fairque.queue.client import open_queue
 from fairque.queue.models import TenantShares
-from fairque.queue.sharded import open_queue
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 

@@ -46,6 +46,19 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Replicas:
+    """A write that returns once ``count`` replicas have it (``WAIT``), or raises
+    :class:`~fairque.errors.NotReplicated` after ``timeout`` seconds."""
+
+    count: int
+    timeout: float
+
+
+MAX_REPLICAS = 100
+MAX_REPLICA_TIMEOUT = 3_600.0
+
+
+@dataclass(frozen=True)
 class Call(Generic[T]):
     """One script call: what to send and how to read the reply."""
 
@@ -54,15 +67,41 @@ class Call(Generic[T]):
     args: Sequence[Arg]
     parse: Callable[[Any], T]
     wait: Wait | None = None
+    replicas: Replicas | None = None
 
     def then(self, read: Callable[[T], U]) -> Call[U]:
         """The same call, its parsed reply passed through ``read``."""
         parse = self.parse
-        return Call(self.script, self.keys, self.args, lambda reply: read(parse(reply)), self.wait)
+        return Call(
+            self.script, self.keys, self.args, lambda reply: read(parse(reply)), self.wait,
+            self.replicas,
+        )  # fmt: skip
 
     def after(self, wait: Wait) -> Call[T]:
         """The same call, sent after ``wait``."""
-        return Call(self.script, self.keys, self.args, self.parse, wait)
+        return Call(self.script, self.keys, self.args, self.parse, wait, self.replicas)
+
+    def replicated(self, replicas: int, timeout: float) -> Call[T]:
+        """The same call, answered once ``replicas`` replicas have it (0: at once)."""
+        check_replicas(replicas, timeout)
+        if not replicas:
+            return self
+        return Call(
+            self.script, self.keys, self.args, self.parse, self.wait, Replicas(replicas, timeout)
+        )
+
+
+def check_replicas(replicas: int, timeout: float) -> None:
+    """Refuses a replica count or timeout that ``WAIT`` cannot take."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise InvalidInput("replicas", f"must be an integer, not {replicas!r}")
+    if not 0 <= replicas <= MAX_REPLICAS:
+        raise InvalidInput("replicas", f"must be 0 to {MAX_REPLICAS}, not {replicas!r}")
+    if not 0 < timeout <= MAX_REPLICA_TIMEOUT:
+        raise InvalidInput(
+            "replica_timeout",
+            f"must be over 0 and at most {MAX_REPLICA_TIMEOUT:g} s, not {timeout!r}",
+        )
 
 
 def encode(value: Any, field: str, limit: int) -> bytes:

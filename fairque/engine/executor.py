@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.config import redis_url
 from fairque.engine import replicated
-from fairque.engine.calls import Call, Wait
+from fairque.engine.calls import Call, Replicas, Wait
 from fairque.engine.connect import AsyncClient, SyncClient, async_client, sync_client
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import connection_errors
@@ -110,7 +110,13 @@ class Executor:
             self._send_first(str(call.args[0]))
         if call.wait is not None:
             return self._send_after(call, call.wait, stops)
+        if call.replicas is not None:
+            return self._send_replicated(call, call.replicas)
         return self._send(call)
+
+    def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Sends ``calls`` one after the other; their parsed replies in order."""
+        return [self.execute(call) for call in calls]
 
     def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)
@@ -180,17 +186,12 @@ class Executor:
         except ResponseError:
             pass
 
-    def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
-        """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""
-        replicated.check(replicas, timeout)
-        if not replicas:
-            return self.execute(call)
-        if self._first:
-            self._send_first(str(call.args[0]))
-        pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
+    def _send_replicated(self, call: Call[T], replicas: Replicas) -> T:
+        """Sends ``call``, then waits until enough replicas have it (``WAIT``)."""
+        pipe = replicated.pipeline(self.client, call, replicas, load=False)
         results = pipe.execute(raise_on_error=False)
         if replicated.needs_library(results):
-            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
+            pipe = replicated.pipeline(self.client, call, replicas, load=True)
             results = pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 
@@ -237,7 +238,15 @@ class AsyncExecutor:
             await self._send_first(str(call.args[0]))
         if call.wait is not None:
             return await self._send_after(call, call.wait, stops)
+        if call.replicas is not None:
+            return await self._send_replicated(call, call.replicas)
         return await self._send(call)
+
+    async def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Sends ``calls`` concurrently; their parsed replies in order."""
+        if len(calls) == 1:
+            return [await self.execute(calls[0])]
+        return list(await asyncio.gather(*(self.execute(call) for call in calls)))
 
     async def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)
@@ -315,20 +324,15 @@ class AsyncExecutor:
         except ResponseError:
             pass
 
-    async def execute_replicated(self, call: Call[T], replicas: int, timeout: float) -> T:
-        """Sends ``call``, then waits until ``replicas`` replicas have it (``WAIT``)."""
-        replicated.check(replicas, timeout)
-        if not replicas:
-            return await self.execute(call)
-        if self._first:
-            await self._send_first(str(call.args[0]))
+    async def _send_replicated(self, call: Call[T], replicas: Replicas) -> T:
+        """Sends ``call``, then waits until enough replicas have it (``WAIT``)."""
         with connection_errors():
             if isinstance(self.client, AsyncRedisCluster):
                 await self.client.initialize()  # the pipeline needs the slot's node
-            pipe = replicated.pipeline(self.client, call, replicas, timeout, load=False)
+            pipe = replicated.pipeline(self.client, call, replicas, load=False)
             results: list[Any] = await pipe.execute(raise_on_error=False)
             if replicated.needs_library(results):
-                pipe = replicated.pipeline(self.client, call, replicas, timeout, load=True)
+                pipe = replicated.pipeline(self.client, call, replicas, load=True)
                 results = await pipe.execute(raise_on_error=False)
         return replicated.replicated_reply(call, results, replicas)
 

@@ -15,9 +15,9 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import ClusterError, ReadOnlyError, ResponseError, TryAgainError
 
-from fairque.engine.calls import Call
+from fairque.engine.calls import Call, Replicas
 from fairque.engine.connect import AsyncClient, SyncClient
-from fairque.errors import InvalidInput, NotReplicated, from_script_error
+from fairque.errors import NotReplicated, from_script_error
 
 T = TypeVar("T")
 
@@ -37,9 +37,8 @@ def function_missing(exc: ResponseError) -> bool:
 
 
 def pipeline(
-    client: SyncClient | AsyncClient, call: Call[Any], replicas: int, timeout: float, *,
-    load: bool,
-) -> Any:  # fmt: skip
+    client: SyncClient | AsyncClient, call: Call[Any], replicas: Replicas, *, load: bool
+) -> Any:
     """A pipeline of the script's function call and WAIT on the same node, after loading
     the script's library if ``load``.
 
@@ -54,7 +53,8 @@ def pipeline(
         pipe.execute_command("FUNCTION LOAD", "REPLACE", call.script.library, **where)
     function = call.script.function
     pipe.execute_command("FCALL", function, len(call.keys), *call.keys, *call.args, **where)
-    pipe.execute_command("WAIT", replicas, max(1, round(timeout * 1000)), **where)
+    wait_ms = max(1, round(replicas.timeout * 1000))
+    pipe.execute_command("WAIT", replicas.count, wait_ms, **where)
     return pipe
 
 
@@ -64,7 +64,7 @@ def needs_library(results: list[Any]) -> bool:
     return isinstance(results[0], ResponseError) and function_missing(results[0])
 
 
-def replicated_reply(call: Call[T], results: list[Any], replicas: int) -> T:
+def replicated_reply(call: Call[T], results: list[Any], replicas: Replicas) -> T:
     """The parsed reply of the script; raises :class:`NotReplicated` if too few replicas
     confirmed it (the write itself stands)."""
     reply, acknowledged = results[-2:]  # after the library's load, if it was sent
@@ -73,15 +73,7 @@ def replicated_reply(call: Call[T], results: list[Any], replicas: int) -> T:
     if isinstance(reply, Exception):
         raise reply
     parsed = call.parse(reply)
-    if int(acknowledged) < replicas:
+    if int(acknowledged) < replicas.count:
         ids = parsed if isinstance(parsed, list) else [parsed]  # push_many or push
-        raise NotReplicated([str(task_id) for task_id in ids], int(acknowledged), replicas)
+        raise NotReplicated([str(task_id) for task_id in ids], int(acknowledged), replicas.count)
     return parsed
-
-
-def check(replicas: int, timeout: float) -> None:
-    """Refuses a replica count or timeout that WAIT cannot take."""
-    if not 0 <= replicas <= 100:
-        raise InvalidInput("replicas", f"must be 0 to 100, not {replicas!r}")
-    if not 0 < timeout <= 3600:
-        raise InvalidInput("replica_timeout", f"must be over 0 and at most 3600 s, not {timeout!r}")

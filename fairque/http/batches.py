@@ -25,7 +25,7 @@ from fairque.engine.calls import MAX_BATCH
 from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError
 from fairque.jobs import Job, JobOutcome, LeasedJob
-from fairque.jobs.client import AsyncJobQueue
+from fairque.jobs.async_client import AsyncJobQueue
 
 BATCH = min(100, MAX_BATCH)  # items per call at most: bounds one script's run on the server
 

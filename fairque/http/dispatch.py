@@ -34,7 +34,7 @@ from fairque.http.protocol import (
 )
 from fairque.http.wire import MSGPACK
 from fairque.jobs import JobOutcome, LeasedJob, Success, failure
-from fairque.jobs.client import AsyncJobQueue
+from fairque.jobs.async_client import AsyncJobQueue
 
 log = logging.getLogger("fairque.master")
 

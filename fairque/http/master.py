@@ -52,10 +52,10 @@ from fairque.jobs import (
     JobPage,
     Success,
 )
-from fairque.jobs.client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
+from fairque.jobs.async_client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue import AsyncFairQueue
-from fairque.queue.client import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
+from fairque.queue.ops import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
 
 log = logging.getLogger("fairque.master")
 

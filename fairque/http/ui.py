@@ -64,9 +64,9 @@ from fairque.queue import (
     TenantStats,
     WorkerInfo,
 )
+from fairque.queue.async_client import open_async_queue
 from fairque.queue.models import MAX_CONCURRENCY, MAX_RATE, MAX_RATE_PERIOD, MAX_WEIGHT
 from fairque.queue.ops import task_info
-from fairque.queue.sharded import open_async_queue
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
 log = logging.getLogger("fairque.ui")

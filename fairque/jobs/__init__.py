@@ -5,7 +5,8 @@
 HTTP to pushers and workers in any language.
 """
 
-from fairque.jobs.client import AsyncJobQueue, JobQueue
+from fairque.jobs.async_client import AsyncJobQueue
+from fairque.jobs.client import JobQueue
 from fairque.jobs.models import (
     Constraint,
     ConstraintStatus,

@@ -1,12 +1,14 @@
 """The fair queue: tenants served in a global round robin, priorities without starvation.
 
-:class:`FairQueue` and :class:`AsyncFairQueue` send the calls of
-:class:`~fairque.queue.ops.QueueOps`; :class:`ShardedQueue` and
-:class:`AsyncShardedQueue` hold one such queue per shard. All four satisfy
-:class:`~fairque.queue.protocol.Queue` (or its asyncio twin).
+:class:`FairQueue` (one namespace) and :class:`ShardedQueue` (the shards of one queue)
+are both a :class:`Queue`, whose methods run the plans of
+:class:`~fairque.queue.plans.QueuePlans` over the calls of
+:class:`~fairque.queue.ops.QueueOps`; :class:`AsyncFairQueue`, :class:`AsyncShardedQueue`
+and :class:`AsyncQueue` are their asyncio twins.
 """
 
-from fairque.queue.client import AsyncFairQueue, FairQueue
+from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, AsyncShardedQueue
+from fairque.queue.client import FairQueue, Queue, ShardedQueue
 from fairque.queue.models import (
     FairnessView,
     LeasedTask,
@@ -28,8 +30,6 @@ from fairque.queue.models import (
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps
-from fairque.queue.protocol import AsyncQueue, Queue
-from fairque.queue.sharded import AsyncShardedQueue, ShardedQueue
 
 __all__ = [
     "AsyncFairQueue",

@@ -14,8 +14,10 @@ unknown or canceled dependency, a payload over the namespace's limit), nothing w
 written, so the batch's tasks are sent again one call each, in order: each caller gets
 its own id or its own error, as if it had pushed alone. A caller cancelled while its
 push waits takes it out of the batch; once sent, the push stands and the others are
-unaffected. :meth:`PushBatcher.drain` (``close()``) waits until every push made has
+unaffected. :meth:`AsyncPushes.drain` (``close()``) waits until every push made has
 been answered.
+
+:class:`Pushes` is its blocking twin: a thread's pushes are sent one call each, at once.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from fairque.engine import replicated
-from fairque.engine.executor import AsyncExecutor
+from fairque.engine.calls import check_replicas
+from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.errors import FairQueueError
 from fairque.queue.models import Task
 from fairque.queue.ops import PushRow, QueueOps
@@ -35,9 +37,24 @@ MAX_BYTES = 4 * 1024 * 1024  # payload bytes per coalesced call (a bigger task g
 _Waiting = tuple[PushRow, "asyncio.Future[str]"]
 
 
-class PushBatcher:
-    """Sends the pushes of an :class:`~fairque.AsyncFairQueue` in batches (see the
-    module's docstring)."""
+class Pushes:
+    """Sends the pushes of a :class:`~fairque.FairQueue` to one namespace, each at once."""
+
+    def __init__(self, ops: QueueOps, executor: Executor) -> None:
+        self.ops = ops
+        self.executor = executor
+
+    def push(self, task: Task, replicas: int, replica_timeout: float) -> str:
+        """Pushes ``task``; its id."""
+        return self.executor.execute(self.ops.push_one(task).replicated(replicas, replica_timeout))
+
+    def drain(self) -> None:
+        """Nothing waits: each push was answered when it returned."""
+
+
+class AsyncPushes:
+    """Sends the pushes of an :class:`~fairque.AsyncFairQueue` to one namespace in
+    batches (see the module's docstring)."""
 
     def __init__(self, ops: QueueOps, executor: AsyncExecutor) -> None:
         self.ops = ops
@@ -49,10 +66,10 @@ class PushBatcher:
     async def push(self, task: Task, replicas: int, replica_timeout: float) -> str:
         """Pushes ``task`` with the others made meanwhile; its id. A push that waits for
         replicas goes alone, at once (its WAIT covers its own call)."""
-        replicated.check(replicas, replica_timeout)
+        check_replicas(replicas, replica_timeout)
         if replicas:
-            call = self.ops.push_one(task)
-            return await self.executor.execute_replicated(call, replicas, replica_timeout)
+            call = self.ops.push_one(task).replicated(replicas, replica_timeout)
+            return await self.executor.execute(call)
         row = self.ops.push_row(task)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a client used from a new loop: the old one is gone

@@ -77,6 +77,10 @@ MAX_POP_WAIT = 3_600.0  # seconds a pop may wait for work
 MIN_POP_WAIT = 0.001  # BLPOP's resolution: a shorter wait would be read as "for ever"
 STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua reads them
 MAX_FAIRNESS_TOP = 100  # tenants whose fairness figures one call reads
+MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
+MAINTENANCE_ROUNDS = 100  # rounds in a row, at most, while each hits its bound
+HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
+UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
 _POP_ROW = 13
 
 

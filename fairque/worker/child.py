@@ -31,8 +31,8 @@ from typing import IO, Any
 import msgspec
 
 from fairque.errors import InvalidInput
+from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
-from fairque.queue.protocol import Queue
 from fairque.worker.context import SyncTaskContext
 from fairque.worker.functions import TaskFunction, call_arguments
 
@@ -129,7 +129,7 @@ class Child:
     def queue(self) -> Queue:
         """A blocking client for contexts (XCom), opened at the first run that needs it."""
         if self._queue is None:
-            from fairque.queue.sharded import open_queue
+            from fairque.queue.client import open_queue
 
             hello = self.hello
             self._queue = open_queue(hello.redis_url, hello.namespace, hello.shards)

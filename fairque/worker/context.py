@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fairque.queue.async_client import AsyncQueue
+from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
-from fairque.queue.protocol import AsyncQueue, Queue
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,10 @@ from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.queue.client import MAINTENANCE_ROUNDS, AsyncFairQueue
+from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, open_async_queue
+from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import LeasedTask, WorkerInfo
-from fairque.queue.protocol import AsyncQueue, Queue
-from fairque.queue.sharded import open_async_queue, open_queue
+from fairque.queue.ops import MAINTENANCE_ROUNDS
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
 from fairque.worker.functions import Registry, call_arguments, registry

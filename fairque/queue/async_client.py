@@ -1,0 +1,405 @@
+"""The fair queue's clients: :class:`AsyncFairQueue` (one namespace) and
+:class:`AsyncShardedQueue` (the shards of one logical queue), each a kind of :class:`AsyncQueue`.
+
+They are facades with no logic: each method runs its operation's plan
+(:mod:`fairque.queue.plans`) through an executor, which other clients of the same
+server may share. The asyncio clients are written by hand in
+:mod:`fairque.queue.async_client`; the blocking ones, in :mod:`fairque.queue.client`, are
+generated from them (``tools/unasync.py``, as httpcore generates its blocking code; a
+test checks that the generated file is current).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar, cast
+
+from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
+from fairque.engine.calls import Call
+from fairque.engine.connect import AsyncClient
+from fairque.engine.executor import AsyncClosing, AsyncExecutor
+from fairque.engine.keys import Namespace
+from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
+from fairque.engine.records import Record, TaskState
+from fairque.queue.batching import AsyncPushes
+from fairque.queue.models import (
+    FairnessView,
+    LeasedTask,
+    Maintenance,
+    QueueStats,
+    SharesChange,
+    SharesPage,
+    Task,
+    TaskInfo,
+    TaskPage,
+    TenantShares,
+    TenantStats,
+    TenantStatsPage,
+    WorkerInfo,
+)
+from fairque.queue.ops import (
+    HAND_OVER_DELAY,
+    MAINTENANCE_INTERVAL,
+    STATS_FAIRNESS_TOP,
+    UNSERVED_GRACE,
+    ResultWait,
+)
+from fairque.queue.plans import Plan, QueuePlans, shard_namespaces
+
+T = TypeVar("T")
+
+
+class AsyncQueue(AsyncClosing):
+    """A fair queue: one namespace (:class:`AsyncFairQueue`) or the shards of one
+    (:class:`AsyncShardedQueue`). The worker, the metrics and the Web UI take either.
+
+    ``executor`` shares a connection pool with other clients (then :meth:`close` leaves
+    it open); ``client`` sends through a redis-py client of your own.
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        namespaces: Sequence[str],
+        settings: QueueSettings | None,
+        client: AsyncClient | None,
+        executor: AsyncExecutor | None,
+    ) -> None:
+        self.plans = QueuePlans(namespaces)
+        self.owns_executor = executor is None
+        if executor is None:
+            executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
+        self.executor = executor
+        self.pushes = [AsyncPushes(ops, executor) for ops in self.plans.shards]
+        for ops in self.plans.shards:
+            settings_store.write_on_first_use(executor, ops.namespace, settings)
+
+    async def _run(self, plan: Plan[T]) -> T:
+        """Sends a plan's calls, step by step; the operation's value."""
+        if isinstance(plan, Call):
+            return await self.executor.execute(plan)
+        try:
+            step = next(plan)
+            while True:
+                step = plan.send(await self.executor.execute_all(step))
+        except StopIteration as done:
+            return cast("T", done.value)
+
+    @property
+    def redis(self) -> AsyncClient:
+        """The redis-py client the calls go through."""
+        return self.executor.client
+
+    @property
+    def wake_channels(self) -> list[str]:
+        """The sharded pub/sub channels published when tasks become ready (a worker
+        subscribes to all)."""
+        return [ops.namespace.wake_channel for ops in self.plans.shards]
+
+    async def close(self) -> None:
+        """Waits until the pushes made so far are answered, then closes the connection
+        pool, unless it is shared with another client."""
+        for pushes in self.pushes:
+            await pushes.drain()
+        await super().close()
+
+    async def push(self, task: Task, *, replicas: int = 0, replica_timeout: float = 1.0) -> str:
+        """Enqueues one task (on its tenant's shard); returns its id. With ``replicas``,
+        see :meth:`push_many`.
+
+        The asyncio client sends pushes made concurrently in one event loop together, in
+        one call (see :mod:`fairque.queue.batching`); each caller gets its own id, or its
+        own error. Pushes awaited one after another keep their order."""
+        pushes = self.pushes[self.plans.shard_of(task.user_id)]
+        return await pushes.push(task, replicas, replica_timeout)
+
+    async def push_many(
+        self, tasks: Sequence[Task], *, replicas: int = 0, replica_timeout: float = 1.0
+    ) -> list[str]:
+        """Enqueues tasks atomically (all or none; sharded: per shard); returns their ids
+        in order.
+
+        With ``replicas`` > 0 it also waits up to ``replica_timeout`` seconds until that
+        many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
+        confirm in time it raises :class:`NotReplicated` (the push was made).
+        """
+        return await self._run(self.plans.push(tasks, replicas, replica_timeout))
+
+    async def pop(
+        self,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        *,
+        wait: float | None = None,
+    ) -> list[LeasedTask]:
+        """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready.
+
+        With ``wait`` (seconds; one namespace only), it first waits until a tenant may be
+        served, at most that long, then pops: at once if one may be served already. On
+        one server the pop is queued behind the wait, so it runs the moment work arrives.
+        It may still return [] before ``wait`` has passed, when another worker took the
+        work first; and :meth:`stop_waiting` ends the wait early.
+
+        A task whose stored record cannot be read is failed (its error names the field)
+        instead of being returned; the others are."""
+        plan = self.plans.pop(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
+        )
+        return await self._run(plan)
+
+    async def stop_waiting(self) -> None:
+        """Ends the waits of the pops of this client's connection pool now (from another
+        thread or task): each pops at once (see :meth:`pop`'s ``wait``)."""
+        await self.executor.stop_waits()
+
+    async def finish(self, task: LeasedTask, result: Any = None) -> None:
+        """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
+        await self.executor.execute(self.plans.finish_one(task, result))
+
+    async def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        """Finishes many tasks in one call (per shard); returns the ids whose lease was
+        lost."""
+        return await self._run(self.plans.finish(tasks, results))
+
+    async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
+        """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
+        return await self._run(self.plans.release(tasks))
+
+    async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
+        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+        return await self.executor.execute(self.plans.fail(task, error, retry))
+
+    async def extend(self, task: LeasedTask, seconds: float) -> float:
+        """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
+        return await self.executor.execute(self.plans.extend(task, seconds))
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancels a task that has not started; False if it is running or has ended."""
+        return await self._run(self.plans.cancel(task_id))
+
+    async def retry(self, task_id: str) -> bool:
+        """Queues a FAILED task again now; False if it had not failed."""
+        return await self._run(self.plans.retry(task_id))
+
+    async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
+        """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
+        await self._run(self.plans.xcom_push(task_id, key, value, ttl))
+
+    async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
+        """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
+        return await self._run(self.plans.xcom_pull(task_id, key, default))
+
+    async def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None = None,
+        name: str | None = None,
+        cursor: int = 0,
+        limit: int = 50,
+    ) -> TaskPage:
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        return await self._run(self.plans.tasks(state, user_id, name, cursor, limit))
+
+    async def retry_failed(self, user_id: str) -> int:
+        """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
+        return await self._run(self.plans.retry_failed(user_id))
+
+    async def get(self, task_id: str) -> TaskInfo | None:
+        """Everything stored about a task, or None if there is no such task."""
+        return await self._run(self.plans.get(task_id))
+
+    async def get_record(self, record_id: str) -> Record | None:
+        """The stored record of any kind (task, job, storage task), or None."""
+        return await self._run(self.plans.get_record(record_id))
+
+    async def result(self, task_id: str, timeout: float | None = None) -> Any:
+        """Waits until task ``task_id`` ends and returns its result (what the worker's
+        function returned; the task must have been pushed with ``keep_result=True``).
+
+        Waits without polling: the script that ends a task publishes its id on the
+        namespace's ``ended`` channel. ``timeout`` (seconds; None: no limit) raises
+        :class:`~fairque.errors.ResultTimeout`; a task that failed for good or was
+        canceled raises :class:`~fairque.errors.TaskFailed` with its last error; one
+        pushed without ``keep_result`` raises :class:`~fairque.errors.ResultNotKept`.
+        """
+        wait = ResultWait(task_id, timeout, RECHECK_SECONDS)
+        ops = await self._run(self.plans.holder(task_id))
+        # An ended task needs no subscription.
+        settled = wait.settle(await self.executor.execute(ops.get(task_id)))
+        if settled is not None:
+            return settled.result
+        async with AsyncListener(self.executor.client, ops.namespace.ended_channel) as listener:
+            while True:
+                # Read after subscribing: no race with the script that publishes.
+                settled = wait.settle(await self.executor.execute(ops.get(task_id)))
+                if settled is not None:
+                    return settled.result
+                await listener.wait_for(task_id, wait.next_wait())
+
+    async def stats(self, fairness_top: int = STATS_FAIRNESS_TOP) -> QueueStats:
+        """Tasks per state, lifetime counters and the busiest tenants' figures, with the
+        fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
+        costs most, for an overview that polls)."""
+        return await self._run(self.plans.stats(fairness_top))
+
+    async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
+        """A page of the tenants with ready tasks, the busiest first (0: no more)."""
+        return await self._run(self.plans.busiest_tenants(cursor, count))
+
+    async def tenant_stats(self, tenant: str) -> TenantStats:
+        """One tenant's ready tasks and lifetime counters."""
+        return await self.executor.execute(self.plans.tenant_stats(tenant))
+
+    async def reap(self, limit: int = 1000) -> Maintenance:
+        """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
+        return await self._run(self.plans.reap(limit))
+
+    async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
+        """A maintenance round if the namespace's last one (by any process) is ``interval``
+        seconds old. Workers, the master and the scheduler call this every few seconds, so a
+        namespace tidies itself; ``ran`` is False when no round was due."""
+        return await self._run(self.plans.maintain(interval))
+
+    async def next_due(self) -> float | None:
+        """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
+        return await self._run(self.plans.next_due())
+
+    async def promote(self, limit: int = 1000) -> int:
+        """Makes up to ``limit`` scheduled tasks whose time has come ready."""
+        return await self._run(self.plans.promote(limit))
+
+    async def namespace_settings(self) -> QueueSettings:
+        """The settings the namespace's scripts apply, as the server holds them."""
+        return await self.executor.execute(self.plans.namespace_settings())
+
+    async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
+        """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
+        await self._run(self.plans.register_worker(worker, ttl))
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Takes a stopping worker out of the registry."""
+        await self._run(self.plans.unregister_worker(worker_id))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The live workers: what they serve, their concurrency, tasks in flight."""
+        return await self._run(self.plans.workers())
+
+    async def tenant(self, tenant: str) -> TenantShares:
+        """A tenant's shares (weight, limits, paused) and where it stands now."""
+        return await self.executor.execute(self.plans.tenant(tenant))
+
+    async def set_tenant(
+        self,
+        tenant: str,
+        *,
+        weight: int | None = None,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TenantShares:
+        """Changes a tenant's shares at once (None keeps a value; see
+        :class:`~fairque.queue.models.SharesChange`) and returns them."""
+        change = SharesChange(
+            weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
+        )
+        return await self.executor.execute(self.plans.set_tenant(tenant, change))
+
+    async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
+        """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
+        return await self._run(self.plans.tenants_with_shares(cursor, count))
+
+    async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
+        """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
+        from ready to start, overall and for the ``top`` busiest tenants, with their
+        shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
+        return await self._run(self.plans.fairness(minutes, top))
+
+    async def hand_over(
+        self,
+        tasks: Sequence[LeasedTask],
+        delay: float = HAND_OVER_DELAY,
+        grace: float = UNSERVED_GRACE,
+    ) -> list[str]:
+        """Gives back leased tasks whose function this worker lacks (no attempt counted);
+        one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
+        return await self._run(self.plans.hand_over(tasks, delay, grace))
+
+
+class AsyncFairQueue(AsyncQueue):
+    """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
+
+    >>> q = AsyncFairQueue()  # embedded Valkey, or $FAIRQUE_REDIS_URL  # doctest: +SKIP
+    >>> await q.push(Task(user_id="alice", payload={"n": 1}))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        settings: QueueSettings | None = None,
+        client: AsyncClient | None = None,
+        executor: AsyncExecutor | None = None,
+    ) -> None:
+        super().__init__(url, [namespace], settings, client, executor)
+        self.ops = self.plans.shards[0]
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace's keys and settings."""
+        return self.ops.namespace
+
+    async def execute(self, call: Call[T]) -> T:
+        """Sends a call built by an entry point's ops; its parsed reply."""
+        return await self.executor.execute(call)
+
+
+class AsyncShardedQueue(AsyncQueue):
+    """One logical queue split over ``shards`` namespaces ``<namespace>:<i>`` (see
+    :mod:`fairque.queue.plans`).
+
+    >>> q = AsyncShardedQueue("redis+cluster://10.0.0.1:6379", "jobs", shards=12)  # doctest: +SKIP
+    >>> await q.push(Task(user_id="alice"))  # to shard crc32("alice") % 12  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        shards: int,
+        settings: QueueSettings | None = None,
+        client: AsyncClient | None = None,
+        executor: AsyncExecutor | None = None,
+    ) -> None:
+        names = shard_namespaces(namespace, shards)
+        super().__init__(url, names, settings, client, executor)
+        # Each shard as a queue of its own, on the same connection pool.
+        self.shards = [AsyncFairQueue(namespace=name, executor=self.executor) for name in names]
+
+    def shard_for(self, tenant: str) -> AsyncFairQueue:
+        """The shard that holds ``tenant``'s tasks."""
+        return self.shards[self.plans.shard_of(tenant)]
+
+
+def open_async_queue(
+    url: str | None,
+    namespace: str,
+    shards: int = 1,
+    *,
+    settings: QueueSettings | None = None,
+    executor: AsyncExecutor | None = None,
+) -> AsyncFairQueue | AsyncShardedQueue:
+    """An :class:`AsyncFairQueue`, or an :class:`AsyncShardedQueue` when ``shards`` > 1."""
+    if shards > 1:
+        return AsyncShardedQueue(
+            url, namespace, shards=shards, settings=settings, executor=executor
+        )
+    return AsyncFairQueue(url, namespace, settings=settings, executor=executor)

@@ -1,0 +1,525 @@
+"""Each fair-queue operation as a plan, over one namespace or the shards of one queue.
+
+A plan is sans-IO. It is either one :class:`~fairque.engine.calls.Call`, or a generator
+that yields steps (lists of calls, which an asyncio client sends concurrently and a
+blocking one in turn), receives their parsed replies, and returns the operation's value.
+The clients (:mod:`fairque.queue.async_client`, and :mod:`fairque.queue.client` generated
+from it) only run plans, so which shards a call goes to and how their replies merge are
+written once, here, for the blocking and asyncio clients alike.
+
+A sharded queue is one logical fair queue over N namespaces ``<ns>:0`` .. ``<ns>:N-1``.
+Each shard is a namespace of its own (keys ``fq:{<ns>:<i>}:...``), so on a cluster the
+shards' slots spread over the nodes and each script still touches one slot. A tenant
+lives on one shard, chosen by a stable hash of its name (CRC-32, the same in every
+process and language), so its order and its dependencies stay within one namespace:
+tasks go to their tenant's shard, pops ask every shard in a rotating order, lists page
+through the shards in turn, stats and maintenance add the shards up. Calls that name
+only a task id (``get``, ``cancel``, ``retry``, XCom) look for the shard that holds it;
+calls that carry a task (``finish``, ``fail``...) go straight to its tenant's shard.
+With one namespace every plan is the namespace's own call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import zlib
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, TypeVar, Union
+
+from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
+from fairque.engine.calls import Call
+from fairque.engine.keys import Namespace
+from fairque.engine.records import Record, TaskState
+from fairque.errors import InvalidInput
+from fairque.queue.models import (
+    STATS_TENANTS,
+    FairnessView,
+    LeasedTask,
+    Maintenance,
+    MaintenanceStatus,
+    MinuteFigures,
+    QueueStats,
+    SharesChange,
+    SharesPage,
+    Task,
+    TaskInfo,
+    TaskPage,
+    TenantShares,
+    TenantStats,
+    TenantStatsPage,
+    WorkerInfo,
+)
+from fairque.queue.ops import Leased, QueueOps
+
+T = TypeVar("T")
+P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
+Step = list[Call[Any]]
+Steps = Generator[Step, list[Any], T]
+# One call, or steps of calls (see the module's docstring).
+Plan = Union[Call[T], Steps[T]]  # noqa: UP007 - a generic alias: `|` fails at run time on 3.10
+
+MAX_SHARDS = 1024
+
+
+def shard_namespaces(namespace: str, shards: int) -> list[str]:
+    """The namespaces of a queue split in ``shards``: ``<namespace>:<i>``."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise InvalidInput("shards", f"must be 1 to {MAX_SHARDS}, not {shards!r}")
+    return [f"{namespace}:{index}" for index in range(shards)]
+
+
+def shard_index(tenant: str, shards: int) -> int:
+    """The shard of ``tenant``: CRC-32 of its UTF-8 name, modulo ``shards``."""
+    return zlib.crc32(tenant.encode()) % shards
+
+
+def by_shard(tenants: Iterable[str], shards: int) -> dict[int, list[int]]:
+    """Positions of ``tenants`` grouped by shard, in order within each shard."""
+    groups: dict[int, list[int]] = {}
+    for position, tenant in enumerate(tenants):
+        groups.setdefault(shard_index(tenant, shards), []).append(position)
+    return groups
+
+
+class Rotation:
+    """The order shards are asked for work: each pop starts one shard further, so every
+    shard is asked first once every N pops and none is starved by a busy one. A pop
+    takes what it can from the first shard and asks the next ones only for what is
+    missing: one round trip while the first shard has enough."""
+
+    def __init__(self, shards: int) -> None:
+        self._starts = itertools.cycle(range(shards))
+        self.shards = shards
+
+    def next_order(self) -> list[int]:
+        start = next(self._starts)
+        return [(start + step) % self.shards for step in range(self.shards)]
+
+
+def split_cursor(cursor: int, shards: int) -> tuple[int, int]:
+    """A sharded list's cursor as (shard, that shard's own cursor)."""
+    inner, shard = divmod(cursor, shards)
+    return shard, inner
+
+
+def next_cursor(cursor: int, found: bool, shard: int, shards: int) -> int | None:
+    """The sharded cursor after a page of ``shard`` that returned ``cursor`` and ``found``
+    something or not; None to go on to the next shard at once (the shard is done and the
+    page is empty)."""
+    if cursor:
+        return cursor * shards + shard
+    if shard + 1 == shards:
+        return 0
+    return shard + 1 if found else None
+
+
+def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
+    """The shards' fairness views as one: each tenant lives on one shard, so the busiest
+    of all are among the shards' busiest."""
+    starts = sum(part.starts for part in parts)
+    waits = tuple(map(sum, zip(*(part.waits for part in parts), strict=True)))
+    busiest = sorted((one for part in parts for one in part.tenants), key=lambda one: -one.starts)
+    tenants = [
+        dataclasses.replace(one, share=one.starts / starts if starts else 0.0)
+        for one in busiest[:top]
+    ]
+    history = [
+        MinuteFigures(
+            at=minutes[0].at,
+            starts=sum(m.starts for m in minutes),
+            pushed=sum(m.pushed for m in minutes),
+            finished=sum(m.finished for m in minutes),
+            failed=sum(m.failed for m in minutes),
+        )
+        for minutes in zip(*(part.history for part in parts), strict=True)
+    ]
+    return FairnessView(
+        at=max(part.at for part in parts), minutes=parts[0].minutes, starts=starts,
+        waits=waits, tenants=tenants, other_starts=starts - sum(one.starts for one in tenants),
+        history=history,
+    )  # fmt: skip
+
+
+def merge_stats(parts: Sequence[QueueStats], fairness_top: int) -> QueueStats:
+    """The stats of all shards summed (a tenant's figures add up if it moved shards)."""
+    states: dict[TaskState, int] = {}
+    counters: dict[str, int] = {}
+    tenants: dict[str, TenantStats] = {}
+    all_tenants = TenantStats()
+    for part in parts:
+        all_tenants = _add(all_tenants, part.all_tenants)
+        for state, count in part.states.items():
+            states[state] = states.get(state, 0) + count
+        for name, value in part.counters.items():
+            counters[name] = counters.get(name, 0) + value
+        for tenant, figures in part.tenants.items():
+            tenants[tenant] = _add(tenants[tenant], figures) if tenant in tenants else figures
+    rounds = [part.maintenance for part in parts]
+    ran = [status.last_run_at for status in rounds if status.last_run_at is not None]
+    maintenance = MaintenanceStatus(
+        last_run_at=min(ran) if len(ran) == len(rounds) else None,  # the shard longest idle
+        rounds=sum(status.rounds for status in rounds),
+        dropped=sum(status.dropped for status in rounds),
+    )
+    views = [part.fairness for part in parts if part.fairness is not None]
+    # Each tenant lives on one shard: the busiest of all are among the shards' busiest.
+    busiest = sorted(tenants.items(), key=lambda item: (-item[1].queued, item[0]))
+    return QueueStats(
+        states=states,
+        counters=counters,
+        tenants=dict(busiest[:STATS_TENANTS]),
+        maintenance=maintenance,
+        fairness=merge_fairness(views, fairness_top) if views else None,
+        all_tenants=all_tenants,
+        tenants_with_ready=sum(part.tenants_with_ready for part in parts),
+    )
+
+
+def _add(left: TenantStats, right: TenantStats) -> TenantStats:
+    return TenantStats(**{
+        field.name: getattr(left, field.name) + getattr(right, field.name)
+        for field in dataclasses.fields(TenantStats)
+    })  # fmt: skip
+
+
+def merge_maintenance(parts: Sequence[Maintenance]) -> Maintenance:
+    """What maintenance did on all shards."""
+    return Maintenance(
+        expired=sum(part.expired for part in parts),
+        promoted=sum(part.promoted for part in parts),
+        dropped=sum(part.dropped for part in parts),
+        orphaned=sum(part.orphaned for part in parts),
+        ran=any(part.ran for part in parts),
+        more=any(part.more for part in parts),
+    )
+
+
+def soonest(dues: Iterable[float | None]) -> float | None:
+    """The earliest of the shards' next-due delays; None if no shard has anything due."""
+    return min((due for due in dues if due is not None), default=None)
+
+
+def merge_workers(parts: Sequence[Sequence[WorkerInfo]]) -> list[WorkerInfo]:
+    """The workers registered on the shards (each registers on all), each once."""
+    latest: dict[str, WorkerInfo] = {}
+    for part in parts:
+        for worker in part:
+            known = latest.get(worker.worker_id)
+            if known is None or worker.seen_at > known.seen_at:
+                latest[worker.worker_id] = worker
+    return [latest[worker_id] for worker_id in sorted(latest)]
+
+
+class QueuePlans:
+    """The plans of every fair-queue operation over ``namespaces``: one (a
+    :class:`~fairque.FairQueue`) or the shards of one queue (a
+    :class:`~fairque.ShardedQueue`). The arguments are checked where each call is built
+    (:class:`~fairque.queue.ops.QueueOps`)."""
+
+    def __init__(self, namespaces: Sequence[str]) -> None:
+        self.shards = [QueueOps(Namespace(name)) for name in namespaces]
+        self.rotation = Rotation(len(self.shards))
+        # With one namespace every plan is that namespace's call.
+        self.single = self.shards[0] if len(self.shards) == 1 else None
+
+    def shard_of(self, tenant: str) -> int:
+        """The index of the shard that holds ``tenant``'s tasks."""
+        return 0 if self.single is not None else shard_index(tenant, len(self.shards))
+
+    def for_tenant(self, tenant: str) -> QueueOps:
+        """The calls of the shard that holds ``tenant``'s tasks."""
+        return self.single or self.shards[shard_index(tenant, len(self.shards))]
+
+    def push(self, tasks: Sequence[Task], replicas: int, timeout: float) -> Plan[list[str]]:
+        """Pushes, atomically per shard (all or none of each shard's tasks); the ids in
+        the order of ``tasks``."""
+        if self.single is not None:
+            return self.single.push(tasks).replicated(replicas, timeout)
+        return self._push_split(tasks, replicas, timeout)
+
+    def _push_split(self, tasks: Sequence[Task], replicas: int, timeout: float) -> Steps[list[str]]:
+        groups = self._split([task.user_id for task in tasks])
+        parts = yield [
+            ops.push([tasks[i] for i in positions]).replicated(replicas, timeout)
+            for ops, positions in groups
+        ]
+        ids = [""] * len(tasks)
+        for (_, positions), part in zip(groups, parts, strict=True):
+            for position, task_id in zip(positions, part, strict=True):
+                ids[position] = task_id
+        return ids
+
+    def pop(
+        self,
+        count: int,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+        worker_id: str | None,
+        lease_seconds: float | None,
+        *,
+        wait: float | None,
+    ) -> Steps[list[LeasedTask]]:
+        """Leases up to ``count`` tasks, asking the shards in a rotating order, each only
+        for what the ones before it did not give. A task whose record cannot be read is
+        failed (its error names the field) instead of being returned."""
+        if wait is not None and self.single is None:
+            raise InvalidInput("wait", "a sharded queue's pop cannot wait: use its wake_channels")
+        got: list[LeasedTask] = []
+        for index in [0] if self.single is not None else self.rotation.next_order():
+            ops = self.shards[index]
+            call = ops.pop(
+                count - len(got), assigned_users, steal_targets, worker_id, lease_seconds,
+                wait=wait,
+            )  # fmt: skip
+            leased: Leased = (yield [call])[0]
+            if leased.unreadable:
+                yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
+            if self.single is not None:
+                return leased  # as the script returned it
+            got += leased
+            if len(got) >= count:
+                break
+        return got
+
+    def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
+        """Finishes a task on its tenant's shard."""
+        return self.for_tenant(task.user_id).finish_one(task, result)
+
+    def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None) -> Plan[list[str]]:
+        """Finishes tasks, one call per shard; the ids whose lease was lost."""
+        if self.single is not None:
+            return self.single.finish(tasks, results)
+        values = list(results) if results is not None else [None] * len(tasks)
+        return self._lost_on_each(
+            tasks, lambda ops, ids: ops.finish([tasks[i] for i in ids], [values[i] for i in ids])
+        )
+
+    def release(self, tasks: Sequence[LeasedTask]) -> Plan[list[str]]:
+        """Hands tasks back, one call per shard; the ids whose lease was lost."""
+        if self.single is not None:
+            return self.single.release(tasks)
+        return self._lost_on_each(tasks, lambda ops, ids: ops.release([tasks[i] for i in ids]))
+
+    def hand_over(self, tasks: Sequence[LeasedTask], delay: float, grace: float) -> Plan[list[str]]:
+        """Gives back tasks a worker cannot run, one call per shard; the ids whose lease
+        was lost."""
+        if self.single is not None:
+            return self.single.hand_over(tasks, delay, grace)
+        return self._lost_on_each(
+            tasks, lambda ops, ids: ops.hand_over([tasks[i] for i in ids], delay, grace)
+        )
+
+    def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
+        """Fails an attempt on its tenant's shard."""
+        return self.for_tenant(task.user_id).fail(task, error, retry)
+
+    def extend(self, task: LeasedTask, seconds: float) -> Call[float]:
+        """Extends a lease on its tenant's shard."""
+        return self.for_tenant(task.user_id).extend(task, seconds)
+
+    def cancel(self, task_id: str) -> Plan[bool]:
+        """Cancels a task on the shard that holds it."""
+        return self._on_holder(task_id, lambda ops: ops.cancel(task_id))
+
+    def retry(self, task_id: str) -> Plan[bool]:
+        """Queues a failed task again on the shard that holds it."""
+        return self._on_holder(task_id, lambda ops: ops.retry(task_id))
+
+    def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None) -> Plan[None]:
+        """Stores an XCom value on the shard that holds ``task_id``."""
+        return self._on_holder(task_id, lambda ops: ops.xcom_push(task_id, key, value, ttl))
+
+    def xcom_pull(self, task_id: str, key: str, default: Any) -> Plan[Any]:
+        """Reads an XCom value from the shard that holds ``task_id``."""
+        return self._on_holder(task_id, lambda ops: ops.xcom_pull(task_id, key, default))
+
+    def tasks(
+        self,
+        state: TaskState | str,
+        user_id: str | None,
+        name: str | None,
+        cursor: int,
+        limit: int,
+    ) -> Plan[TaskPage]:
+        """A page of the tasks in ``state``, shard after shard (a tenant's: its shard's)."""
+        if user_id is not None or self.single is not None:
+            ops = self.single or self.for_tenant(str(user_id))
+            return ops.tasks(state, user_id, name, cursor, limit)
+        return self._paged(
+            cursor, lambda ops, inner: ops.tasks(state, None, name, inner, limit),
+            lambda page: bool(page.tasks),
+        )  # fmt: skip
+
+    def retry_failed(self, user_id: str) -> Steps[int]:
+        """Queues every FAILED task of ``user_id`` again, a slice per call, on its shard;
+        how many."""
+        ops = self.for_tenant(user_id)
+        retried, cursor = 0, 0
+        while True:
+            reply: tuple[int, int] = (yield [ops.retry_failed(user_id, cursor)])[0]
+            cursor, count = reply
+            retried += count
+            if not cursor:
+                return retried
+
+    def get(self, task_id: str) -> Plan[TaskInfo | None]:
+        """A task from whichever shard holds it, or None."""
+        return self._found(lambda ops: ops.get(task_id))
+
+    def get_record(self, record_id: str) -> Plan[Record | None]:
+        """A record of any kind from whichever shard holds it, or None."""
+        return self._found(lambda ops: ops.get_record(record_id))
+
+    def holder(self, task_id: str) -> Steps[QueueOps]:
+        """The calls of the shard that holds ``task_id`` (the first shard's if none does:
+        its calls say so)."""
+        if self.single is not None:
+            return self.single
+        records = yield [ops.get_record(task_id) for ops in self.shards]
+        found = (
+            ops for ops, record in zip(self.shards, records, strict=True) if record is not None
+        )
+        return next(found, self.shards[0])
+
+    def stats(self, fairness_top: int) -> Plan[QueueStats]:
+        """The stats of every shard, summed."""
+        return self._each(
+            lambda ops: ops.stats(fairness_top), lambda parts: merge_stats(parts, fairness_top)
+        )
+
+    def busiest_tenants(self, cursor: int, count: int) -> Plan[TenantStatsPage]:
+        """A page of the tenants with ready tasks, shard after shard, each shard's busiest
+        first."""
+        if self.single is not None:
+            return self.single.busiest_tenants(cursor, count)
+        return self._paged(
+            cursor, lambda ops, inner: ops.busiest_tenants(inner, count),
+            lambda page: bool(page.tenants),
+        )  # fmt: skip
+
+    def tenant_stats(self, tenant: str) -> Call[TenantStats]:
+        """A tenant's figures, on its shard."""
+        return self.for_tenant(tenant).tenant_stats(tenant)
+
+    def reap(self, limit: int) -> Plan[Maintenance]:
+        """Maintenance on every shard."""
+        return self._each(lambda ops: ops.reap(limit), merge_maintenance)
+
+    def maintain(self, interval: float) -> Plan[Maintenance]:
+        """A maintenance round on every shard where one is due."""
+        return self._each(lambda ops: ops.maintain(None, interval), merge_maintenance)
+
+    def next_due(self) -> Plan[float | None]:
+        """The soonest of the shards' next due times."""
+        return self._each(lambda ops: ops.next_due(), soonest)
+
+    def promote(self, limit: int) -> Plan[int]:
+        """Promotes due tasks on every shard."""
+        return self._each(lambda ops: ops.promote(limit), sum)
+
+    def namespace_settings(self) -> Call[QueueSettings]:
+        """The settings the scripts apply (every shard is given the same ones)."""
+        return settings_store.read(self.shards[0].namespace)
+
+    def register_worker(self, worker: WorkerInfo, ttl: float) -> Plan[None]:
+        """Registers a live worker on every shard (it serves them all)."""
+        return self._each(lambda ops: ops.register_worker(worker, ttl), _nothing)
+
+    def unregister_worker(self, worker_id: str) -> Plan[None]:
+        """Takes a stopping worker out of every shard's registry."""
+        return self._each(lambda ops: ops.unregister_worker(worker_id), _nothing)
+
+    def workers(self) -> Plan[list[WorkerInfo]]:
+        """The live workers, each once."""
+        return self._each(lambda ops: ops.workers(), merge_workers)
+
+    def tenant(self, tenant: str) -> Call[TenantShares]:
+        """A tenant's shares, on its shard."""
+        return self.for_tenant(tenant).tenant(tenant)
+
+    def set_tenant(self, tenant: str, change: SharesChange) -> Call[TenantShares]:
+        """Changes a tenant's shares on its shard, where all its tasks are."""
+        return self.for_tenant(tenant).set_tenant(tenant, change)
+
+    def tenants_with_shares(self, cursor: int, count: int) -> Plan[SharesPage]:
+        """A page of the tenants with shares, shard after shard."""
+        if self.single is not None:
+            return self.single.tenants_with_shares(cursor, count)
+        return self._paged(
+            cursor, lambda ops, inner: ops.tenants_with_shares(inner, count),
+            lambda page: bool(page.tenants),
+        )  # fmt: skip
+
+    def fairness(self, minutes: int, top: int) -> Plan[FairnessView]:
+        """The shards' fairness views as one."""
+        return self._each(
+            lambda ops: ops.fairness(minutes, top), lambda parts: merge_fairness(parts, top)
+        )
+
+    def _split(self, tenants: Sequence[str]) -> list[tuple[QueueOps, list[int]]]:
+        """Each shard's calls with the positions of its ``tenants``, in order."""
+        return [
+            (self.shards[shard], positions)
+            for shard, positions in by_shard(tenants, len(self.shards)).items()
+        ]
+
+    def _lost_on_each(
+        self,
+        tasks: Sequence[LeasedTask],
+        build: Callable[[QueueOps, list[int]], Call[list[str]]],
+    ) -> Steps[list[str]]:
+        """One call per shard of ``tasks``' tenants; the ids each says were lost."""
+        calls = [build(ops, positions) for ops, positions in self._split(
+            [task.user_id for task in tasks]
+        )]  # fmt: skip
+        parts = yield calls
+        return [task_id for part in parts for task_id in part]
+
+    def _each(self, build: Callable[[QueueOps], Call[T]], merge: Callable[[list[T]], T]) -> Plan[T]:
+        """The call on every shard, the replies merged."""
+        if self.single is not None:
+            return build(self.single)
+        return self._merged([build(ops) for ops in self.shards], merge)
+
+    @staticmethod
+    def _merged(calls: Step, merge: Callable[[list[T]], T]) -> Steps[T]:
+        return merge((yield calls))
+
+    def _found(self, build: Callable[[QueueOps], Call[T | None]]) -> Plan[T | None]:
+        """The call on every shard; the first reply that is not None."""
+        if self.single is not None:
+            return build(self.single)
+        return self._merged(
+            [build(ops) for ops in self.shards],
+            lambda found: next((one for one in found if one is not None), None),
+        )
+
+    def _on_holder(self, task_id: str, build: Callable[[QueueOps], Call[T]]) -> Plan[T]:
+        """The call on the shard that holds ``task_id``."""
+        if self.single is not None:
+            return build(self.single)
+        return self._holder_then(task_id, build)
+
+    def _holder_then(self, task_id: str, build: Callable[[QueueOps], Call[T]]) -> Steps[T]:
+        ops = yield from self.holder(task_id)
+        [reply] = yield [build(ops)]
+        return reply  # type: ignore[no-any-return]
+
+    def _paged(
+        self, cursor: int, build: Callable[[QueueOps, int], Call[P]], found: Callable[[P], bool]
+    ) -> Steps[P]:
+        """A page of a list that goes through the shards in turn (see :func:`next_cursor`)."""
+        shards = len(self.shards)
+        shard, inner = split_cursor(cursor, shards)
+        while True:
+            [page] = yield [build(self.shards[shard], inner)]
+            following = next_cursor(page.cursor, found(page), shard, shards)
+            if following is not None:
+                return dataclasses.replace(page, cursor=following)  # type: ignore[no-any-return]
+            shard, inner = shard + 1, 0
+
+
+def _nothing(_replies: list[None]) -> None:
+    return None

@@ -1,0 +1,73 @@
+"""Generates the blocking clients from the asyncio ones, as httpcore does: the asyncio
+code is written by hand, and its blocking twin is the same text with ``async``/``await``
+taken out and the asyncio names replaced by their blocking twins.
+
+    uv run python tools/unasync.py          # writes the generated files
+    uv run python tools/unasync.py --check  # exit 1 if one is not current (CI runs this)
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Hand-written asyncio module -> generated blocking module.
+FILES = {
+    "fairque/queue/async_client.py": "fairque/queue/client.py",
+    "fairque/jobs/async_client.py": "fairque/jobs/client.py",
+}
+# In order: the asyncio names whose blocking twin is not just the name without "Async".
+SUBSTITUTIONS = [
+    (r"\bAsyncClient\b", "SyncClient"),
+    (r"\bopen_async_queue\b", "open_queue"),
+    (r"\b__aenter__\b", "__enter__"),
+    (r"\b__aexit__\b", "__exit__"),
+    (r"\basync (def|with|for)\b", r"\1"),
+    (r"\bawait ", ""),
+    (r"\bAsync([A-Z]\w*)", r"\1"),
+]
+
+
+def header(source: str) -> str:
+    return f"# Generated from {source} by tools/unasync.py: edit that file, not this one.\n"
+
+
+def generate(source: str) -> str:
+    """The blocking twin of ``source``, formatted as the project formats code."""
+    text = (ROOT / source).read_text()
+    for pattern, replacement in SUBSTITUTIONS:
+        text = re.sub(pattern, replacement, text)
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", FILES[source], "-"],
+        input=header(source) + text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return formatted.stdout
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for source, target in FILES.items():
+        generated = generate(source)
+        path = ROOT / target
+        if path.exists() and path.read_text() == generated:
+            continue
+        if check:
+            stale.append(target)
+        else:
+            path.write_text(generated)
+            print(f"wrote {target}")
+    for target in stale:
+        print(f"{target} is not current: run `uv run python tools/unasync.py`", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
