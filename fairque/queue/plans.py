@@ -269,10 +269,10 @@ class QueuePlans:
         got: list[LeasedTask] = []
         for index in [0] if self.single is not None else self.rotation.next_order():
             ops = self.shards[index]
+            wanted = count - len(got) if got else count  # as given: the call checks it
             call = ops.pop(
-                count - len(got), assigned_users, steal_targets, worker_id, lease_seconds,
-                wait=wait,
-            )  # fmt: skip
+                wanted, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
+            )
             leased: Leased = (yield [call])[0]
             if leased.unreadable:
                 yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
