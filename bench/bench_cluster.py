@@ -27,9 +27,9 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from fairque import FairQueue, Queue, Task
-from fairque.engine.local_cluster import LocalCluster
 from fairque.queue.client import open_queue
 from fairque.queue.plans import shard_namespaces
+from fairque.servers.local_cluster import LocalCluster
 
 TENANTS = 50
 PUSH_BATCH = 1000

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fairque import FairQueue, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 TENANTS = 50
 

@@ -38,7 +38,7 @@ from bench_memory import queued_bytes
 from redis.asyncio import Redis as AsyncRedis
 
 from fairque import FairQueue
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 # The commands a task's life needs, and nothing else: no fairness, counters or checks.
 FLOOR_LIBRARY = """#!lua name=floor

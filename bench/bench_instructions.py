@@ -32,8 +32,8 @@ import redis
 from bench_floor import FLOOR_LIBRARY, floor_finish, floor_pop, floor_push
 
 from fairque import FairQueue, Task
-from fairque.engine.embedded import free_port, valkey_binary
 from fairque.queue.models import LeasedTask
+from fairque.servers.embedded import free_port, valkey_binary
 
 BATCH_TASKS = 4_000
 SINGLE_TASKS = 300

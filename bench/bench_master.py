@@ -28,7 +28,7 @@ import httpx
 import msgspec
 
 from fairque import FairQueue
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 BENCH = Path(__file__).parent
 MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}

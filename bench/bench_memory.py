@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from fairque import FairQueue, QueueSettings, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 BENCH = Path(__file__).parent
 NAMESPACE = "memory"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fairque import AsyncFairQueue, FairQueue, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 TENANTS = 50
 PRODUCERS = 100

@@ -22,7 +22,7 @@ import time
 import uuid
 
 from fairque import FairQueue, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 TENANTS = 10_000
 HELD = 9_000

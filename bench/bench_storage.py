@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 import tarantool
 
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_tarantool import LocalTarantool, find_binary
 from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, Storage, TarantoolStorage
-from fairque.storage.local_tarantool import LocalTarantool, find_binary
 
 QUEUES = 4
 DATA = bytes(64)

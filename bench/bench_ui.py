@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 
 from fairque import FairQueue, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 
 def timed(call: Callable[[], object], repeat: int = 20) -> float:

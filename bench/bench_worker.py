@@ -29,7 +29,7 @@ from pathlib import Path
 import redis
 
 from fairque import FairQueue, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 BENCH = Path(__file__).parent
 

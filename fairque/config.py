@@ -33,6 +33,6 @@ def redis_url(url: str | None) -> str:
         return url
     if env := os.environ.get(URL_ENV):
         return env
-    from fairque.engine.embedded import ensure_server
+    from fairque.servers.embedded import ensure_server
 
     return ensure_server()

@@ -22,9 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from fairque.config import URL_ENV, QueueSettings
-from fairque.engine.embedded import LocalServer
 from fairque.queue import AsyncFairQueue
 from fairque.queue.models import Priority, Task
+from fairque.servers.embedded import LocalServer
 from fairque.worker import Worker, WorkerConfig
 from fairque.worker.functions import Registry, task
 

@@ -25,7 +25,6 @@ from fairque.storage.protocol import Storage
 
 log = logging.getLogger("fairque.metrics")
 
-SLOW_CYCLE_SECONDS = 10.0  # seed 004: a cycle should end within 10 s (fast graceful stop)
 _CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -191,7 +190,8 @@ class MetricsServer:
 
 
 class Metrics:
-    """Every fairque metric, in its own registry (or ``registry``)."""
+    """Every fairque metric, in its own registry (or ``registry``). It is the
+    :class:`~fairque.engine.observer.Observer` the workers report to."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -241,6 +241,16 @@ class Metrics:
     def observe_task(self, name: str | None, succeeded: bool, seconds: float) -> None:
         outcome = "finished" if succeeded else "failed"
         self.task_duration.labels(name or "", outcome).observe(seconds)
+
+    def observe_handled(self, queue_num: int, outcome: str, count: int) -> None:
+        self.handled_tasks.labels(str(queue_num), outcome).inc(count)
+
+    def observe_in_progress(self, queue_num: int, change: int) -> None:
+        self.tasks_in_progress.labels(str(queue_num)).inc(change)
+
+    def observe_running(self, what: str, change: int) -> None:
+        gauge = self.running_workers if what == "workers" else self.running_job_processors
+        gauge.inc(change)
 
     def watch_storage(self, storage: Storage) -> None:
         """Adds ``queue_tasks{queue_num, state}``: ready, taken and delayed per queue."""

@@ -25,9 +25,9 @@ from redis.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, FairQueue, QueueSettings
 from fairque.engine.connect import SyncClient
-from fairque.engine.embedded import LocalServer
-from fairque.engine.local_cluster import LocalCluster
-from fairque.storage.local_tarantool import LocalTarantool, find_binary
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_cluster import LocalCluster
+from fairque.servers.local_tarantool import LocalTarantool, find_binary
 
 T = TypeVar("T")
 Server = LocalServer | LocalCluster  # what the ``server`` fixture gives: has a ``url``

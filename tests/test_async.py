@@ -9,7 +9,7 @@ import operator
 import pytest
 
 from fairque import AsyncFairQueue, LeaseLost, Priority, Task, TaskNotFound, TaskState
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from tests.conftest import SCAN_COUNT
 
 pytestmark = pytest.mark.cluster

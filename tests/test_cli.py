@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from fairque import FairQueue, ShardedQueue, Task, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
-from fairque.engine.embedded import HOME_ENV, LocalServer
 from fairque.queue import WorkerInfo
+from fairque.servers.embedded import HOME_ENV, LocalServer
 
 runner = CliRunner()
 

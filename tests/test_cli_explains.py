@@ -27,8 +27,8 @@ from fairque import FairQueue, Job, JobQueue, PutTaskRequest, RedisStorage, Task
 from fairque.cli import app
 from fairque.cli.queue import stat_rows
 from fairque.config import URL_ENV
-from fairque.engine.embedded import HOME_ENV, LocalServer, ensure_server, free_port, stop_server
 from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
+from fairque.servers.embedded import HOME_ENV, LocalServer, ensure_server, free_port, stop_server
 from tests.conftest import wait_for
 
 runner = CliRunner()

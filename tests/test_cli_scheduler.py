@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from fairque import QueueSettings
 from fairque.cli import app
-from fairque.engine.embedded import LocalServer, free_port
 from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig, ScheduleState, TaskScheduler
+from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import wait_for
 
 runner = CliRunner()

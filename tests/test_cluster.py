@@ -18,9 +18,9 @@ from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task
 from fairque.config import QueueSettings
 from fairque.engine import scripts
 from fairque.engine.connect import cluster_nodes, is_cluster_url, sync_client
-from fairque.engine.embedded import LocalServer
-from fairque.engine.local_cluster import LocalCluster, cli_for
 from fairque.errors import EmbeddedServerError
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_cluster import LocalCluster, cli_for
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import wait_for
 

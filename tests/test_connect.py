@@ -12,7 +12,7 @@ from redis.exceptions import DataError
 
 from fairque import AsyncFairQueue, Task
 from fairque.engine.connect import HiredisPacking, async_client
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 
 COMMANDS: list[tuple[Any, ...]] = [
     ("FCALL", "fq_0123", 2, "fq:{ns}:ring", "fq:{ns}:ready", "fq:{ns}:", 1, b"\x91\x93\xa1a"),

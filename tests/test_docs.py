@@ -39,7 +39,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from fairque.config import URL_ENV
-from fairque.engine.embedded import HOME_ENV, LocalServer, free_port, stop_server
+from fairque.servers.embedded import HOME_ENV, LocalServer, free_port, stop_server
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).parent.parent

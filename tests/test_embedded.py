@@ -13,7 +13,7 @@ import pytest
 
 from fairque import EmbeddedServerError, FairQueue, Task
 from fairque.config import URL_ENV, redis_url
-from fairque.engine.embedded import (
+from fairque.servers.embedded import (
     HOME_ENV,
     LocalServer,
     ensure_server,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fairque import FairQueue
 from fairque.config import URL_ENV
-from fairque.engine.embedded import HOME_ENV, stop_server
+from fairque.servers.embedded import HOME_ENV, stop_server
 from tests.conftest import wait_for
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

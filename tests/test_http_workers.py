@@ -29,11 +29,11 @@ from typer.testing import CliRunner
 import tests.http_tasks  # registers the task functions
 from fairque import QueueSettings
 from fairque.cli import app as cli
-from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.protocol import ResultFrames, result_frame
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
 from fairque.jobs import Success
+from fairque.servers.embedded import LocalServer
 from fairque.worker import registry
 from tests.conftest import wait_for
 

@@ -25,13 +25,13 @@ from fairque.engine import scripts
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import MICROS, Call, pack
 from fairque.engine.connect import sync_client
-from fairque.engine.embedded import LocalServer
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
 from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
 from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, SchedulerOps, anchored
+from fairque.servers.embedded import LocalServer
 from fairque.storage.ops import StorageOps
 from tests.conftest import Server
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from fairque import AsyncFairQueue, AsyncShardedQueue, FairQueue, QueueSettings, Task, TaskState
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import SCAN_COUNT, Server, until, wait_for
 

@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, QueueSettings
 from fairque.cli import app as cli
-from fairque.engine.embedded import LocalServer
 from fairque.errors import InvalidInput
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.openapi import openapi_document
 from fairque.http.worker import worker_api
 from fairque.jobs import Job, JobOutcome
 from fairque.jobs.client import JobQueue
+from fairque.servers.embedded import LocalServer
 from tests.conftest import namespace_keys, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli import app
-from fairque.engine.embedded import LocalServer
 from fairque.metrics import Metrics
 from fairque.queue.client import open_queue
 from fairque.scheduler.metrics import SchedulerMetrics
+from fairque.servers.embedded import LocalServer
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
 from fairque.storage.contract import Contract
 from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig

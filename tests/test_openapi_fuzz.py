@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from fairque import QueueSettings
-from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.openapi import openapi_document
+from fairque.servers.embedded import LocalServer
 from tests.test_http_workers import free_port, serving
 
 REPO = Path(__file__).parent.parent

@@ -7,8 +7,8 @@ import pytest
 from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from fairque.engine.embedded import LocalServer
 from fairque.engine.outage import OUTAGE, connection_errors
+from fairque.servers.embedded import LocalServer
 
 
 async def test_a_write_on_a_closed_connection_is_a_connection_error(server: LocalServer) -> None:

@@ -11,8 +11,8 @@ import pytest
 from fairque import AsyncFairQueue, DuplicateTask, InvalidInput, Task, TaskState
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient
-from fairque.engine.embedded import LocalServer
 from fairque.engine.executor import AsyncExecutor
+from fairque.servers.embedded import LocalServer
 
 pytestmark = pytest.mark.cluster
 T = TypeVar("T")

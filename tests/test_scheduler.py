@@ -14,7 +14,6 @@ import msgspec
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, FairQueueError, InvalidInput, QueueSettings
-from fairque.engine.embedded import LocalServer, free_port
 from fairque.errors import DuplicateSchedule, ScheduleChanged, ScheduleNotFound
 from fairque.scheduler import (
     AsyncTaskScheduler,
@@ -26,6 +25,7 @@ from fairque.scheduler import (
     TaskScheduler,
 )
 from fairque.scheduler.ops import Claim
+from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import Server, until, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from fairque import FairQueue
-from fairque.engine.embedded import LocalServer, free_port
 from fairque.scheduler import HealthStatus, TaskScheduler
+from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import StartCli, wait_for
 
 Start = Callable[..., subprocess.Popen[str]]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, QueueSettings, Task, TaskState
 from fairque.cli import app
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from tests.conftest import Server
 
 pytestmark = pytest.mark.cluster

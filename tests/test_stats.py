@@ -19,8 +19,8 @@ from fairque import (
     TaskState,
     TenantStats,
 )
-from fairque.engine.embedded import LocalServer
 from fairque.queue.models import STATS_TENANTS
+from fairque.servers.embedded import LocalServer
 
 
 def _really_queued(queue: FairQueue, tenants: list[str]) -> dict[str, int]:

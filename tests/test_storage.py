@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fairque.engine.embedded import LocalServer
 from fairque.errors import InvalidInput
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_tarantool import LocalTarantool
 from fairque.storage import (
     ManualClock,
     MemoryStorage,
@@ -24,7 +25,6 @@ from fairque.storage import (
     TarantoolStorage,
     WorkerReport,
 )
-from fairque.storage.local_tarantool import LocalTarantool
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.cluster

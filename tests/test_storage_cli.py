@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 from fairque.cli import app
 from fairque.config import URL_ENV
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_tarantool import LocalTarantool
 from fairque.storage import RedisStorage, Storage, TarantoolStorage
 from fairque.storage.contract import Contract
-from fairque.storage.local_tarantool import LocalTarantool
 from tests.conftest import wait_for
 
 CONTRACT = "queues: [{id: 3, name: jobs, fields: {n: int}}]\n"

@@ -12,7 +12,7 @@ import pytest
 
 from fairque import FairQueue, InvalidInput, Job, JobQueue, RecordKind, Task, TaskState
 from fairque.engine.calls import Call
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from fairque.storage import (
     AsyncMemoryStorage,
     AsyncRedisStorage,

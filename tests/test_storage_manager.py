@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_tarantool import LocalTarantool
 from fairque.storage import QueueReport, Storage, WorkerReport
 from fairque.storage.connect import open_storage
 from fairque.storage.contract import Contract
-from fairque.storage.local_tarantool import LocalTarantool
 from tests.conftest import TARANTOOL, StartCli, wait_for
 
 CONTRACT = "queues: [{id: 1, name: a, fields: {n: int}}, {id: 2, name: b, fields: {n: int}}]\n"

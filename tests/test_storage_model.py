@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
+from fairque.servers.local_tarantool import LocalTarantool
 from fairque.storage import (
     MemoryStorage,
     PutTaskRequest,
@@ -21,7 +22,6 @@ from fairque.storage import (
     Storage,
     TarantoolStorage,
 )
-from fairque.storage.local_tarantool import LocalTarantool
 
 HOUR = timedelta(hours=1)
 

@@ -15,6 +15,7 @@ import pytest
 import tarantool
 
 from fairque.errors import FairQueueError, InvalidInput
+from fairque.servers.local_tarantool import LocalTarantool, TarantoolNotStarted
 from fairque.storage import (
     AsyncTarantoolStorage,
     PutTaskRequest,
@@ -25,7 +26,6 @@ from fairque.storage import (
     TarantoolUnreachable,
     WorkerReport,
 )
-from fairque.storage.local_tarantool import LocalTarantool, TarantoolNotStarted
 from fairque.storage.models import MAX_COUNT, MAX_DATA_BYTES
 from fairque.storage.tarantool import FUNCTION, TarantoolAddress, TarantoolCall, function_body
 from fairque.storage.worker import StorageWorker, StorageWorkerConfig

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from fairque.engine.embedded import LocalServer
 from fairque.errors import InvalidInput
+from fairque.servers.embedded import LocalServer
 from fairque.storage import (
     AsyncMemoryStorage,
     AsyncRedisStorage,

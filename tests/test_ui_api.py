@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, Priority, QueueSettings, ShardedQueue, Task
 from fairque.cli import app as cli
-from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
+from fairque.servers.embedded import LocalServer
 from tests.conftest import namespace_keys, wait_for
 from tests.test_http_workers import free_port, serving
 

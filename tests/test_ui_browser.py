@@ -28,12 +28,12 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fairque import FairQueue, Priority, QueueSettings, Task
-from fairque.engine.embedded import LocalServer
 from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
+from fairque.servers.embedded import LocalServer
 from tests.test_http_workers import free_port, serving
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from tests.conftest import REDIS, namespace_keys, until, wait_for
 
 pytestmark = pytest.mark.cluster

@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ReadOnlyError
 
 from fairque import AsyncFairQueue, InvalidInput, LeasedTask, QueueSettings, Task, TaskState
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from fairque.worker import Registry, SyncTaskContext, Worker, WorkerConfig, task
 from tests.conftest import until, wait_for
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fairque import FairQueue, Task, TaskState
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from tests.conftest import StartCli, wait_for, waiting_workers
 
 TASKS = '''

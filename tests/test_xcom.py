@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, QueueSettings, TaskState
-from fairque.engine.embedded import LocalServer
+from fairque.servers.embedded import LocalServer
 from fairque.worker import (
     Pipeline,
     Registry,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from fairque.cli.common import Typer, warn
-from fairque.engine import embedded
+from fairque.servers import embedded
 
 app = Typer(help="The embedded Valkey server used when no URL is given.")
 

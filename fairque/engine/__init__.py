@@ -8,13 +8,14 @@
 - :mod:`~fairque.engine.records`: the task hash every entry point stores, and its parser.
 - :mod:`~fairque.engine.connect`, :mod:`~fairque.engine.executor`: connections from a
   URL, and the sync and async executors that send calls (clients may share one).
-- :mod:`~fairque.engine.embedded`, :mod:`~fairque.engine.local_cluster`: the embedded
-  Valkey of a first run, and throwaway servers and clusters.
+- :mod:`~fairque.engine.observer`: what the runners report to (the metrics implement it).
 - :mod:`~fairque.engine.outage`, :mod:`~fairque.engine.waiting`: what long-running loops
   do while the server is away, and their bounded waits.
 
-Entry points (``fairque.queue``, ``fairque.jobs``, ``fairque.scheduler``,
-``fairque.storage``) import these public names, never one another's private ones.
+The local servers (the embedded Valkey of a first run, throwaway servers and clusters)
+are in :mod:`fairque.servers`, below the engine. Entry points (``fairque.queue``,
+``fairque.jobs``, ``fairque.scheduler``, ``fairque.storage``) import these public names,
+never one another's private ones.
 """
 
 from fairque.engine.calls import Arg, Call

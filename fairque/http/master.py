@@ -26,6 +26,7 @@ from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
+from fairque.http.app import create_app
 from fairque.http.batches import Batches, pushes
 from fairque.http.dispatch import Dispatcher
 from fairque.http.openapi import Document
@@ -40,7 +41,7 @@ from fairque.http.protocol import (
     WorkerStatus,
 )
 from fairque.http.ui import Dashboard, SharesUpdate, UiConfig
-from fairque.http.wire import MSGPACK, WireOperation, create_app
+from fairque.http.wire import MSGPACK, WireOperation
 from fairque.http.worker import worker_api
 from fairque.jobs import (
     Constraint,

@@ -96,6 +96,6 @@ class _FinishedJson(JsonRenderPlugin):
 
 
 def openapi_document(app: Litestar) -> dict[str, Any]:
-    """The OpenAPI document ``app`` serves (built by ``wire.create_app``)."""
+    """The OpenAPI document ``app`` serves (built by ``app.create_app``)."""
     document: Document = app.state["document"]
     return document.finish(app.openapi_schema.to_schema())

@@ -13,14 +13,14 @@ import hmac
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Litestar, Request, Response
 from litestar.connection import ASGIConnection
-from litestar.datastructures import Cookie, State
+from litestar.datastructures import Cookie
 from litestar.enums import MediaType
 from litestar.exceptions import (
     HTTPException,
@@ -28,8 +28,6 @@ from litestar.exceptions import (
     ValidationException,
 )
 from litestar.handlers.base import BaseRouteHandler
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import RedocRenderPlugin
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
@@ -40,11 +38,8 @@ from litestar.openapi.spec import (
     SecurityScheme,
 )
 from litestar.types import (
-    ControllerRouterHandler,
     ExceptionHandlersMap,
     Guard,
-    Message,
-    Scope,
     TypeEncodersMap,
 )
 
@@ -56,7 +51,6 @@ if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.response.base import ASGIResponse
 
-    from fairque.http.openapi import Document
 
 MSGPACK = "application/msgpack"
 FRAMES = "application/vnd.fairque.result-frames"  # a worker's streamed /runs answer
@@ -346,57 +340,3 @@ class WireOperation(Operation):
             media = content.get(MSGPACK)
             if isinstance(media, OpenAPIMediaType):
                 content[JSON] = media
-
-
-async def _allow_every_method(message: Message, scope: Scope) -> None:
-    """Litestar answers OPTIONS with the methods of one handler of the path only (PUT
-    without DELETE): list them all, as its 405 answers do. A coroutine function, as every
-    hook here: Litestar runs a plain function hook in its thread pool, and this one runs
-    for every message of every response."""
-    if message["type"] != "http.response.start" or scope.get("method") != "OPTIONS":
-        return
-    handler = scope.get("route_handler")
-    routes = scope["app"].route_handler_method_map
-    methods = {m for path in getattr(handler, "paths", ()) for m in routes.get(path, ())}
-    if methods:
-        headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"allow"]
-        message["headers"] = [*headers, (b"allow", ", ".join(sorted(methods)).encode())]
-
-
-def create_app(
-    title: str,
-    description: str | None,
-    token: str | None,
-    route_handlers: Sequence[ControllerRouterHandler],
-    lifespan: Sequence[Any],
-    *,
-    document: Document,
-    outage: OutageLog | None = None,
-    **options: Any,
-) -> Litestar:
-    """A Litestar app speaking this wire: body codecs, error bodies (503 while the queue's
-    server is away, logged once per outage by ``outage``), the bearer guard when ``token``
-    is set, and the OpenAPI ``document`` at ``/schema/openapi.json`` (JSON) and
-    ``/schema`` (an HTML page). Bearer auth is declared only when it is required."""
-    auth = {"components": BEARER_COMPONENTS, "security": BEARER} if token else {}
-    return Litestar(
-        route_handlers=route_handlers,
-        request_class=WireRequest,
-        response_class=WireResponse,
-        exception_handlers=EXCEPTION_HANDLERS,
-        guards=[bearer_guard(token)] if token else [],
-        lifespan=lifespan,
-        openapi_config=OpenAPIConfig(
-            title=title,
-            version="1",
-            description=description,
-            path=OPENAPI_PATH,
-            render_plugins=[document.json_plugin(), RedocRenderPlugin(path="/")],
-            **auth,  # type: ignore[arg-type]
-        ),
-        state=State({"outage": outage, "document": document}),
-        before_send=[_allow_every_method],
-        debug=False,
-        logging_config=None,  # the process owner configures logging (no httpx INFO noise)
-        **options,
-    )

@@ -31,6 +31,7 @@ from litestar.response import Stream
 
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
+from fairque.http.app import create_app
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
     MAX_RUNS,
@@ -39,7 +40,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     result_frame,
 )
-from fairque.http.wire import FRAMES, MSGPACK, WireOperation, create_app
+from fairque.http.wire import FRAMES, MSGPACK, WireOperation
 from fairque.jobs import Failure, JobOutcome, Success, failure
 from fairque.jobs.models import VALUE_SCHEMA
 from fairque.worker.functions import Registry, call_arguments

@@ -34,10 +34,10 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput
-from fairque.metrics import SLOW_CYCLE_SECONDS, Metrics
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -51,6 +51,7 @@ from fairque.storage.plan import MAX_TTL, QueueReport, WorkerReport, new_worker_
 from fairque.storage.protocol import AsyncStorage
 
 log = logging.getLogger("fairque.storage")
+SLOW_CYCLE_SECONDS = 10.0  # seed 004: a cycle should end within 10 s (fast graceful stop)
 
 UNDECODABLE_BACKOFF_MAX = 3600.0  # seconds: tasks the contract cannot read come back slowly
 
@@ -143,7 +144,7 @@ class StorageWorker:
         contract: Contract,
         handlers: Mapping[int | str, Handler],
         config: StorageWorkerConfig | None = None,
-        metrics: Metrics | None = None,
+        metrics: Observer | None = None,
         *,
         worker_id: str | None = None,
     ) -> None:
@@ -203,7 +204,7 @@ class StorageWorker:
         """Runs the processors, and the beats to the Manager's board, until :meth:`stop`
         (a stop that comes before the run started ends it at once)."""
         if self.metrics:
-            self.metrics.running_workers.inc()
+            self.metrics.observe_running("workers", 1)
         try:
             count = self.config.max_processors
             processors = (self._processor(index) for index in range(count))
@@ -211,7 +212,7 @@ class StorageWorker:
         finally:
             self._stopping.clear()  # the worker may run again
             if self.metrics:
-                self.metrics.running_workers.dec()
+                self.metrics.observe_running("workers", -1)
 
     async def _beats(self) -> None:
         """Beats every ``heartbeat`` seconds and follows the plan the reply carries; no
@@ -238,7 +239,7 @@ class StorageWorker:
 
     async def _processor(self, index: int) -> None:
         if self.metrics:
-            self.metrics.running_job_processors.inc()
+            self.metrics.observe_running("job_processors", 1)
         turn = index  # processors start on different queues
         empty = 0  # empty takes in a row
         backoff = Backoff()
@@ -264,7 +265,7 @@ class StorageWorker:
                     await wait_event(self._stopping, self.config.idle_wait)
         finally:
             if self.metrics:
-                self.metrics.running_job_processors.dec()
+                self.metrics.observe_running("job_processors", -1)
 
     async def _cycle(self, queue: QueueContract) -> bool:
         """Takes one batch of ``queue`` and handles it; False when there was none."""
@@ -285,7 +286,7 @@ class StorageWorker:
             for outcome in ("processed", "errors", "retried"):
                 count = getattr(stats, outcome)
                 if count:
-                    self.metrics.handled_tasks.labels(str(queue.id), outcome).inc(count)
+                    self.metrics.observe_handled(queue.id, outcome, count)
         return True
 
     async def _handle(self, queue: QueueContract, tasks: list[StorageTask]) -> HandlerStats:
@@ -299,9 +300,8 @@ class StorageWorker:
             stats.errors, stats.last_error = len(unreadable), "data does not match the contract"
         if not typed:
             return stats
-        label = str(queue.id)
         if self.metrics:
-            self.metrics.tasks_in_progress.labels(label).inc(len(typed))
+            self.metrics.observe_in_progress(queue.id, len(typed))
         started = time.monotonic()
         try:
             handled = await self._handlers[queue.id](self.storage, typed)
@@ -310,7 +310,7 @@ class StorageWorker:
             handled = HandlerStats(errors=len(typed), last_error=f"{type(exc).__name__}: {exc}")
         finally:
             if self.metrics:
-                self.metrics.tasks_in_progress.labels(label).dec(len(typed))
+                self.metrics.observe_in_progress(queue.id, -len(typed))
         if not isinstance(handled, HandlerStats):
             returned = type(handled).__name__
             log.error("queue %s: the handler returned %s, not HandlerStats", queue.name, returned)
@@ -447,7 +447,7 @@ async def serve(
     handlers: Mapping[int | str, Handler],
     config: StorageWorkerConfig,
     *,
-    metrics: Metrics | None = None,
+    metrics: Observer | None = None,
     manager_interval: float | None = None,
     worker_id: str | None = None,
 ) -> StorageWorker:

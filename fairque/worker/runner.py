@@ -28,11 +28,12 @@ import sys
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
+from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, LeaseLost
@@ -49,9 +50,6 @@ try:
     from uvloop import run as run_loop
 except ImportError:  # pragma: no cover - PyPy and Windows, where uvloop is not installed
     from asyncio import run as run_loop  # type: ignore[assignment]
-
-if TYPE_CHECKING:
-    from fairque.metrics import Metrics
 
 log = logging.getLogger("fairque.worker")
 T = TypeVar("T")
@@ -101,7 +99,7 @@ class Worker:
         config: WorkerConfig,
         functions: Registry | None = None,
         queue: AsyncQueue | None = None,
-        metrics: Metrics | None = None,
+        metrics: Observer | None = None,
     ) -> None:
         self.config = config
         self.functions = functions or registry

@@ -1,6 +1,6 @@
 """A throwaway Redis / Valkey Cluster on loopback ports, for tests, benchmarks and demos.
 
-Each node is a :class:`fairque.engine.embedded.LocalServer` with ``--cluster-enabled yes``; the
+Each node is a :class:`fairque.servers.embedded.LocalServer` with ``--cluster-enabled yes``; the
 cluster is formed by ``redis-cli --cluster create`` (``valkey-cli`` next to the Valkey
 binary), ``masters`` masters with ``replicas`` replicas each. Nodes are stopped by the
 processes this object started, nothing else.
@@ -19,8 +19,8 @@ from types import TracebackType
 
 import redis
 
-from fairque.engine.embedded import LocalServer, free_port, valkey_binary
 from fairque.errors import EmbeddedServerError
+from fairque.servers.embedded import LocalServer, free_port, valkey_binary
 
 CREATE_TIMEOUT = 60.0
 
