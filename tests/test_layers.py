@@ -11,7 +11,7 @@ belongs to one layer, top to bottom:
 - entry points: each one's ops, models and clients (queue, jobs, scheduler, storage);
 - the engine: scripts, keys, calls, codecs, connections, executors, settings;
 - the local servers (development and tests);
-- errors, which every layer raises.
+- the base: errors, which every layer raises, and ``with`` for what holds resources.
 
 A module may import its own layer and the layers below it. An entry point's package
 ``__init__`` only re-exports the names users import (``from fairque.scheduler import
@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),
     ("local servers", ("fairque.servers",)),
-    ("errors", ("fairque.errors",)),
+    ("base", ("fairque.errors", "fairque.closing")),
 ]
 # Package __init__ files of entry points: re-exports of the package's public names.
 REEXPORTS = {"fairque.scheduler", "fairque.storage", "fairque.queue", "fairque.jobs"}
@@ -185,3 +185,13 @@ def test_an_upward_import_would_be_seen() -> None:
     graph = {**GRAPH, "fairque.storage.worker": {"fairque.metrics"}}
     assert upward(graph) == ["fairque.storage.worker (runners) imports fairque.metrics (adapters)"]
     assert "fairque.engine.observer" in GRAPH["fairque.storage.worker"]
+
+
+def test_every_public_class_name_is_unique() -> None:
+    """One name, one thing: a reader who meets ``TaskFailed`` or ``Done`` knows which."""
+    seen: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                seen.setdefault(node.name, []).append(module)
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fairque.closing import AsyncCloseable, Closeable
 from fairque.config import redis_url
 from fairque.engine import replicated
 from fairque.engine.calls import Call, Replicas, Wait
@@ -367,11 +368,7 @@ class AsyncBound(Protocol):
     def namespace(self) -> Namespace: ...
 
 
-C = TypeVar("C", bound="Closing")
-A = TypeVar("A", bound="AsyncClosing")
-
-
-class Closing:
+class Closing(Closeable):
     """``close()`` and ``with`` for a client that sends through an :class:`Executor` and
     closes it only if it opened it (``owns_executor``)."""
 
@@ -383,14 +380,8 @@ class Closing:
         if self.owns_executor:
             self.executor.close()
 
-    def __enter__(self: C) -> C:
-        return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class AsyncClosing:
+class AsyncClosing(AsyncCloseable):
     """:class:`Closing` for asyncio clients: ``await close()`` and ``async with``."""
 
     executor: AsyncExecutor
@@ -400,9 +391,3 @@ class AsyncClosing:
         """Closes the connection pool, unless it is shared with another client."""
         if self.owns_executor:
             await self.executor.close()
-
-    async def __aenter__(self: A) -> A:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()

@@ -12,13 +12,13 @@ waiter also re-reads the state now and then; see ``RECHECK_SECONDS``.
 from __future__ import annotations
 
 import time
-from types import TracebackType
 from typing import Any
 
 from redis.asyncio.cluster import ClusterPubSub as AsyncClusterPubSub
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterPubSub
 
+from fairque.closing import AsyncCloseable, Closeable
 from fairque.engine.calls import decode
 from fairque.engine.connect import AsyncClient, SyncClient
 from fairque.engine.waiting import within
@@ -35,7 +35,7 @@ def _data(message: Any) -> list[str]:
     return [str(item) for item in ids] if isinstance(ids, list) else []
 
 
-class Listener:
+class Listener(Closeable):
     """A blocking subscription to one sharded channel (a context manager)."""
 
     def __init__(self, client: SyncClient, channel: str) -> None:
@@ -70,19 +70,8 @@ class Listener:
         """Ends the subscription and its connection."""
         self._pubsub.close()
 
-    def __enter__(self) -> Listener:
-        return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncListener:
+class AsyncListener(AsyncCloseable):
     """:class:`Listener` for asyncio clients."""
 
     def __init__(self, client: AsyncClient, channel: str) -> None:
@@ -124,14 +113,3 @@ class AsyncListener:
         """Ends the subscription and its connection."""
         if self._pubsub is not None:
             await self._pubsub.aclose()
-
-    async def __aenter__(self) -> AsyncListener:
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -22,8 +22,8 @@ import time
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 
+from fairque.closing import Closeable
 from fairque.errors import EmbeddedServerError
 
 HOME_ENV = "FAIRQUE_HOME"
@@ -173,7 +173,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class LocalServer:
+class LocalServer(Closeable):
     """A private server on a free 127.0.0.1 port, gone when stopped.
 
     ``binary`` is the embedded Valkey by default, or e.g. Debian's ``redis-server``.
@@ -197,6 +197,10 @@ class LocalServer:
         self.url = f"redis://127.0.0.1:{self.port}"
         self.folder = Path(tempfile.mkdtemp(prefix="fairque-server-"))
         self.process: subprocess.Popen[bytes] | None = None
+
+    def open(self) -> LocalServer:
+        """Starts it: ``with LocalServer() as server`` (:meth:`close` stops it)."""
+        return self.start()
 
     def start(self, timeout: float = 10.0) -> LocalServer:
         """Starts the server and waits until it answers."""
@@ -230,14 +234,3 @@ class LocalServer:
         """Stops the server and removes its folder."""
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-    def __enter__(self) -> LocalServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -15,10 +15,10 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 import redis
 
+from fairque.closing import Closeable
 from fairque.errors import EmbeddedServerError
 from fairque.servers.embedded import LocalServer, free_port, valkey_binary
 
@@ -37,7 +37,7 @@ def cli_for(binary: str | Path) -> str:
     return found
 
 
-class LocalCluster:
+class LocalCluster(Closeable):
     """A private cluster on free 127.0.0.1 ports; ``url`` names every node."""
 
     def __init__(
@@ -69,6 +69,10 @@ class LocalCluster:
         ]
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
         self.url = f"redis+cluster://{hosts}"
+
+    def open(self) -> LocalCluster:
+        """Starts it: ``with LocalCluster() as server`` (:meth:`close` stops it)."""
+        return self.start()
 
     def start(self, timeout: float = CREATE_TIMEOUT) -> LocalCluster:
         """Starts the nodes, forms the cluster, and waits until every node agrees it is up."""
@@ -183,14 +187,3 @@ class LocalCluster:
         """Stops every node this object started and removes their folders."""
         for node in self.nodes:
             node.close()
-
-    def __enter__(self) -> LocalCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -19,8 +19,8 @@ import tempfile
 import time
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 
+from fairque.closing import Closeable
 from fairque.errors import FairQueueError
 
 START_TIMEOUT = 30.0  # seconds for the server to answer after it was started
@@ -51,7 +51,7 @@ def _greets(port: int) -> bool:
         return False
 
 
-class LocalTarantool:
+class LocalTarantool(Closeable):
     """A Tarantool server process this object started, on 127.0.0.1."""
 
     def __init__(self, binary: str | None = None, data_dir: str | Path | None = None) -> None:
@@ -71,6 +71,10 @@ class LocalTarantool:
     @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
+
+    def open(self) -> LocalTarantool:
+        """Starts it: ``with LocalTarantool() as server`` (:meth:`close` stops it)."""
+        return self.start()
 
     def start(self) -> LocalTarantool:
         """Starts the server (on the same folder and port as before, after a stop or
@@ -130,14 +134,3 @@ class LocalTarantool:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalTarantool:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

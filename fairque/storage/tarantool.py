@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import asynctnt
 import tarantool
 
+from fairque.closing import AsyncCloseable, Closeable
 from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.storage.models import (
     PutTaskRequest,
@@ -260,7 +260,7 @@ def _database_error(address: TarantoolAddress, code: int, message: bytes | str) 
     return FairQueueError(f"Tarantool at {address}: {_one_line(text)} (error {code})")
 
 
-class TarantoolStorage:
+class TarantoolStorage(Closeable):
     """Blocking :class:`~fairque.storage.Storage` on Tarantool; safe across threads (one
     connection, one call at a time)."""
 
@@ -366,22 +366,11 @@ class TarantoolStorage:
         with self._lock:
             self._drop()
 
-    def __enter__(self) -> TarantoolStorage:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 _ASYNC_NETWORK = (asynctnt.exceptions.TarantoolNetworkError, OSError, asyncio.TimeoutError)
 
 
-class AsyncTarantoolStorage:
+class AsyncTarantoolStorage(AsyncCloseable):
     """:class:`TarantoolStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`):
     calls from many coroutines share one connection, in flight together."""
 
@@ -486,14 +475,3 @@ class AsyncTarantoolStorage:
         if self._connection is not None:
             await self._connection.disconnect()
         self._connection = None
-
-    async def __aenter__(self) -> AsyncTarantoolStorage:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -9,7 +9,7 @@ Every message is a frame: 4 bytes of big-endian length, then MessagePack (msgspe
 Nothing is pickled. The first frame (:class:`Hello`) names the functions, each by its
 registered name with the module and qualified name that define it; the child imports
 them itself and answers :class:`Ready`. Each later frame (:class:`Run`) carries one
-leased task (its function's name and its payload) and is answered by :class:`Done`
+leased task (its function's name and its payload) and is answered by :class:`RunEnded`
 (the result, or the error). The end of the socket (the worker closed it) ends the child.
 """
 
@@ -64,7 +64,7 @@ class Run(msgspec.Struct, frozen=True):
     context: bool = False
 
 
-class Done(msgspec.Struct, frozen=True):
+class RunEnded(msgspec.Struct, frozen=True):
     """How a run ended: its result, or an error and whether the task may be retried."""
 
     result: Any = None
@@ -135,29 +135,29 @@ class Child:
             self._queue = open_queue(hello.redis_url, hello.namespace, hello.shards)
         return self._queue
 
-    def run(self, request: Run) -> Done:
+    def run(self, request: Run) -> RunEnded:
         task = request.task
         function = self.functions.get(task.name or "")
         if function is None:
-            return Done(error=f"unknown task function {task.name!r}", retry=False)
+            return RunEnded(error=f"unknown task function {task.name!r}", retry=False)
         try:
             args, kwargs = call_arguments(task.payload)
         except InvalidInput as exc:
-            return Done(error=str(exc), retry=False)
+            return RunEnded(error=str(exc), retry=False)
         if request.context:
             kwargs["context"] = SyncTaskContext(task, self.queue())
         try:
-            return Done(result=function(*args, **kwargs))
+            return RunEnded(result=function(*args, **kwargs))
         except Exception as exc:
-            return Done(error=f"{type(exc).__name__}: {exc}")
+            return RunEnded(error=f"{type(exc).__name__}: {exc}")
 
 
-def _reply(done: Done) -> bytes:
+def _reply(done: RunEnded) -> bytes:
     try:
         return msgspec.msgpack.encode(done)
     except (TypeError, ValueError, OverflowError) as exc:
         return msgspec.msgpack.encode(
-            Done(error=f"result: cannot be serialised with MessagePack: {exc}", retry=False)
+            RunEnded(error=f"result: cannot be serialised with MessagePack: {exc}", retry=False)
         )
 
 

@@ -44,7 +44,7 @@ from fairque.queue.ops import MAINTENANCE_ROUNDS
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext, TaskContext
 from fairque.worker.functions import Registry, call_arguments, registry
-from fairque.worker.sync_runners import ProcessRunner, SyncRunner, TaskFailed, ThreadRunner
+from fairque.worker.sync_runners import ProcessRunner, RunFailed, SyncRunner, ThreadRunner
 
 try:
     from uvloop import run as run_loop
@@ -471,7 +471,7 @@ class Worker:
                 result = await self._sync.call(leased, function, args, kwargs, timeout)
         except asyncio.TimeoutError:
             return Outcome(error=f"timed out after {timeout:g} s")
-        except TaskFailed as exc:  # reported by a task process
+        except RunFailed as exc:  # reported by a task process
             return Outcome(error=exc.message, retry=exc.retry)
         except Exception as exc:
             return Outcome(error=f"{type(exc).__name__}: {exc}")

@@ -38,7 +38,7 @@ import msgspec
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.queue.models import LeasedTask
-from fairque.worker.child import HEADER, MAX_FRAME, Done, Hello, Ready, Run, frame, resolve
+from fairque.worker.child import HEADER, MAX_FRAME, Hello, Ready, Run, RunEnded, frame, resolve
 from fairque.worker.config import WorkerConfig
 from fairque.worker.context import SyncTaskContext
 from fairque.worker.functions import Registry, TaskFunction
@@ -50,7 +50,7 @@ START_SECONDS = 60.0  # a task process that has not loaded the functions by then
 CLOSE_SECONDS = 5.0  # an idle task process told to end is killed after this long
 
 
-class TaskFailed(Exception):  # noqa: N818 - reads as "raise TaskFailed(...)"
+class RunFailed(Exception):  # noqa: N818 - reads as "raise RunFailed(...)"
     """A run in a task process failed: ``message`` is the error to record."""
 
     def __init__(self, message: str, retry: bool = True) -> None:
@@ -67,7 +67,7 @@ class SyncRunner(Protocol):
 
     async def call(self, leased: LeasedTask, function: TaskFunction, args: list[Any],
                    kwargs: dict[str, Any], timeout: float) -> Any:  # fmt: skip
-        """The function's result; raises its error, :class:`TaskFailed`, or
+        """The function's result; raises its error, :class:`RunFailed`, or
         ``asyncio.TimeoutError`` once the run has really ended."""
 
     def unstoppable(self) -> set[str]:
@@ -208,14 +208,14 @@ class _Process:
         self.writer = writer
 
     async def exchange(self, body: bytes) -> bytes:
-        """Sends one frame and reads the answer; :class:`TaskFailed` if the process ends."""
+        """Sends one frame and reads the answer; :class:`RunFailed` if the process ends."""
         try:
             self.writer.write(frame(body))
             await self.writer.drain()
             return await self._read()
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             code = await self.process.wait()
-            raise TaskFailed(f"the task process ended (exit code {code})") from None
+            raise RunFailed(f"the task process ended (exit code {code})") from None
 
     async def _read(self) -> bytes:
         (length,) = HEADER.unpack(await self.reader.readexactly(HEADER.size))
@@ -297,7 +297,7 @@ class ProcessRunner:
         self._hello = msgspec.msgpack.encode(hello)
         try:
             self._idle.append(await self._spawn())
-        except TaskFailed as exc:
+        except RunFailed as exc:
             raise InvalidInput("sync_runner", f"process: {exc.message}") from None
 
     async def _spawn(self) -> _Process:
@@ -332,12 +332,12 @@ class ProcessRunner:
             self._reap(process)
             if isinstance(exc, asyncio.TimeoutError):
                 message = f"a task process did not start within {START_SECONDS:g} s"
-                raise TaskFailed(message) from None
+                raise RunFailed(message) from None
             raise
         if ready.error is not None:
             child.kill()
             self._reap(process)
-            raise TaskFailed(f"a task process could not load the functions: {ready.error}")
+            raise RunFailed(f"a task process could not load the functions: {ready.error}")
         return child
 
     async def call(self, leased: LeasedTask, function: TaskFunction, args: list[Any],
@@ -355,7 +355,7 @@ class ProcessRunner:
                             leased.task_id, timeout)  # fmt: skip
                 self._replace(child)
                 raise
-            except TaskFailed:
+            except RunFailed:
                 self._replace(child)
                 raise
             except BaseException:  # cancelled (a stop, a lost lease): the run ends with it
@@ -365,9 +365,9 @@ class ProcessRunner:
         finally:
             self._busy -= 1
         self._idle.append(child)
-        done = msgspec.msgpack.decode(reply, type=Done)
+        done = msgspec.msgpack.decode(reply, type=RunEnded)
         if done.error is not None:
-            raise TaskFailed(done.error, done.retry)
+            raise RunFailed(done.error, done.retry)
         return done.result
 
     def _replace(self, child: _Process) -> None:
@@ -384,7 +384,7 @@ class ProcessRunner:
     async def _spare(self) -> None:
         try:
             self._idle.append(await self._spawn())
-        except TaskFailed as exc:
+        except RunFailed as exc:
             log.warning("cannot start a task process: %s", exc.message)
 
     def _reap(self, process: asyncio.subprocess.Process) -> None:
