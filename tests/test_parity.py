@@ -91,6 +91,8 @@ def test_twins_have_the_same_methods_and_signatures(
         assert list(expected) == list(actual), name
         for parameter, given in expected.items():
             other = actual[parameter]
+            if parameter == "self":  # typed as the twin itself where it is typed at all
+                continue
             assert (given.kind, given.annotation) == (other.kind, other.annotation), name
             if (blocking.__name__, name, parameter) not in DIFFERENT_DEFAULTS:
                 assert given.default == other.default, (name, parameter)
@@ -292,7 +294,7 @@ async def test_twins_build_the_same_call(
 
 # Methods that build no call of their own: lifecycle, the raw call, local lookups, the
 # end of waits (a command of the executor's, on the connections it holds).
-NO_CALL = {"close", "execute", "run", "stop", "shutdown", "shard_for", "stop_waiting"}
+NO_CALL = {"close", "open", "execute", "run", "stop", "shutdown", "shard_for", "stop_waiting"}
 
 
 def test_every_public_method_that_sends_a_call_is_compared() -> None:

@@ -22,6 +22,7 @@ from fairque.cli.common import (
 from fairque.cli.queue import STAT_COLUMNS
 from fairque.queue.client import open_queue
 from fairque.queue.models import TenantShares
+from fairque.queue.shares import field_named
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 
@@ -74,24 +75,23 @@ def show(
         _print([shares], f"tenant {tenant} of {namespace}")
 
 
+def _help(name: str) -> str:
+    """A share option's help: the table's words and bounds (fairque/queue/shares.py)."""
+    field = field_named(name)
+    low, high = (f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+                 for value in (field.low or 0, field.high or 0))  # fmt: skip
+    return f"{field.help} {low} to {high}."
+
+
 @app.command("set")
 def set_(
     tenant: str = TENANT,
-    weight: int | None = typer.Option(
-        None, "--weight", metavar="N", help="Turns of the ring per round (1 to 1000)."
-    ),
+    weight: int | None = typer.Option(None, "--weight", metavar="N", help=_help("weight")),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", metavar="N", help="Tasks STARTED at once at most (0: no limit)."
+        None, "--concurrency", metavar="N", help=_help("concurrency")
     ),
-    rate: int | None = typer.Option(
-        None, "--rate", metavar="N", help="Starts per --period at most (0: no limit)."
-    ),
-    period: float | None = typer.Option(
-        None,
-        "--period",
-        metavar="SECONDS",
-        help="The window --rate counts (1 s until set).",
-    ),
+    rate: int | None = typer.Option(None, "--rate", metavar="N", help=_help("rate")),
+    period: float | None = typer.Option(None, "--period", metavar="SECONDS", help=_help("period")),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import litestar
 import msgspec
@@ -65,8 +65,8 @@ from fairque.queue import (
     WorkerInfo,
 )
 from fairque.queue.async_client import open_async_queue
-from fairque.queue.models import MAX_CONCURRENCY, MAX_RATE, MAX_RATE_PERIOD, MAX_WEIGHT
 from fairque.queue.ops import task_info
+from fairque.queue.shares import update_body
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
 log = logging.getLogger("fairque.ui")
@@ -601,15 +601,13 @@ Minutes = Annotated[int, QueryParameter(ge=1, le=10, description="The window, in
 Top = Annotated[int, QueryParameter(ge=1, le=100, description="How many of the busiest tenants.")]
 
 
-class SharesUpdate(msgspec.Struct, forbid_unknown_fields=True):
-    """A change to a tenant's shares (``FairQueue.set_tenant``); a field left out keeps
-    its value. ``rate`` starts per ``period`` seconds (1 s until set); 0 lifts a limit."""
-
-    weight: Annotated[int, msgspec.Meta(ge=1, le=MAX_WEIGHT)] | None = None
-    concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] | None = None
-    rate: Annotated[int, msgspec.Meta(ge=0, le=MAX_RATE)] | None = None
-    period: Annotated[float, msgspec.Meta(ge=0.001, le=MAX_RATE_PERIOD)] | None = None
-    paused: bool | None = None
+if TYPE_CHECKING:
+    SharesUpdate = msgspec.Struct
+else:  # the fields, their kinds and bounds: fairque/queue/shares.py's table
+    SharesUpdate = update_body()
+    SharesUpdate.__doc__ = """A change to a tenant's shares (``FairQueue.set_tenant``); a field
+    left out keeps its value. ``rate`` starts per ``period`` seconds (1 s until set); 0 lifts
+    a limit."""
 
 
 SharesBody = Annotated[SharesUpdate, Body(media_type=MSGPACK, description="Fields to change.")]
@@ -655,10 +653,7 @@ async def tenant_shares(ui: NamedDependency[Dashboard], user_id: UserId) -> Tena
 async def set_tenant_shares(
     ui: NamedDependency[Dashboard], user_id: UserId, data: SharesBody
 ) -> TenantShares:
-    return await ui.queue.set_tenant(
-        user_id, weight=data.weight, concurrency=data.concurrency, rate=data.rate,
-        period=data.period, paused=data.paused,
-    )  # fmt: skip
+    return await ui.queue.set_tenant(user_id, **msgspec.structs.asdict(data))
 
 
 @get("/workers", summary="Workers of the queue (registered or holding leases) and HTTP workers")

@@ -17,7 +17,6 @@ from fairque.queue.models import (
     MinuteFigures,
     Priority,
     QueueStats,
-    SharesChange,
     SharesPage,
     Task,
     TaskInfo,
@@ -30,6 +29,7 @@ from fairque.queue.models import (
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps
+from fairque.queue.shares import SharesChange
 
 __all__ = [
     "AsyncFairQueue",

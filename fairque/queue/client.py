@@ -29,7 +29,6 @@ from fairque.queue.models import (
     LeasedTask,
     Maintenance,
     QueueStats,
-    SharesChange,
     SharesPage,
     Task,
     TaskInfo,
@@ -47,6 +46,7 @@ from fairque.queue.ops import (
     ResultWait,
 )
 from fairque.queue.plans import Plan, QueuePlans, shard_namespaces
+from fairque.queue.shares import SharesChange
 
 T = TypeVar("T")
 

@@ -200,49 +200,13 @@ class TenantStats:
     expired: int = 0
 
 
-MAX_WEIGHT = 1_000
 STATS_TENANTS = 20  # the busiest tenants QueueStats holds
-MAX_CONCURRENCY = 1_000_000
-MAX_RATE = 10_000  # starts remembered per window: the sliding log is bounded by it
-MAX_RATE_PERIOD = 86_400.0
-
-
-class SharesChange(BaseModel):
-    """A change to a tenant's shares (``FairQueue.set_tenant``); None keeps a value.
-
-    ``weight``: turns of the ring per round (weighted round robin, default 1).
-    ``concurrency``: at most this many of the tenant's tasks STARTED at once across all
-    workers (0: no limit). ``rate`` per ``period`` seconds: at most this many starts in
-    any window of that length (0: no limit; a rate set without a period ever set counts
-    per second). ``paused``: nobody pops its tasks.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    weight: int | None = Field(default=None, ge=1, le=MAX_WEIGHT)
-    concurrency: int | None = Field(default=None, ge=0, le=MAX_CONCURRENCY)
-    rate: int | None = Field(default=None, ge=0, le=MAX_RATE)
-    period: float | None = Field(default=None, ge=0.001, le=MAX_RATE_PERIOD)
-    paused: bool | None = None
-
-    @pydantic.model_validator(mode="wrap")
-    @classmethod
-    def _raise_fairque_error(
-        cls, data: Any, handler: ModelWrapValidatorHandler[SharesChange]
-    ) -> SharesChange:
-        return validated(handler, data)
-
-    @pydantic.field_validator("weight", "concurrency", "rate", mode="before")
-    @classmethod
-    def _whole(cls, value: Any) -> Any:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError(f"must be a whole number, got {value!r}")
-        return value
 
 
 @dataclass(frozen=True)
 class TenantShares:
-    """A tenant's shares, and where it stands now (``FairQueue.tenant``)."""
+    """A tenant's shares, and where it stands now (``FairQueue.tenant``). Its share
+    fields are those of :data:`~fairque.queue.shares.SHARES`, with their defaults."""
 
     tenant: str
     weight: int = 1

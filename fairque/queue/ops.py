@@ -57,7 +57,6 @@ from fairque.queue.models import (
     MinuteFigures,
     Priority,
     QueueStats,
-    SharesChange,
     SharesPage,
     Task,
     TaskInfo,
@@ -69,6 +68,7 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
+from fairque.queue.shares import SHARES, SharesChangeModel, change_args, read_shares
 
 T = TypeVar("T")
 
@@ -546,16 +546,10 @@ class QueueOps:
         _check_name(tenant, "user_id")
         return self.namespace.call("queue/tenant", ("get", tenant), _shares_of(tenant))
 
-    def set_tenant(self, tenant: str, change: SharesChange) -> Call[TenantShares]:
+    def set_tenant(self, tenant: str, change: SharesChangeModel) -> Call[TenantShares]:
         """Changes a tenant's shares (None fields keep their value); applies at once."""
         _check_name(tenant, "user_id")
-
-        def given(value: float | bool | None) -> Arg:
-            return "" if value is None else int(value)
-
-        period = None if change.period is None else round(change.period * MICROS)
-        args = ("set", tenant, given(change.weight), given(change.concurrency),
-                given(change.rate), given(period), given(change.paused))  # fmt: skip
+        args = ("set", tenant, *change_args(change.given()))
         return self.namespace.call("queue/tenant", args, _shares_of(tenant))
 
     def fairness(self, minutes: int = 5, top: int = 20) -> Call[FairnessView]:
@@ -577,11 +571,9 @@ class QueueOps:
 
 
 def _shares_row(tenant: str, row: list[Any]) -> TenantShares:
-    opens = int(row[8])
+    running, ready, servable, opens = (int(value) for value in row[len(SHARES) :])
     return TenantShares(
-        tenant=tenant, weight=int(row[0]), concurrency=int(row[1]), rate=int(row[2]),
-        period=int(row[3]) / MICROS, paused=bool(row[4]), running=int(row[5]),
-        ready=int(row[6]), servable=bool(row[7]),
+        tenant, **read_shares(row), running=running, ready=ready, servable=bool(servable),
         window_opens_at=None if opens < 0 else opens / MICROS,
     )  # fmt: skip
 

@@ -41,7 +41,6 @@ from fairque.queue.models import (
     MaintenanceStatus,
     MinuteFigures,
     QueueStats,
-    SharesChange,
     SharesPage,
     Task,
     TaskInfo,
@@ -52,6 +51,7 @@ from fairque.queue.models import (
     WorkerInfo,
 )
 from fairque.queue.ops import Leased, QueueOps
+from fairque.queue.shares import SharesChangeModel
 
 T = TypeVar("T")
 P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
@@ -439,7 +439,7 @@ class QueuePlans:
         """A tenant's shares, on its shard."""
         return self.for_tenant(tenant).tenant(tenant)
 
-    def set_tenant(self, tenant: str, change: SharesChange) -> Call[TenantShares]:
+    def set_tenant(self, tenant: str, change: SharesChangeModel) -> Call[TenantShares]:
         """Changes a tenant's shares on its shard, where all its tasks are."""
         return self.for_tenant(tenant).set_tenant(tenant, change)
 

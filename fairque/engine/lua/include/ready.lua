@@ -88,16 +88,17 @@ local function place(tenant, now)
   return false
 end
 
--- A tenant's shares and where it stands: {weight, concurrency, rate, period (us), paused
--- (0/1), running, ready, in the ring (0/1), when its rate window opens (us, or -1)}.
+-- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
+-- 0/1), then running, ready, in the ring (0/1), when its rate window opens (us, or -1).
 local function shares_row(tenant)
-  local s = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
-    paused = false}
-  local ready = split_ready(redis.call('ZSCORE', K.ready, tenant))
-  local in_ring = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
-  local opens = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
-  return {s.weight, s.concurrency, s.rate, s.period, s.paused and 1 or 0, running_of(tenant),
-    ready, in_ring, opens}
+  local s = shares_of(tenant) or DEFAULT_SHARES
+  local row = {}
+  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
+  row[#row + 1] = running_of(tenant)
+  row[#row + 1] = split_ready(redis.call('ZSCORE', K.ready, tenant))
+  row[#row + 1] = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
+  return row
 end
 
 -- K.wakeups holds one token while a tenant may be served, none otherwise. A worker on

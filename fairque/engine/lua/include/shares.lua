@@ -14,15 +14,23 @@
 -- member = the lease token (unique), score = start time (us).
 local function tenant_starts_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':starts' end
 
+-- A tenant's settings in the order K.shares keeps them: fairque/queue/shares.py's table,
+-- whose names (and bounds) every change carries, so the two cannot drift apart.
+local SHARE_FIELDS = {'weight', 'concurrency', 'rate', 'period', 'paused'}
+local DEFAULT_SHARES = {weight = 1, concurrency = 0, rate = 0, period = 0, paused = 0}
+
 -- Shares read in this call: tenant -> {weight, concurrency, rate, period, paused}, or
 -- false for a tenant with every default.
 local shares_read = nil
 
 local function parse_shares(raw)
   if not raw then return false end
-  local f = {}
-  for word in string.gmatch(raw, '%S+') do f[#f + 1] = tonumber(word) end
-  return {weight = f[1], concurrency = f[2], rate = f[3], period = f[4], paused = f[5] == 1}
+  local s, i = {}, 0
+  for word in string.gmatch(raw, '%S+') do
+    i = i + 1
+    s[SHARE_FIELDS[i]] = tonumber(word)
+  end
+  return s
 end
 
 -- Whether any tenant has shares: when none has (the common case), a call asks nothing
@@ -74,7 +82,7 @@ end
 -- window opens if that is what holds it.
 local function start_room(tenant, s, now)
   if not s then return math.huge, nil end
-  if s.paused then return 0, nil end
+  if s.paused == 1 then return 0, nil end
   local room = math.huge
   if s.concurrency > 0 then room = s.concurrency - running_of(tenant) end
   if room > 0 and s.rate > 0 then

@@ -6,15 +6,12 @@
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:
 --   'get' tenant
---   'set' tenant, weight, concurrency, rate, period (us), paused (0/1); '' keeps a value
+--   'set' tenant, n, then n times: a field's name, its value ('' keeps it), its lowest
+--         and highest value (fairque/queue/shares.py's table; period in us, paused 0/1)
 --   'list' cursor, count: a page of the tenants whose shares are not all defaults
 -- Returns, for 'get' and 'set', the tenant's row (shares_row in include/ready.lua); for
 -- 'list', {next cursor, tenant, row, tenant, row...}.
 --@include ready
-
--- Bounds, the same as fairque/queue/models.py's TenantShares.
-local MAX = {weight = 1000, concurrency = 1000000, rate = 10000, period = 86400 * MICROS}
-local FIELDS = {'weight', 'concurrency', 'rate', 'period', 'paused'}
 
 local now = clock_now()
 
@@ -39,35 +36,44 @@ if tenant == nil or tenant == '' then return redis.error_reply('INVALID user_id 
 if op == 'get' then return done(shares_row(tenant)) end
 if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
 
-local current = shares_of(tenant) or {weight = 1, concurrency = 0, rate = 0, period = 0,
-  paused = false}
-local new = {}
-for i, field in ipairs(FIELDS) do
-  local given = ARGV[3 + i]
-  if given == '' or given == nil then
+if tonumber(ARGV[4]) ~= #SHARE_FIELDS then
+  return redis.error_reply('INVALID shares a change names ' .. #SHARE_FIELDS .. ' fields, got ' ..
+    tostring(ARGV[4]))
+end
+local current = shares_of(tenant) or DEFAULT_SHARES
+local new, stored, default = {}, {}, true
+for i, field in ipairs(SHARE_FIELDS) do
+  local at = 4 * i + 1
+  local name, given = ARGV[at], ARGV[at + 1]
+  local low, high = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  if name ~= field or low == nil or high == nil then
+    return redis.error_reply('INVALID shares field ' .. i .. ' is ' .. field .. ', got ' ..
+      tostring(name))
+  end
+  if given == '' then
     new[field] = current[field]
-    if field == 'paused' then new[field] = current.paused and 1 or 0 end
   else
     local value = tonumber(given)
-    local top = MAX[field] or 1
-    if value == nil or value ~= math.floor(value) or value < 0 or value > top then
-      return redis.error_reply('INVALID ' .. field .. ' must be a whole number from 0 to ' ..
-        int(top) .. ', got ' .. given)
+    if value == nil or value ~= math.floor(value) or value < low or value > high then
+      return redis.error_reply('INVALID ' .. field .. ' must be a whole number from ' ..
+        int(low) .. ' to ' .. int(high) .. ', got ' .. given)
     end
     new[field] = value
   end
 end
-if new.weight < 1 then return redis.error_reply('INVALID weight must be at least 1') end
 if new.rate == 0 then
   new.period = 0
 elseif new.period == 0 then -- a rate given without a period ever set: starts per second
   new.period = MICROS
 end
-if new.weight == 1 and new.concurrency == 0 and new.rate == 0 and new.paused == 0 then
+for i, field in ipairs(SHARE_FIELDS) do
+  stored[i] = string.format('%d', new[field])
+  if new[field] ~= DEFAULT_SHARES[field] then default = false end
+end
+if default then
   redis.call('HDEL', K.shares, tenant)
 else
-  redis.call('HSET', K.shares, tenant, string.format('%d %d %d %d %d', new.weight,
-    new.concurrency, new.rate, new.period, new.paused))
+  redis.call('HSET', K.shares, tenant, table.concat(stored, ' '))
 end
 if new.weight ~= current.weight then redis.call('HDEL', K.turns, tenant) end
 if shares_read then shares_read[tenant] = nil end

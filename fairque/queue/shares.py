@@ -1,0 +1,181 @@
+"""A tenant's shares, defined once: the field table :data:`SHARES`.
+
+From the table come the change model users pass (:data:`SharesChange`, pydantic: the
+Python API), the body the Web UI's API takes (:func:`update_body`, msgspec), the
+arguments of a change with the bounds ``queue/tenant.lua`` applies (:func:`change_args`:
+the script keeps no bounds of its own, it refuses what falls outside those the call
+carries), and the reader of a script's shares row (:func:`read_shares`). What a setting
+means (who is held, when) is the scripts' (``include/shares.lua``); its name, type,
+default and bounds are here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import msgspec
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
+
+from fairque.engine.calls import MICROS, Arg
+from fairque.errors import validated
+
+
+@dataclass(frozen=True)
+class ShareField:
+    """One per-tenant setting: ``kind`` int, float or bool; ``low`` to ``high`` (None
+    for a flag) in the unit users give; the scripts keep ``value * scale`` as an integer."""
+
+    name: str
+    kind: type
+    default: float
+    low: float | None = None
+    high: float | None = None
+    scale: int = 1
+    help: str = ""
+
+
+SHARES: tuple[ShareField, ...] = (
+    ShareField("weight", int, 1, 1, 1_000, help="Turns of the ring per round."),
+    ShareField(
+        "concurrency", int, 0, 0, 1_000_000,
+        help="Tasks STARTED at once across all workers, at most (0: no limit).",
+    ),
+    ShareField(
+        "rate", int, 0, 0, 10_000,  # the sliding log of starts is bounded by it
+        help="Starts per period, at most (0: no limit).",
+    ),
+    ShareField(
+        "period", float, 0.0, 0.001, 86_400.0, scale=MICROS,
+        help="The window a rate counts, seconds (1 s until set).",
+    ),
+    ShareField("paused", bool, False, help="Nobody pops the tenant's tasks."),
+)  # fmt: skip
+
+
+def field_named(name: str, fields: Sequence[ShareField] = SHARES) -> ShareField:
+    """The field ``name`` of ``fields``."""
+    return next(field for field in fields if field.name == name)
+
+
+class SharesChangeModel(BaseModel):
+    """What every change model has: frozen, no unknown field, and a wrong value raises
+    :class:`~fairque.errors.InvalidInput` naming the field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **fields: Any) -> None:
+        """The fields are the table's (its model is made from it): checked by pydantic."""
+        super().__init__(**fields)
+
+    @pydantic.model_validator(mode="wrap")
+    @classmethod
+    def _raise_fairque_error(
+        cls, data: Any, handler: ModelWrapValidatorHandler[SharesChangeModel]
+    ) -> SharesChangeModel:
+        return validated(handler, data)
+
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _whole(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        whole = info.field_name is not None and cls.kinds().get(info.field_name) is int
+        if whole and (
+            isinstance(value, bool) or (isinstance(value, float) and not value.is_integer())
+        ):
+            raise ValueError(f"must be a whole number, got {value!r}")
+        return value
+
+    @classmethod
+    def kinds(cls) -> dict[str, type]:
+        """Each field's kind (int, float, bool)."""
+        return {}
+
+    def given(self) -> dict[str, Any]:
+        """The fields given a value (None keeps the stored one)."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+def change_model(fields: Sequence[ShareField] = SHARES) -> type[SharesChangeModel]:
+    """The pydantic model of a change to ``fields`` (each optional: None keeps it)."""
+    definitions: dict[str, Any] = {
+        field.name: (field.kind | None, Field(default=None, ge=field.low, le=field.high))
+        for field in fields
+    }
+    kinds = {field.name: field.kind for field in fields}
+    model = pydantic.create_model(
+        "SharesChange",
+        __base__=SharesChangeModel,
+        __module__=__name__,
+        __doc__=_CHANGE_DOC,
+        **definitions,
+    )
+    model.kinds = classmethod(lambda _cls: kinds)  # type: ignore[method-assign,assignment]
+    return model
+
+
+_CHANGE_DOC = (
+    "A change to a tenant's shares (``FairQueue.set_tenant``); None keeps a value.\n\n"
+    + ("\n".join(f"``{field.name}``: {field.help}" for field in SHARES))
+)
+
+SharesChange = change_model()
+
+
+def update_body(fields: Sequence[ShareField] = SHARES) -> type[msgspec.Struct]:
+    """The msgspec body of a change to ``fields`` (HTTP): a field left out keeps its value."""
+    definitions = [
+        (
+            field.name,
+            (
+                Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]
+                if field.kind is not bool
+                else bool
+            )
+            | None,
+            None,
+        )
+        for field in fields
+    ]
+    return msgspec.defstruct(
+        "SharesUpdate", definitions, forbid_unknown_fields=True, module="fairque.http.ui"
+    )
+
+
+def _bounded(field: ShareField) -> Any:
+    if field.kind is bool:
+        return bool
+    return Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]
+
+
+def change_args(change: Mapping[str, Any], fields: Sequence[ShareField] = SHARES) -> list[Arg]:
+    """A change's arguments for ``queue/tenant.lua``'s ``set``: per field, its name, its
+    value ('' keeps it) and the bounds the script applies, all as the script keeps them
+    (integers: ``value * scale``; a flag 0 or 1, bounds 0 to 1)."""
+    args: list[Arg] = [len(fields)]
+    for field in fields:
+        value = change.get(field.name)
+        low, high = (0, 1) if field.kind is bool else (field.low or 0, field.high or 0)
+        args += (
+            field.name,
+            "" if value is None else round(value * field.scale),
+            round(low * field.scale),
+            round(high * field.scale),
+        )
+    return args
+
+
+def read_shares(row: Sequence[Any], fields: Sequence[ShareField] = SHARES) -> dict[str, Any]:
+    """The share fields of a script's row (``shares_row`` in ``include/ready.lua``: the
+    fields in table order, then where the tenant stands), in users' units."""
+    values: dict[str, Any] = {}
+    for field, raw in zip(fields, row, strict=False):
+        number = int(raw)
+        if field.kind is bool:
+            values[field.name] = bool(number)
+        elif field.scale == 1:
+            values[field.name] = field.kind(number)
+        else:
+            values[field.name] = number / field.scale
+    return values
