@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = {
     "fairque/queue/async_client.py": "fairque/queue/client.py",
     "fairque/jobs/async_client.py": "fairque/jobs/client.py",
+    "fairque/storage/async_client.py": "fairque/storage/client.py",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [

@@ -7,7 +7,8 @@ in this process. Each also keeps the board through which the Manager steers work
 other processes (:mod:`fairque.storage.plan`).
 """
 
-from fairque.storage.client import AsyncRedisStorage, RedisStorage
+from fairque.storage.async_client import AsyncRedisStorage
+from fairque.storage.client import RedisStorage
 from fairque.storage.memory import AsyncMemoryStorage, ManualClock, MemoryStorage
 from fairque.storage.models import PutTaskRequest, QueueStat, RetryInfo, Stats, StorageTask
 from fairque.storage.plan import QueueReport, WorkerReport

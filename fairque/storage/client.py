@@ -1,8 +1,11 @@
+# Generated from fairque/storage/async_client.py by tools/unasync.py: edit that file, not this one.
 """The storage of seed 004 on the fairque engine: numbered queues in a namespace.
 
-Both facades send :class:`~fairque.storage.ops.StorageOps` calls through an executor;
+The facade sends :class:`~fairque.storage.ops.StorageOps` calls through an executor;
 storage tasks share their namespace's key space, leases, maintenance and stats with the
-fair queue.
+fair queue. The asyncio facade is written by hand in :mod:`fairque.storage.async_client`;
+the blocking one, in :mod:`fairque.storage.client`, is generated from it
+(``tools/unasync.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncClosing, AsyncExecutor, Closing, Executor
+from fairque.engine.executor import Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
 from fairque.storage.ops import StorageOps
@@ -19,7 +22,7 @@ from fairque.storage.plan import WorkerReport
 
 
 class RedisStorage(Closing):
-    """Blocking :class:`~fairque.storage.Storage` on Redis / Valkey.
+    """:class:`~fairque.storage.Storage` on Redis / Valkey.
 
     >>> storage = RedisStorage(namespace="jobs")  # embedded Valkey  # doctest: +SKIP
     >>> storage.put_task(PutTaskRequest(1, b"payload"))  # doctest: +SKIP
@@ -70,53 +73,3 @@ class RedisStorage(Closing):
 
     def read_plan(self) -> dict[str, list[int]]:
         return self.executor.execute(self.ops.read_plan())
-
-
-class AsyncRedisStorage(AsyncClosing):
-    """:class:`RedisStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`)."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        namespace: str = "default",
-        *,
-        visibility_timeout: float | None = None,
-        settings: QueueSettings | None = None,
-        executor: AsyncExecutor | None = None,
-    ) -> None:
-        self.ops = StorageOps(Namespace(namespace), visibility_timeout)
-        self.owns_executor = executor is None
-        self.executor = executor or AsyncExecutor.connect(url)
-        settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
-
-    async def get_task(
-        self, queue_num: int, count: int, visibility_timeout: float | None = None
-    ) -> list[StorageTask]:
-        return await self.executor.execute(self.ops.get_task(queue_num, count, visibility_timeout))
-
-    async def done_task(self, task_ids: Sequence[int]) -> int:
-        return await self.executor.execute(self.ops.done_task(task_ids))
-
-    async def retry_task(self, retries: Sequence[RetryInfo]) -> int:
-        return await self.executor.execute(self.ops.retry_task(retries))
-
-    async def put_task(self, request: PutTaskRequest) -> int:
-        return await self.executor.execute(self.ops.put_task(request))
-
-    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
-        return await self.executor.execute(self.ops.put_tasks(requests))
-
-    async def get_stat(self) -> Stats:
-        return await self.executor.execute(self.ops.get_stat())
-
-    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
-        return await self.executor.execute(self.ops.beat(report, ttl))
-
-    async def workers(self) -> list[WorkerReport]:
-        return await self.executor.execute(self.ops.workers())
-
-    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
-        return await self.executor.execute(self.ops.publish_plan(plan))
-
-    async def read_plan(self) -> dict[str, list[int]]:
-        return await self.executor.execute(self.ops.read_plan())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from fairque.storage.client import AsyncRedisStorage, RedisStorage
+from fairque.storage.async_client import AsyncRedisStorage
+from fairque.storage.client import RedisStorage
 from fairque.storage.tarantool import AsyncTarantoolStorage, TarantoolStorage
 
 TARANTOOL_SCHEME = "tarantool://"
