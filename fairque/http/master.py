@@ -21,13 +21,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings, redis_url
+from fairque.engine.batching import Batcher
 from fairque.engine.executor import AsyncExecutor
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.app import create_app
-from fairque.http.batches import Batches, pushes
+from fairque.http.batches import pushes
 from fairque.http.dispatch import Dispatcher
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
@@ -98,7 +99,7 @@ class Master:
         self._queue: AsyncFairQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._dispatcher: Dispatcher | None = None
-        self._pushes: Batches[Job, str] | None = None
+        self._pushes: Batcher[Job, str] | None = None
 
     @property
     def executor(self) -> AsyncExecutor:
@@ -117,7 +118,7 @@ class Master:
         return self._jobs
 
     @property
-    def pushes(self) -> Batches[Job, str]:
+    def pushes(self) -> Batcher[Job, str]:
         """Single pushes, sent together when they arrive together."""
         assert self._pushes is not None, "the master has not started"
         return self._pushes
