@@ -25,7 +25,9 @@ from tests.test_http_workers import free_port, serving
 
 REPO = Path(__file__).parent.parent
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
-BUDGET = 15  # seconds of fuzzing per run (--max-time); the schema's analysis comes first
+# Test cases per operation and phase (--max-examples): a count, not a time budget, so a
+# loaded machine does the same work, only slower.
+EXAMPLES = 10
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
 
@@ -64,7 +66,7 @@ def test_every_schemathesis_check_passes(
     with serving(counting, free_port()) as url:  # type: ignore[arg-type]
         command = [
             str(SCHEMATHESIS), "run", str(schema), "--url", url, "--checks", "all",
-            "--max-time", str(BUDGET), "--seed", "1", "--workers", "1",
+            "--max-examples", str(EXAMPLES), "--seed", "1", "--workers", "1",
             "--generation-database", "none", "--no-color", "--header", f"Accept: {accept}",
             "--report", "json", "--report-json-path", str(report),
         ]  # fmt: skip
@@ -74,7 +76,7 @@ def test_every_schemathesis_check_passes(
                        "PYTHONPATH": str(REPO)}  # fmt: skip
         run = subprocess.run(
             command, cwd=tmp_path, env=environment, capture_output=True, text=True,
-            timeout=BUDGET + 120, check=False,
+            timeout=600, check=False,
         )  # fmt: skip
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     summary = json.loads(report.read_text())
@@ -82,9 +84,9 @@ def test_every_schemathesis_check_passes(
     assert summary["errors"] == []
     assert summary["operations"]["tested"] == summary["operations"]["total"] == 31
     phases = {name: phase["status"] for name, phase in summary["phases"].items()}
-    # A loaded machine may spend the budget before a later phase starts: never a failure.
-    assert phases["coverage"] == "success", phases
-    assert set(phases.values()) <= {"success", "skip"}, phases
+    # The schema has no examples, so that phase has nothing to run.
+    assert phases == {"examples": "skip", "coverage": "success", "fuzzing": "success",
+                      "stateful": "success"}, phases  # fmt: skip
     assert counting.requests > 100  # it did fuzz (about 1,000 on a quiet 2-core machine)
     print(f"schemathesis, token={token!r}, {accept}: {summary['test_cases']['generated']} "
           f"test cases, {counting.requests} requests, 0 failures")  # fmt: skip
