@@ -6,8 +6,8 @@ belongs to one layer, top to bottom:
 
 - the package's public face (``fairque``: re-exports);
 - adapters: the CLI, the HTTP services, the metrics, the demo;
-- runners: the fair worker, the storage worker, the scheduler's run loop and the
-  scheduler client that starts it (seed 002 puts ``run()`` on ``TaskScheduler``);
+- runners: the fair worker, the storage worker, the scheduler's run loop (with seed
+  002's ``TaskScheduler``, the schedules' client that also runs an instance);
 - entry points: each one's ops, models and clients (queue, jobs, scheduler, storage);
 - the engine: scripts, keys, calls, codecs, connections, executors, settings;
 - the local servers (development and tests);
@@ -39,7 +39,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "fairque.worker",
             "fairque.storage.worker",
             "fairque.scheduler.runner",
-            "fairque.scheduler.client",
         ),
     ),
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),

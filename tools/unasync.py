@@ -19,6 +19,7 @@ FILES = {
     "fairque/queue/async_client.py": "fairque/queue/client.py",
     "fairque/jobs/async_client.py": "fairque/jobs/client.py",
     "fairque/storage/async_client.py": "fairque/storage/client.py",
+    "fairque/scheduler/async_client.py": "fairque/scheduler/client.py",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [
@@ -33,7 +34,7 @@ SUBSTITUTIONS = [
 
 
 def header(source: str) -> str:
-    return f"# Generated from {source} by tools/unasync.py: edit that file, not this one.\n"
+    return f"# Generated from {source} by tools/unasync.py: edit that file instead.\n"
 
 
 def generate(source: str) -> str:

@@ -27,11 +27,11 @@ from fairque.cli.common import (
     server_name,
     setup_logging,
 )
+from fairque.engine.connect import server_address
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
-from fairque.scheduler.runner import server_address
 
 app = Typer(help="Cron and interval schedules, run by any number of instances.")
 

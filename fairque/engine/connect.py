@@ -141,3 +141,16 @@ def async_client(url: str, **options: Any) -> AsyncClient:
     first, others = cluster_nodes(url)
     nodes = [AsyncClusterNode(host, port) for host, port in others]
     return AsyncRedisCluster.from_url(first, startup_nodes=nodes, **options)
+
+
+def server_address(client: Any) -> str:
+    """``host:port`` of the server a redis-py client (blocking or asyncio) connects to,
+    a cluster's startup nodes, or a socket path: for error messages."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        options = pool.connection_kwargs
+        if "path" in options:
+            return str(options["path"])
+        return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+    nodes = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None) or {}
+    return ",".join(nodes) or "(unknown)"

@@ -1,4 +1,4 @@
-# Generated from fairque/jobs/async_client.py by tools/unasync.py: edit that file, not this one.
+# Generated from fairque/jobs/async_client.py by tools/unasync.py: edit that file instead.
 """Strict-policy job clients (seed 003): :class:`JobQueue`.
 
 Facades over :class:`~fairque.jobs.ops.JobOps`. Jobs share their namespace's key space,

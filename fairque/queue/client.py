@@ -1,4 +1,4 @@
-# Generated from fairque/queue/async_client.py by tools/unasync.py: edit that file, not this one.
+# Generated from fairque/queue/async_client.py by tools/unasync.py: edit that file instead.
 """The fair queue's clients: :class:`FairQueue` (one namespace) and
 :class:`ShardedQueue` (the shards of one logical queue), each a kind of :class:`Queue`.
 

@@ -7,7 +7,8 @@ without duplicates.
 ... # doctest: +SKIP
 """
 
-from fairque.scheduler.client import AsyncTaskScheduler, TaskScheduler
+from fairque.scheduler.async_client import AsyncSchedules
+from fairque.scheduler.client import Schedules
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.models import (
     Health,
@@ -18,8 +19,10 @@ from fairque.scheduler.models import (
     ScheduleState,
     TaskTemplate,
 )
+from fairque.scheduler.runner import AsyncTaskScheduler, TaskScheduler
 
 __all__ = [
+    "AsyncSchedules",
     "AsyncTaskScheduler",
     "Health",
     "HealthStatus",
@@ -28,6 +31,7 @@ __all__ = [
     "ScheduleInfo",
     "ScheduleState",
     "SchedulerConfig",
+    "Schedules",
     "TaskScheduler",
     "TaskTemplate",
 ]

@@ -10,6 +10,11 @@ after batch without waiting for a poll. The locks keep instances from doing the 
 work; the fire script's checks make each run submitted exactly once even when a lock
 expires mid-way. The instance's record, written with every cycle's heartbeat, is what
 ``health_check()`` judges from outside.
+
+:class:`TaskScheduler` and :class:`AsyncTaskScheduler` are seed 002's API: the schedules'
+clients (:mod:`fairque.scheduler.async_client`) that also run an instance. The blocking
+``run()`` runs the cycle in asyncio, in any thread (``stop()`` and ``shutdown()`` may be
+called from another).
 """
 
 from __future__ import annotations
@@ -20,14 +25,19 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from typing import Any
 
+from fairque.config import QueueSettings
 from fairque.engine.calls import MICROS
-from fairque.engine.executor import AsyncExecutor
+from fairque.engine.connect import server_address
+from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError
+from fairque.scheduler.async_client import AsyncSchedules
+from fairque.scheduler.client import Schedules
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.scheduler.ops import Firing, Grant, SchedulerOps
@@ -41,19 +51,6 @@ MAINTENANCE_INTERVAL = 2.0  # seconds between maintenance rounds of the namespac
 def default_instance_id() -> str:
     """``host:pid:random``: unique even when a pid is reused."""
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-
-
-def server_address(client: Any) -> str:
-    """``host:port`` of the server a redis-py client (blocking or asyncio) connects to,
-    a cluster's startup nodes, or a socket path: for error messages."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        options = pool.connection_kwargs
-        if "path" in options:
-            return str(options["path"])
-        return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-    nodes = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None) or {}
-    return ",".join(nodes) or "(unknown)"
 
 
 class SchedulerRunner:
@@ -215,3 +212,136 @@ class SchedulerRunner:
         state = await self.executor.execute(failed)
         del self._held[grant.schedule_id]  # released by the failed script
         log.warning("schedule %s is %s", grant.schedule_id, state and state.value)
+
+
+def _current_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class TaskScheduler(Schedules):
+    """Cron and interval schedules of one queue namespace (seed 002).
+
+    >>> scheduler = TaskScheduler()  # doctest: +SKIP
+    >>> scheduler.add_schedule(cron="0 7 * * mon-fri", timezone="Asia/Tokyo",
+    ...     task={"name": "daily_report", "user_id": "alice", "args": [3]})  # doctest: +SKIP
+    >>> scheduler.run()  # submits due runs until SIGTERM  # doctest: +SKIP
+
+    Or in a thread of a larger program, stopped from another:
+
+    >>> threading.Thread(target=scheduler.run).start()  # doctest: +SKIP
+    >>> scheduler.shutdown()  # stops it and waits until it has ended  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        config: SchedulerConfig | None = None,
+        settings: QueueSettings | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        super().__init__(url, namespace, config=config, settings=settings, executor=executor)
+        self._running: tuple[asyncio.AbstractEventLoop, SchedulerRunner] | None = None
+        self._guard = threading.Lock()  # _running and _stop_asked, across threads
+        self._stop_asked = False
+        self._ended = threading.Event()  # set while no run() is in progress
+        self._ended.set()
+
+    def run(self, handle_signals: bool = True) -> None:
+        """Submits due runs until :meth:`stop` / :meth:`shutdown` (from any thread) or,
+        in the main thread with ``handle_signals``, SIGTERM / SIGINT; then finishes the
+        cycle, releases its locks and records the instance as stopped. Raises
+        :class:`FairQueueError` naming the server if it does not answer at start."""
+        # Signal handlers can only be installed in the main thread.
+        signals = handle_signals and threading.current_thread() is threading.main_thread()
+
+        async def main() -> None:
+            executor = AsyncExecutor.connect(self.url)
+            try:
+                runner = SchedulerRunner(executor, self.ops, self.config, self.metrics)
+                with self._guard:
+                    self._running = asyncio.get_running_loop(), runner
+                    if self._stop_asked:
+                        runner.stop()
+                await runner.run(signals)
+            finally:
+                with self._guard:
+                    self._running = None
+                    self._stop_asked = False
+                await executor.close()
+
+        self._ended.clear()
+        try:
+            asyncio.run(main())
+        finally:
+            self._ended.set()
+
+    def stop(self) -> None:
+        """Stops :meth:`run` (in any thread) after its current cycle; a stop asked before
+        ``run()`` has begun makes it return at once."""
+        with self._guard:
+            self._stop_asked = True
+            if self._running is not None:
+                loop, runner = self._running
+                loop.call_soon_threadsafe(runner.stop)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stops :meth:`run` and waits until it has ended (its locks released, the
+        instance recorded as stopped); False if it still runs after ``timeout`` s."""
+        self.stop()
+        running = self._running
+        if running is not None and running[0] is _current_loop():
+            return False  # called from inside run() itself: it ends once this returns
+        return self._ended.wait(timeout)
+
+
+class AsyncTaskScheduler(AsyncSchedules):
+    """:class:`TaskScheduler` for asyncio: the same methods, as coroutines.
+
+    >>> scheduler = AsyncTaskScheduler()  # doctest: +SKIP
+    >>> await scheduler.add_schedule(interval=30, task={"name": "ping", "user_id": "ops"})
+    ... # doctest: +SKIP
+    >>> await scheduler.run()  # until scheduler.stop()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        namespace: str = "default",
+        *,
+        config: SchedulerConfig | None = None,
+        settings: QueueSettings | None = None,
+        executor: AsyncExecutor | None = None,
+    ) -> None:
+        super().__init__(url, namespace, config=config, settings=settings, executor=executor)
+        self.runner = SchedulerRunner(self.executor, self.ops, self.config, self.metrics)
+        self._ended = asyncio.Event()  # set while no run() is in progress
+        self._ended.set()
+
+    async def run(self, handle_signals: bool = False) -> None:
+        """Submits due runs until :meth:`stop` / :meth:`shutdown` (or a signal, with
+        ``handle_signals``). Raises :class:`FairQueueError` naming the server if it does
+        not answer at start."""
+        self._ended.clear()
+        try:
+            await self.runner.run(handle_signals)
+        finally:
+            self._ended.set()
+
+    def stop(self) -> None:
+        """Stops :meth:`run` after its current cycle; a stop asked before ``run()`` has
+        begun makes it return at once."""
+        self.runner.stop()
+
+    async def shutdown(self, timeout: float | None = None) -> bool:
+        """Stops :meth:`run` and waits until it has ended (its locks released, the
+        instance recorded as stopped); False if it still runs after ``timeout`` s."""
+        self.stop()
+        if timeout is None:
+            await self._ended.wait()
+            return True
+        return await wait_event(self._ended, timeout)

@@ -1,4 +1,4 @@
-# Generated from fairque/storage/async_client.py by tools/unasync.py: edit that file, not this one.
+# Generated from fairque/storage/async_client.py by tools/unasync.py: edit that file instead.
 """The storage of seed 004 on the fairque engine: numbered queues in a namespace.
 
 The facade sends :class:`~fairque.storage.ops.StorageOps` calls through an executor;
