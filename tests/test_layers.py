@@ -194,3 +194,17 @@ def test_every_public_class_name_is_unique() -> None:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 seen.setdefault(node.name, []).append(module)
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+def test_the_storage_backends_check_requests_in_one_place() -> None:
+    """What a storage request must be is written once (fairque/storage/requests.py):
+    the Redis, Tarantool and in-memory backends call none of the checks themselves."""
+    for module in ("fairque.storage.ops", "fairque.storage.tarantool", "fairque.storage.memory"):
+        tree = ast.parse(MODULES[module].read_text())
+        called = {
+            node.func.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        }
+        assert not {name for name in called if name.startswith("check_")}, module
+        assert "Requests" in called, module

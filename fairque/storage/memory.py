@@ -22,14 +22,9 @@ from fairque.storage.models import (
     RetryInfo,
     Stats,
     StorageTask,
-    check_count,
-    check_ids,
-    check_queue_num,
-    check_requests,
-    check_retries,
-    check_visibility,
 )
-from fairque.storage.plan import WorkerReport, check_plan, check_report, check_ttl
+from fairque.storage.plan import WorkerReport
+from fairque.storage.requests import Requests
 
 Clock = Callable[[], float]  # seconds since the epoch
 
@@ -68,7 +63,7 @@ class MemoryStorage:
 
     def __init__(self, clock: Clock = time.time, visibility_timeout: float | None = None) -> None:
         self.clock = clock
-        self.visibility_timeout = check_visibility(visibility_timeout)
+        self.requests = Requests(visibility_timeout)
         self._lock = threading.Lock()
         self._tasks: dict[int, _Record] = {}
         self._queues: dict[int, list[tuple[float, int, int]]] = {}  # (start, turn, id)
@@ -97,20 +92,18 @@ class MemoryStorage:
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
     ) -> list[StorageTask]:
-        check_queue_num(queue_num)
-        check_count(count)
-        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
+        take = self.requests.take(queue_num, count, visibility_timeout)
         with self._lock:
             now = self.clock()
             self._reap(now)
-            heap = self._queues.get(queue_num, [])
+            heap = self._queues.get(take.queue_num, [])
             taken: list[StorageTask] = []
-            while heap and len(taken) < count and heap[0][0] <= now:
+            while heap and len(taken) < take.count and heap[0][0] <= now:
                 _, turn, task_id = heapq.heappop(heap)
                 record = self._tasks.get(task_id)
                 if record is None or record.turn != turn:
                     continue  # done, or queued again since
-                record.deadline = now + seconds
+                record.deadline = now + take.visibility
                 heapq.heappush(self._leases, (record.deadline, record.turn, task_id))
                 taken.append(self._view(task_id, record))
             return taken
@@ -128,12 +121,12 @@ class MemoryStorage:
         )
 
     def done_task(self, task_ids: Sequence[int]) -> int:
-        ids = check_ids(task_ids)
+        ids = self.requests.done(task_ids)
         with self._lock:
             return sum(self._tasks.pop(task_id, None) is not None for task_id in ids)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> int:
-        checked = check_retries(retries)
+        checked = self.requests.retries(retries)
         with self._lock:
             self._reap(self.clock())
             returned = 0
@@ -151,17 +144,17 @@ class MemoryStorage:
             return returned
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
-        starts = check_requests(requests)
+        puts = self.requests.puts(requests)
         with self._lock:
             now = self.clock()
             ids = []
-            for request, (start_time, delay) in zip(requests, starts, strict=True):
-                if start_time is not None:
-                    start = start_time.timestamp()
+            for put in puts:
+                if put.start_time is not None:
+                    start = put.start_time.timestamp()
                 else:
-                    start = now + (0.0 if delay is None else delay.total_seconds())
+                    start = now + (0.0 if put.delay is None else put.delay.total_seconds())
                 task_id = next(self._ids)
-                record = _Record(request.queue_num, request.data, now, start)
+                record = _Record(put.queue_num, put.data, now, start)
                 self._tasks[task_id] = record
                 self._enqueue(task_id, record)
                 ids.append(task_id)
@@ -194,11 +187,10 @@ class MemoryStorage:
             self._plan.pop(worker, None)
 
     def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
-        check_report(report)
-        seconds = check_ttl(ttl)
+        beat = self.requests.beat(report, ttl)
         with self._lock:
             self._drop_expired()
-            self._workers[report.worker_id] = (self.clock() + seconds, report)
+            self._workers[report.worker_id] = (self.clock() + beat.ttl, beat.report)
             plan = self._plan.get(report.worker_id)
             return None if plan is None else list(plan)
 
@@ -208,7 +200,7 @@ class MemoryStorage:
             return [self._workers[worker][1] for worker in sorted(self._workers)]
 
     def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
-        checked = check_plan(plan)
+        checked = self.requests.plan(plan)
         with self._lock:
             self._drop_expired()
             self._plan = {w: queues for w, queues in checked.items() if w in self._workers}

@@ -14,23 +14,15 @@ from fairque.storage.models import (
     RetryInfo,
     Stats,
     StorageTask,
-    check_count,
-    check_ids,
-    check_queue_num,
-    check_requests,
-    check_retries,
-    check_visibility,
 )
 from fairque.storage.plan import (
     WorkerReport,
-    check_plan,
-    check_report,
-    check_ttl,
     decode_queues,
     decode_reports,
     encode_queues,
     encode_report,
 )
+from fairque.storage.requests import Requests
 
 T = TypeVar("T")
 _ROW = 6  # fields per task in a storage_get reply
@@ -49,7 +41,7 @@ class StorageOps:
 
     def __init__(self, namespace: Namespace, visibility_timeout: float | None = None) -> None:
         self.namespace = namespace
-        self.visibility_timeout = check_visibility(visibility_timeout)
+        self.requests = Requests(visibility_timeout)
 
     def _call(
         self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], queues: Sequence[int] = ()
@@ -61,16 +53,14 @@ class StorageOps:
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
     ) -> Call[list[StorageTask]]:
-        check_queue_num(queue_num)
-        check_count(count)
-        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
-        args = (queue_num, count, repr(seconds))
+        take = self.requests.take(queue_num, count, visibility_timeout)
+        args = (take.queue_num, take.count, repr(take.visibility))
 
         def parse(reply: list[Any]) -> list[StorageTask]:
             return [
                 StorageTask(
                     int(reply[i]),
-                    queue_num,
+                    take.queue_num,
                     reply[i + 1],
                     int(reply[i + 2]),
                     _time(reply[i + 3]),
@@ -80,32 +70,32 @@ class StorageOps:
                 for i in range(0, len(reply), _ROW)
             ]
 
-        return self._call("get", args, parse, (queue_num,))
+        return self._call("get", args, parse, (take.queue_num,))
 
     def done_task(self, task_ids: Sequence[int]) -> Call[int]:
-        return self._call("done", check_ids(task_ids), int)
+        return self._call("done", self.requests.done(task_ids), int)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> Call[int]:
-        checked = check_retries(retries)
+        checked = self.requests.retries(retries)
         rows = [value for task_id, moment in checked for value in (str(task_id), _micros(moment))]
         args = (len(checked), pack(rows))
         return self._call("retry", args, int)
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> Call[list[int]]:
-        starts = check_requests(requests)
+        puts = self.requests.puts(requests)
         slots: dict[int, int] = {}
         rows: list[Any] = []  # the rows one after the other
-        for request, (start_time, delay) in zip(requests, starts, strict=True):
-            slot = slots.setdefault(request.queue_num, len(slots) + 1)
-            if start_time is not None:
-                start = str(_micros(start_time))
-            elif delay is not None:
-                start = f"+{int(delay.total_seconds() * MICROS)}"
+        for put in puts:
+            slot = slots.setdefault(put.queue_num, len(slots) + 1)
+            if put.start_time is not None:
+                start = str(_micros(put.start_time))
+            elif put.delay is not None:
+                start = f"+{int(put.delay.total_seconds() * MICROS)}"
             else:
                 start = ""
-            rows += (slot, request.queue_num, start)
-        args: list[Arg] = [len(requests), pack(rows)]
-        args += [request.data for request in requests]
+            rows += (slot, put.queue_num, start)
+        args: list[Arg] = [len(puts), pack(rows)]
+        args += [put.data for put in puts]
         return self._call("put", args, lambda reply: [int(i) for i in reply], list(slots))
 
     def put_task(self, request: PutTaskRequest) -> Call[int]:
@@ -124,8 +114,9 @@ class StorageOps:
         return self._call("plan", args, parse)
 
     def beat(self, report: WorkerReport, ttl: float) -> Call[list[int] | None]:
-        micros = int(check_ttl(ttl) * MICROS)
-        args = ("beat", check_report(report).worker_id, encode_report(report), micros)
+        beat = self.requests.beat(report, ttl)
+        micros = int(beat.ttl * MICROS)
+        args = ("beat", beat.report.worker_id, encode_report(beat.report), micros)
         return self._plan_call(args, lambda blob: decode_queues(blob) if blob else None)
 
     def workers(self) -> Call[list[WorkerReport]]:
@@ -133,7 +124,7 @@ class StorageOps:
 
     def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> Call[int]:
         args: list[Arg] = ["publish"]
-        for worker, queues in check_plan(plan).items():
+        for worker, queues in self.requests.plan(plan).items():
             args += [worker, encode_queues(queues)]
         return self._plan_call(args, int)
 

@@ -40,21 +40,13 @@ from fairque.storage.models import (
     RetryInfo,
     Stats,
     StorageTask,
-    check_count,
-    check_ids,
-    check_queue_num,
-    check_requests,
-    check_retries,
-    check_visibility,
 )
 from fairque.storage.plan import (
     WorkerReport,
-    check_plan,
-    check_report,
-    check_ttl,
     decode_reports,
     encode_report,
 )
+from fairque.storage.requests import Requests
 
 T = TypeVar("T")
 FUNCTION = "fairque_storage"  # the persistent function every call goes through
@@ -146,7 +138,7 @@ class TarantoolOps:
         if not isinstance(namespace, str) or not 1 <= len(namespace) <= 200:
             raise InvalidInput("namespace", "must be a string of 1 to 200 characters")
         self.namespace = namespace
-        self.visibility_timeout = check_visibility(visibility_timeout)
+        self.requests = Requests(visibility_timeout)
 
     def _call(self, op: str, args: Sequence[Any], parse: Callable[[Any], T]) -> TarantoolCall[T]:
         return TarantoolCall(op, (op, self.namespace, *args), parse)
@@ -154,15 +146,13 @@ class TarantoolOps:
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None
     ) -> TarantoolCall[list[StorageTask]]:
-        check_queue_num(queue_num)
-        check_count(count)
-        seconds = check_visibility(visibility_timeout, self.visibility_timeout)
+        take = self.requests.take(queue_num, count, visibility_timeout)
 
         def parse(rows: list[list[Any]]) -> list[StorageTask]:
             return [
                 StorageTask(
                     row[0],
-                    queue_num,
+                    take.queue_num,
                     _bytes(row[1]),
                     row[2],
                     _time(row[3]),
@@ -172,25 +162,26 @@ class TarantoolOps:
                 for row in rows
             ]
 
-        return self._call("get", (queue_num, count, int(seconds * MICROS)), parse)
+        args = (take.queue_num, take.count, int(take.visibility * MICROS))
+        return self._call("get", args, parse)
 
     def done_task(self, task_ids: Sequence[int]) -> TarantoolCall[int]:
-        return self._call("done", (check_ids(task_ids),), int)
+        return self._call("done", (self.requests.done(task_ids),), int)
 
     def retry_task(self, retries: Sequence[RetryInfo]) -> TarantoolCall[int]:
-        rows = [[task_id, _micros(moment)] for task_id, moment in check_retries(retries)]
+        rows = [[task_id, _micros(moment)] for task_id, moment in self.requests.retries(retries)]
         return self._call("retry", (rows,), int)
 
     def _put_rows(self, requests: Sequence[PutTaskRequest]) -> list[list[Any]]:
         rows = []
-        for request, (start, delay) in zip(requests, check_requests(requests), strict=True):
-            if start is not None:
-                how, when = _PUT_AT, _micros(start)
-            elif delay is not None:
-                how, when = _PUT_AFTER, int(delay.total_seconds() * MICROS)
+        for put in self.requests.puts(requests):
+            if put.start_time is not None:
+                how, when = _PUT_AT, _micros(put.start_time)
+            elif put.delay is not None:
+                how, when = _PUT_AFTER, int(put.delay.total_seconds() * MICROS)
             else:
                 how, when = _PUT_NOW, 0
-            rows.append([request.queue_num, how, when, request.data])
+            rows.append([put.queue_num, how, when, put.data])
         return rows
 
     def put_tasks(self, requests: Sequence[PutTaskRequest]) -> TarantoolCall[list[int]]:
@@ -206,14 +197,15 @@ class TarantoolOps:
         return self._call("stat", (), parse)
 
     def beat(self, report: WorkerReport, ttl: float) -> TarantoolCall[list[int] | None]:
-        args = (check_report(report).worker_id, encode_report(report), int(check_ttl(ttl) * MICROS))
+        beat = self.requests.beat(report, ttl)
+        args = (beat.report.worker_id, encode_report(beat.report), int(beat.ttl * MICROS))
         return self._call("beat", args, lambda queues: None if queues is None else list(queues))
 
     def workers(self) -> TarantoolCall[list[WorkerReport]]:
         return self._call("workers", (), lambda blobs: decode_reports([_bytes(b) for b in blobs]))
 
     def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> TarantoolCall[int]:
-        rows = [[worker, queues] for worker, queues in check_plan(plan).items()]
+        rows = [[worker, queues] for worker, queues in self.requests.plan(plan).items()]
         return self._call("publish", (rows,), int)
 
     def read_plan(self) -> TarantoolCall[dict[str, list[int]]]:
