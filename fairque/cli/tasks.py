@@ -4,6 +4,7 @@ steering tasks from the shell, as the Web UI does (``--json`` for scripts)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,7 +26,7 @@ from fairque.cli.common import (
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
-from fairque.queue.client import open_queue
+from fairque.queue.client import Queue, open_queue
 from fairque.queue.ops import task_info
 
 app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
@@ -102,6 +103,17 @@ def result(
     print_json(value)
 
 
+def _act_on(task_id: str, queue: Queue, act: Callable[[str], bool], done: str, verb: str) -> None:
+    """Prints ``done`` if ``act`` took the task; else says what it is, and exit 1."""
+    if act(task_id):
+        typer.echo(done)
+        return
+    info = queue.get_record(task_id)
+    state = info.state.value if info is not None else "gone"
+    errors.print(f"not {verb}: task {task_id!r} is {state}", soft_wrap=True, markup=False)
+    raise typer.Exit(1)
+
+
 @app.command("cancel")
 def cancel(
     task_id: str = TASK_ID,
@@ -111,13 +123,7 @@ def cancel(
 ) -> None:
     """Cancel a task that has not started (and its dependents); exit 1 if it had."""
     with open_queue(url, namespace, shards) as queue:
-        if queue.cancel(task_id):
-            typer.echo("canceled")
-            return
-        info = queue.get_record(task_id)
-    state = info.state.value if info is not None else "gone"
-    errors.print(f"not canceled: task {task_id!r} is {state}", soft_wrap=True, markup=False)
-    raise typer.Exit(1)
+        _act_on(task_id, queue, queue.cancel, "canceled", "canceled")
 
 
 @app.command("retry")
@@ -129,13 +135,7 @@ def retry(
 ) -> None:
     """Queue a failed task again now; exit 1 if it had not failed."""
     with open_queue(url, namespace, shards) as queue:
-        if queue.retry(task_id):
-            typer.echo("queued")
-            return
-        info = queue.get_record(task_id)
-    state = info.state.value if info is not None else "gone"
-    errors.print(f"not retried: task {task_id!r} is {state}", soft_wrap=True, markup=False)
-    raise typer.Exit(1)
+        _act_on(task_id, queue, queue.retry, "queued", "retried")
 
 
 def tasks(
