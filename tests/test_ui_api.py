@@ -18,6 +18,7 @@ from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_d
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
+from fairque.queue.shares import SHARES
 from fairque.scheduler import TaskScheduler
 from fairque.servers.embedded import LocalServer
 from tests.conftest import namespace_keys, wait_for
@@ -285,7 +286,14 @@ def test_the_page_learns_whether_a_token_is_needed(
     dashboard = create_dashboard(DashboardConfig(UiConfig(server.url, namespace), token=token))
     for app in (master, dashboard):
         with TestClient(app) as client:
-            assert get(client, "/access") == {"token_required": token is not None}
+            access = get(client, "/access")
+            assert access["token_required"] == (token is not None)
+            # The shares form is made of the server's field table.
+            assert [field["name"] for field in access["shares"]] == [f.name for f in SHARES]
+            assert access["shares"][0] == {
+                "name": "weight", "kind": "int", "low": 1, "high": 1000,
+                "help": SHARES[0].help,
+            }  # fmt: skip
             get(client, "/tenants", 401 if token else 200)
     if token:
         document = master.openapi_schema.to_schema()

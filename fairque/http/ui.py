@@ -66,7 +66,7 @@ from fairque.queue import (
 )
 from fairque.queue.async_client import open_async_queue
 from fairque.queue.ops import task_info
-from fairque.queue.shares import update_body
+from fairque.queue.shares import SHARES, update_body
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
 log = logging.getLogger("fairque.ui")
@@ -303,11 +303,25 @@ def _fairness(view: FairnessView) -> Fairness:
 
 
 @dataclass(frozen=True)
+class ShareFieldInfo:
+    """One field of the tenant shares' table (``fairque/queue/shares.py``): the shares
+    form is made of them."""
+
+    name: str
+    kind: str  # int, float or bool
+    low: float | None
+    high: float | None
+    help: str
+
+
+@dataclass(frozen=True)
 class Access:
     """What the page learns before it asks for data: whether the data routes want a bearer
-    token (without one there is nothing to sign in to, so no login form and no Log out)."""
+    token (without one there is nothing to sign in to, so no login form and no Log out),
+    and the fields of a tenant's shares."""
 
     token_required: bool
+    shares: list[ShareFieldInfo]
 
 
 @dataclass(frozen=True)
@@ -524,7 +538,11 @@ def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
     summary="Whether the data routes need a bearer token (asked without one)",
 )
 async def access(ui: NamedDependency[Dashboard]) -> Access:
-    return Access(ui.token_required)
+    fields = [
+        ShareFieldInfo(field.name, field.kind.__name__, field.low, field.high, field.help)
+        for field in SHARES
+    ]
+    return Access(ui.token_required, fields)
 
 
 @get("/overview", summary="Tasks per state, counters, tenants and throughput")

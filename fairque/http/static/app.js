@@ -15,10 +15,15 @@ let generation = 0;
 // Whether the server wants a bearer token: null until /access answers. Without one there
 // is nothing to sign in to: no login form, no Log out (a 401 still brings the form).
 let tokenRequired = null;
+// The tenant shares' fields (name, kind, low, high, help), from the server's field table:
+// the shares form is made of them.
+let shareFields = [];
 
 async function learnAccess() {
   try {
-    tokenRequired = (await api("/access")).token_required;
+    const access = await api("/access");
+    tokenRequired = access.token_required;
+    shareFields = access.shares;
     document.body.dataset.token = tokenRequired ? "required" : "none";
   } catch {
     // The server is away: asked again at the next refresh.
@@ -360,27 +365,33 @@ function fairnessView(view) {
   ];
 }
 
-// The shares editor: stays put while the live figures below it change.
+// The shares editor: stays put while the live figures below it change. One input per
+// field of the server's table: a number within its bounds, or a checkbox for a flag.
 function sharesForm() {
-  const number = (name, attributes) => h("input", { type: "number", name, ...attributes });
+  const input = (f) =>
+    f.kind === "bool"
+      ? h("label", { title: f.help }, h("input", { type: "checkbox", name: f.name }), ` ${f.name}`)
+      : h(
+          "label",
+          { title: f.help },
+          `${f.name[0].toUpperCase()}${f.name.slice(1)} `,
+          h("input", { type: "number", name: f.name, min: f.low, max: f.high, step: f.kind === "float" ? "any" : 1 }),
+        );
   const form = h(
     "form",
     { id: "shares-form", class: "filters" },
     h("label", {}, "Tenant ", h("input", { name: "tenant", required: true })),
-    h("label", {}, "Weight ", number("weight", { min: 1, max: 1000 })),
-    h("label", {}, "Concurrency ", number("concurrency", { min: 0, max: 1000000 })),
-    h("label", {}, "Rate ", number("rate", { min: 0, max: 10000 })),
-    h("label", {}, "per ", number("period", { min: 0.001, max: 86400, step: "any" }), " s"),
-    h("label", {}, h("input", { type: "checkbox", name: "paused" }), " paused"),
+    shareFields.map(input),
     h("button", { type: "submit" }, "Save shares"),
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const fields = new FormData(form);
     const tenant = fields.get("tenant").trim();
-    const change = { paused: fields.get("paused") === "on" };
-    for (const key of ["weight", "concurrency", "rate", "period"]) {
-      if (fields.get(key) !== "") change[key] = Number(fields.get(key));
+    const change = {};
+    for (const f of shareFields) {
+      if (f.kind === "bool") change[f.name] = fields.get(f.name) === "on";
+      else if (fields.get(f.name) !== "") change[f.name] = Number(fields.get(f.name));
     }
     try {
       const saved = await put(`/tenants/${encodeURIComponent(tenant)}/shares`, change);
@@ -394,15 +405,16 @@ function sharesForm() {
   return form;
 }
 
+// A value below its field's lowest (a period of 0: none set) is left blank.
 function fillSharesForm(t) {
   const form = document.getElementById("shares-form");
   form.elements.tenant.value = t.tenant;
-  form.elements.weight.value = t.weight;
-  form.elements.concurrency.value = t.concurrency;
-  form.elements.rate.value = t.rate;
-  form.elements.period.value = t.rate ? t.period : "";
-  form.elements.paused.checked = t.paused;
-  form.elements.weight.focus();
+  for (const f of shareFields) {
+    const element = form.elements[f.name];
+    if (f.kind === "bool") element.checked = t[f.name];
+    else element.value = t[f.name] < f.low ? "" : t[f.name];
+  }
+  form.elements[shareFields[0].name].focus();
 }
 
 // A failed task's error on one line, cut at ERROR_CHARS; the whole text on hover.
