@@ -4,6 +4,8 @@ of the queue (weight, concurrency and rate limits, paused), as the Web UI edits 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import typer
@@ -22,7 +24,7 @@ from fairque.cli.common import (
 from fairque.cli.queue import STAT_COLUMNS
 from fairque.queue.client import open_queue
 from fairque.queue.models import TenantShares
-from fairque.queue.shares import field_named
+from fairque.queue.shares import SHARES
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 
@@ -75,35 +77,48 @@ def show(
         _print([shares], f"tenant {tenant} of {namespace}")
 
 
-def _help(name: str) -> str:
-    """A share option's help: the table's words and bounds (fairque/queue/shares.py)."""
-    field = field_named(name)
-    low, high = (f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
-                 for value in (field.low or 0, field.high or 0))  # fmt: skip
-    return f"{field.help} {low} to {high}."
+# The numbers `tenant set` takes: the shares' fields, but the flag (pause and resume).
+SET_FIELDS = [field for field in SHARES if field.kind is not bool]
+
+
+def _number(value: float | None) -> str:
+    value = value or 0
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def _share_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Gives ``command`` an option per field of the shares' table (its help and bounds
+    are the table's), after its first parameter: the table, not a copy, is the CLI's."""
+    signature = inspect.signature(command)
+    first, *rest = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    options = []
+    for field in SET_FIELDS:
+        help_text = f"{field.help} {_number(field.low)} to {_number(field.high)}."
+        option = typer.Option(None, f"--{field.name}", metavar=field.metavar, help=help_text)
+        options.append(
+            inspect.Parameter(field.name, first.kind, default=option, annotation=field.kind | None)
+        )
+        command.__annotations__[field.name] = field.kind | None
+    command.__dict__["__signature__"] = signature.replace(parameters=[first, *options, *rest])
+    return command
 
 
 @app.command("set")
+@_share_options
 def set_(
     tenant: str = TENANT,
-    weight: int | None = typer.Option(None, "--weight", metavar="N", help=_help("weight")),
-    concurrency: int | None = typer.Option(
-        None, "--concurrency", metavar="N", help=_help("concurrency")
-    ),
-    rate: int | None = typer.Option(None, "--rate", metavar="N", help=_help("rate")),
-    period: float | None = typer.Option(None, "--period", metavar="SECONDS", help=_help("period")),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
+    **changes: float | None,
 ) -> None:
     """Change a tenant's shares (what you leave out keeps its value); applies at once."""
-    if weight is None and concurrency is None and rate is None and period is None:
-        raise fail("nothing to set: give --weight, --concurrency, --rate or --period")
+    if all(value is None for value in changes.values()):
+        names = ", ".join(f"--{field.name}" for field in SET_FIELDS)
+        raise fail(f"nothing to set: give one of {names}")
     with open_queue(url, namespace, shards) as queue:
-        shares = queue.set_tenant(
-            tenant, weight=weight, concurrency=concurrency, rate=rate, period=period
-        )
+        shares = queue.set_tenant(tenant, **changes)  # type: ignore[arg-type]
     if as_json:
         print_json(dataclasses.asdict(shares))
     else:

@@ -35,6 +35,7 @@ class ShareField:
     high: float | None = None
     scale: int = 1
     help: str = ""
+    metavar: str = "N"  # what the CLI's option takes
 
 
 SHARES: tuple[ShareField, ...] = (
@@ -48,7 +49,7 @@ SHARES: tuple[ShareField, ...] = (
         help="Starts per period, at most (0: no limit).",
     ),
     ShareField(
-        "period", float, 0.0, 0.001, 86_400.0, scale=MICROS,
+        "period", float, 0.0, 0.001, 86_400.0, scale=MICROS, metavar="SECONDS",
         help="The window a rate counts, seconds (1 s until set).",
     ),
     ShareField("paused", bool, False, help="Nobody pops the tenant's tasks."),
