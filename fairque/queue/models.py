@@ -239,17 +239,10 @@ def wait_percentile(waits: tuple[int, ...], fraction: float) -> float | None:
     return 1.5 ** (len(waits) - 1) / 1000  # pragma: no cover - the loop reaches the total
 
 
-@dataclass(frozen=True)
-class TenantService:
-    """How the queue served one tenant over a fairness window."""
+class Waits:
+    """The percentiles of a histogram of waits from ready to start (``waits``)."""
 
-    tenant: str
-    starts: int  # tasks started in the window
-    share: float  # of all starts in the window (0..1)
-    per_minute: float
-    waits: tuple[int, ...]  # histogram of ready-to-start waits (see wait_percentile)
-    shares: TenantShares  # its weight and limits, and how many run now
-    starts_by_minute: tuple[int, ...] = ()  # one per minute of the window, oldest first
+    waits: tuple[int, ...]
 
     @property
     def wait_p50(self) -> float | None:
@@ -260,6 +253,19 @@ class TenantService:
     def wait_p99(self) -> float | None:
         """99th percentile wait from ready to start, seconds (upper bucket edge)."""
         return wait_percentile(self.waits, 0.99)
+
+
+@dataclass(frozen=True)
+class TenantService(Waits):
+    """How the queue served one tenant over a fairness window."""
+
+    tenant: str
+    starts: int  # tasks started in the window
+    share: float  # of all starts in the window (0..1)
+    per_minute: float
+    waits: tuple[int, ...]  # histogram of ready-to-start waits (see wait_percentile)
+    shares: TenantShares  # its weight and limits, and how many run now
+    starts_by_minute: tuple[int, ...] = ()  # one per minute of the window, oldest first
 
 
 @dataclass(frozen=True)
@@ -274,7 +280,7 @@ class MinuteFigures:
 
 
 @dataclass(frozen=True)
-class FairnessView:
+class FairnessView(Waits):
     """Who the queue served over the last ``minutes`` (``FairQueue.fairness``): every
     start, and the busiest tenants; the rest add up to ``other_starts``."""
 
@@ -298,16 +304,6 @@ class FairnessView:
         for one in self.tenants:
             listed = [n + m for n, m in zip(listed, one.waits, strict=True)]
         return tuple(n - m for n, m in zip(self.waits, listed, strict=True))
-
-    @property
-    def wait_p50(self) -> float | None:
-        """Median wait from ready to start over every start, seconds."""
-        return wait_percentile(self.waits, 0.50)
-
-    @property
-    def wait_p99(self) -> float | None:
-        """99th percentile wait from ready to start over every start, seconds."""
-        return wait_percentile(self.waits, 0.99)
 
 
 @dataclass(frozen=True)
