@@ -158,7 +158,7 @@ class AsyncQueue(AsyncClosing):
 
     async def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
-        await self.executor.execute(self.plans.finish_one(task, result))
+        await self.executor.execute(self.plans.for_tenant(task.user_id).finish_one(task, result))
 
     async def finish_many(
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
@@ -173,11 +173,15 @@ class AsyncQueue(AsyncClosing):
 
     async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
-        return await self.executor.execute(self.plans.fail(task, error, retry))
+        return await self.executor.execute(
+            self.plans.for_tenant(task.user_id).fail(task, error, retry)
+        )
 
     async def extend(self, task: LeasedTask, seconds: float) -> float:
         """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
-        return await self.executor.execute(self.plans.extend(task, seconds))
+        return await self.executor.execute(
+            self.plans.for_tenant(task.user_id).extend(task, seconds)
+        )
 
     async def cancel(self, task_id: str) -> bool:
         """Cancels a task that has not started; False if it is running or has ended."""
@@ -254,7 +258,7 @@ class AsyncQueue(AsyncClosing):
 
     async def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
-        return await self.executor.execute(self.plans.tenant_stats(tenant))
+        return await self.executor.execute(self.plans.for_tenant(tenant).tenant_stats(tenant))
 
     async def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
@@ -292,7 +296,7 @@ class AsyncQueue(AsyncClosing):
 
     async def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
-        return await self.executor.execute(self.plans.tenant(tenant))
+        return await self.executor.execute(self.plans.for_tenant(tenant).tenant(tenant))
 
     async def set_tenant(
         self,
@@ -309,7 +313,7 @@ class AsyncQueue(AsyncClosing):
         change = SharesChange(
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
-        return await self.executor.execute(self.plans.set_tenant(tenant, change))
+        return await self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
 
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""

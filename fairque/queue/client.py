@@ -159,7 +159,7 @@ class Queue(Closing):
 
     def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
-        self.executor.execute(self.plans.finish_one(task, result))
+        self.executor.execute(self.plans.for_tenant(task.user_id).finish_one(task, result))
 
     def finish_many(
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
@@ -174,11 +174,11 @@ class Queue(Closing):
 
     def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
-        return self.executor.execute(self.plans.fail(task, error, retry))
+        return self.executor.execute(self.plans.for_tenant(task.user_id).fail(task, error, retry))
 
     def extend(self, task: LeasedTask, seconds: float) -> float:
         """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
-        return self.executor.execute(self.plans.extend(task, seconds))
+        return self.executor.execute(self.plans.for_tenant(task.user_id).extend(task, seconds))
 
     def cancel(self, task_id: str) -> bool:
         """Cancels a task that has not started; False if it is running or has ended."""
@@ -255,7 +255,7 @@ class Queue(Closing):
 
     def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
-        return self.executor.execute(self.plans.tenant_stats(tenant))
+        return self.executor.execute(self.plans.for_tenant(tenant).tenant_stats(tenant))
 
     def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
@@ -293,7 +293,7 @@ class Queue(Closing):
 
     def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
-        return self.executor.execute(self.plans.tenant(tenant))
+        return self.executor.execute(self.plans.for_tenant(tenant).tenant(tenant))
 
     def set_tenant(
         self,
@@ -310,7 +310,7 @@ class Queue(Closing):
         change = SharesChange(
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
-        return self.executor.execute(self.plans.set_tenant(tenant, change))
+        return self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
 
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""

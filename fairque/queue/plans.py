@@ -45,13 +45,11 @@ from fairque.queue.models import (
     Task,
     TaskInfo,
     TaskPage,
-    TenantShares,
     TenantStats,
     TenantStatsPage,
     WorkerInfo,
 )
 from fairque.queue.ops import Leased, QueueOps
-from fairque.queue.shares import SharesChangeModel
 
 T = TypeVar("T")
 P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
@@ -283,10 +281,6 @@ class QueuePlans:
                 break
         return got
 
-    def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
-        """Finishes a task on its tenant's shard."""
-        return self.for_tenant(task.user_id).finish_one(task, result)
-
     def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None) -> Plan[list[str]]:
         """Finishes tasks, one call per shard; the ids whose lease was lost."""
         if self.single is not None:
@@ -310,14 +304,6 @@ class QueuePlans:
         return self._lost_on_each(
             tasks, lambda ops, ids: ops.hand_over([tasks[i] for i in ids], delay, grace)
         )
-
-    def fail(self, task: LeasedTask, error: str, retry: bool) -> Call[TaskState]:
-        """Fails an attempt on its tenant's shard."""
-        return self.for_tenant(task.user_id).fail(task, error, retry)
-
-    def extend(self, task: LeasedTask, seconds: float) -> Call[float]:
-        """Extends a lease on its tenant's shard."""
-        return self.for_tenant(task.user_id).extend(task, seconds)
 
     def cancel(self, task_id: str) -> Plan[bool]:
         """Cancels a task on the shard that holds it."""
@@ -399,10 +385,6 @@ class QueuePlans:
             lambda page: bool(page.tenants),
         )  # fmt: skip
 
-    def tenant_stats(self, tenant: str) -> Call[TenantStats]:
-        """A tenant's figures, on its shard."""
-        return self.for_tenant(tenant).tenant_stats(tenant)
-
     def reap(self, limit: int) -> Plan[Maintenance]:
         """Maintenance on every shard."""
         return self._each(lambda ops: ops.reap(limit), merge_maintenance)
@@ -434,14 +416,6 @@ class QueuePlans:
     def workers(self) -> Plan[list[WorkerInfo]]:
         """The live workers, each once."""
         return self._each(lambda ops: ops.workers(), merge_workers)
-
-    def tenant(self, tenant: str) -> Call[TenantShares]:
-        """A tenant's shares, on its shard."""
-        return self.for_tenant(tenant).tenant(tenant)
-
-    def set_tenant(self, tenant: str, change: SharesChangeModel) -> Call[TenantShares]:
-        """Changes a tenant's shares on its shard, where all its tasks are."""
-        return self.for_tenant(tenant).set_tenant(tenant, change)
 
     def tenants_with_shares(self, cursor: int, count: int) -> Plan[SharesPage]:
         """A page of the tenants with shares, shard after shard."""
