@@ -206,6 +206,26 @@ def test_lists_page_through_every_shard(sharded: ShardedQueue) -> None:
     assert {summary.user_id for summary in one.tasks} == {names[1][0]}
 
 
+def test_a_page_fills_up_to_its_limit_across_shards(sharded: ShardedQueue) -> None:
+    names = tenants_by_shard(1)
+    pushed = sharded.push_many([Task(user_id=names[n % 3][0]) for n in range(20)])
+    page = sharded.tasks(TaskState.QUEUED, limit=50)
+    assert sorted(summary.task_id for summary in page.tasks) == sorted(pushed)
+    assert page.cursor == 0
+    sharded.set_tenant(names[0][0], weight=2)
+    sharded.set_tenant(names[2][0], weight=3)
+    shares = sharded.tenants_with_shares(count=10)
+    assert {one.tenant for one in shares.tenants} == {names[0][0], names[2][0]}
+    assert shares.cursor == 0
+    busiest = sharded.busiest_tenants(count=10)
+    assert set(busiest.tenants) == {names[n][0] for n in range(3)}
+    # A full page ends where it is: the next one goes on from there.
+    first = sharded.tasks(TaskState.QUEUED, limit=8)
+    rest = sharded.tasks(TaskState.QUEUED, cursor=first.cursor, limit=50)
+    assert len(first.tasks) == 8
+    assert sorted(s.task_id for s in first.tasks + rest.tasks) == sorted(pushed)
+
+
 def test_retry_failed_and_records_cover_every_shard(sharded: ShardedQueue) -> None:
     names = tenants_by_shard(1)
     failing = [sharded.push(Task(user_id=names[shard][0], max_retries=0)) for shard in range(3)]

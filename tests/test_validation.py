@@ -22,7 +22,7 @@ from fairque import (
     TaskState,
 )
 from fairque.errors import from_script_error
-from tests.conftest import namespace_keys
+from tests.conftest import Server, namespace_keys
 
 pytestmark = pytest.mark.cluster
 
@@ -242,3 +242,36 @@ def test_finish_refuses_rows_that_do_not_match_their_count(queue: FairQueue) -> 
     with pytest.raises(redis.ResponseError, match="INVALID tasks do not match"):
         queue.redis.eval(call.script.source, len(call.keys), *call.keys, *head, 2, rows)
     queue.finish(leased)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q: q.set_tenant(123, weight=2),
+        lambda q: q.tenant(4.5),
+        lambda q: q.tenant_stats(b"x"),
+        lambda q: q.retry_failed(7),
+        lambda q: q.tasks("queued", user_id=5),
+    ],
+)
+def test_a_tenant_that_is_not_a_string_is_named(
+    queue: FairQueue, call: Callable[[FairQueue], object]
+) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        call(queue)
+    assert raised.value.field == "user_id"
+    assert "must be a string" in str(raised.value)
+
+
+def test_shares_are_as_strict_in_python_as_over_http(queue: FairQueue) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        queue.set_tenant("alice", weight="3")  # type: ignore[arg-type]
+    assert raised.value.field == "weight"
+    assert queue.set_tenant("alice", rate=5, period=60).period == 60.0  # an int is a float
+
+
+def test_a_queue_takes_another_clients_namespace(server: Server, queue: FairQueue) -> None:
+    queue.push(Task(user_id="alice", task_id="shared"))
+    with FairQueue(server.url, namespace=queue.namespace) as same:
+        assert same.namespace.name == queue.namespace.name
+        assert same.get("shared") is not None

@@ -346,13 +346,15 @@ class AsyncFairQueue(AsyncQueue):
     def __init__(
         self,
         url: str | None = None,
-        namespace: str = "default",
+        namespace: str | Namespace = "default",
         *,
         settings: QueueSettings | None = None,
         client: AsyncClient | None = None,
         executor: AsyncExecutor | None = None,
     ) -> None:
-        super().__init__(url, [namespace], settings, client, executor)
+        # Another client's ``namespace`` (a Namespace) names the same one.
+        name = namespace.name if isinstance(namespace, Namespace) else namespace
+        super().__init__(url, [name], settings, client, executor)
         self.ops = self.plans.shards[0]
 
     @property

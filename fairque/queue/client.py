@@ -343,13 +343,15 @@ class FairQueue(Queue):
     def __init__(
         self,
         url: str | None = None,
-        namespace: str = "default",
+        namespace: str | Namespace = "default",
         *,
         settings: QueueSettings | None = None,
         client: SyncClient | None = None,
         executor: Executor | None = None,
     ) -> None:
-        super().__init__(url, [namespace], settings, client, executor)
+        # Another client's ``namespace`` (a Namespace) names the same one.
+        name = namespace.name if isinstance(namespace, Namespace) else namespace
+        super().__init__(url, [name], settings, client, executor)
         self.ops = self.plans.shards[0]
 
     @property

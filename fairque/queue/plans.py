@@ -31,7 +31,7 @@ from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
-from fairque.engine.records import Record, TaskState
+from fairque.engine.records import Record, TaskState, check_identifier
 from fairque.errors import InvalidInput
 from fairque.queue.models import (
     STATS_TENANTS,
@@ -100,17 +100,6 @@ def split_cursor(cursor: int, shards: int) -> tuple[int, int]:
     """A sharded list's cursor as (shard, that shard's own cursor)."""
     inner, shard = divmod(cursor, shards)
     return shard, inner
-
-
-def next_cursor(cursor: int, found: bool, shard: int, shards: int) -> int | None:
-    """The sharded cursor after a page of ``shard`` that returned ``cursor`` and ``found``
-    something or not; None to go on to the next shard at once (the shard is done and the
-    page is empty)."""
-    if cursor:
-        return cursor * shards + shard
-    if shard + 1 == shards:
-        return 0
-    return shard + 1 if found else None
 
 
 def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
@@ -224,11 +213,16 @@ class QueuePlans:
 
     def shard_of(self, tenant: str) -> int:
         """The index of the shard that holds ``tenant``'s tasks."""
-        return 0 if self.single is not None else shard_index(tenant, len(self.shards))
+        if self.single is not None:
+            return 0
+        try:
+            return shard_index(check_identifier(tenant), len(self.shards))
+        except ValueError as exc:
+            raise InvalidInput("user_id", str(exc)) from None
 
     def for_tenant(self, tenant: str) -> QueueOps:
         """The calls of the shard that holds ``tenant``'s tasks."""
-        return self.single or self.shards[shard_index(tenant, len(self.shards))]
+        return self.single or self.shards[self.shard_of(tenant)]
 
     def push(self, tasks: Sequence[Task], replicas: int, timeout: float) -> Plan[list[str]]:
         """Pushes, atomically per shard (all or none of each shard's tasks); the ids in
@@ -334,8 +328,9 @@ class QueuePlans:
             ops = self.single or self.for_tenant(str(user_id))
             return ops.tasks(state, user_id, name, cursor, limit)
         return self._paged(
-            cursor, lambda ops, inner: ops.tasks(state, None, name, inner, limit),
-            lambda page: bool(page.tasks),
+            cursor, limit, lambda ops, inner, wanted: ops.tasks(state, None, name, inner, wanted),
+            lambda pages: TaskPage([one for page in pages for one in page.tasks], 0),
+            lambda page: len(page.tasks),
         )  # fmt: skip
 
     def retry_failed(self, user_id: str) -> Steps[int]:
@@ -381,8 +376,9 @@ class QueuePlans:
         if self.single is not None:
             return self.single.busiest_tenants(cursor, count)
         return self._paged(
-            cursor, lambda ops, inner: ops.busiest_tenants(inner, count),
-            lambda page: bool(page.tenants),
+            cursor, count, lambda ops, inner, wanted: ops.busiest_tenants(inner, wanted),
+            lambda pages: TenantStatsPage({t: v for p in pages for t, v in p.tenants.items()}, 0),
+            lambda page: len(page.tenants),
         )  # fmt: skip
 
     def reap(self, limit: int) -> Plan[Maintenance]:
@@ -422,8 +418,9 @@ class QueuePlans:
         if self.single is not None:
             return self.single.tenants_with_shares(cursor, count)
         return self._paged(
-            cursor, lambda ops, inner: ops.tenants_with_shares(inner, count),
-            lambda page: bool(page.tenants),
+            cursor, count, lambda ops, inner, wanted: ops.tenants_with_shares(inner, wanted),
+            lambda pages: SharesPage([one for page in pages for one in page.tenants], 0),
+            lambda page: len(page.tenants),
         )  # fmt: skip
 
     def fairness(self, minutes: int, top: int) -> Plan[FairnessView]:
@@ -482,17 +479,38 @@ class QueuePlans:
         return reply  # type: ignore[no-any-return]
 
     def _paged(
-        self, cursor: int, build: Callable[[QueueOps, int], Call[P]], found: Callable[[P], bool]
+        self,
+        cursor: int,
+        limit: int,
+        build: Callable[[QueueOps, int, int], Call[P]],
+        join: Callable[[list[P]], P],
+        size: Callable[[P], int],
     ) -> Steps[P]:
-        """A page of a list that goes through the shards in turn (see :func:`next_cursor`)."""
+        """A page of a list that goes through the shards in turn, its cursor carrying the
+        shard (``shard's cursor * shards + shard``; 0: no more). A shard that has no more
+        gives way to the next within the same page, so a page fills up to ``limit``
+        across shards; a shard with more ends the page (one shard's page may hold fewer
+        than asked, as on one namespace)."""
         shards = len(self.shards)
         shard, inner = split_cursor(cursor, shards)
+        pages: list[P] = []
+        taken = 0
         while True:
-            [page] = yield [build(self.shards[shard], inner)]
-            following = next_cursor(page.cursor, found(page), shard, shards)
-            if following is not None:
-                return dataclasses.replace(page, cursor=following)  # type: ignore[no-any-return]
-            shard, inner = shard + 1, 0
+            page: P = (yield [build(self.shards[shard], inner, limit - taken if pages else limit)])[
+                0
+            ]
+            pages.append(page)
+            taken += size(page)
+            if page.cursor:  # this shard has more
+                following = page.cursor * shards + shard
+            elif shard + 1 == shards:
+                following = 0
+            elif taken >= limit:
+                following = shard + 1  # the next shard, from its start
+            else:
+                shard, inner = shard + 1, 0
+                continue
+            return dataclasses.replace(join(pages), cursor=following)
 
 
 def _nothing(_replies: list[None]) -> None:

@@ -62,10 +62,11 @@ def field_named(name: str, fields: Sequence[ShareField] = SHARES) -> ShareField:
 
 
 class SharesChangeModel(BaseModel):
-    """What every change model has: frozen, no unknown field, and a wrong value raises
-    :class:`~fairque.errors.InvalidInput` naming the field."""
+    """What every change model has: frozen, no unknown field, strict (``"3"`` is not a
+    weight, as over HTTP), and a wrong value raises :class:`~fairque.errors.InvalidInput`
+    naming the field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     def __init__(self, **fields: Any) -> None:
         """The fields are the table's (its model is made from it): checked by pydantic."""
