@@ -70,7 +70,7 @@ def check_identifier(value: str) -> str:
     """Refuses empty, over-long, control-character or non-UTF-8 identifiers (they end up
     in keys); raises ValueError, which the models turn into InvalidInput."""
     if not isinstance(value, str):
-        raise ValueError(f"must be a string, got {type(value).__name__} {value!r}")
+        raise ValueError(f"must be a string, got {type(value).__name__} {value!r}")  # noqa: TRY004
     if not value:
         raise ValueError("must not be empty")
     if len(value) > MAX_ID_LENGTH:
