@@ -23,6 +23,8 @@ from fairque.errors import (
     ResultTimeout,
     ScheduleChanged,
     ScheduleNotFound,
+    ServerTimeout,
+    ServerUnavailable,
     TaskFailed,
     TaskNotFound,
 )
@@ -96,6 +98,8 @@ __all__ = [
     "ScheduleChanged",
     "ScheduleNotFound",
     "SchedulerConfig",
+    "ServerTimeout",
+    "ServerUnavailable",
     "ShardedQueue",
     "Storage",
     "Task",

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import pydantic
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -139,6 +141,31 @@ class ScheduleChanged(ScheduleError):  # noqa: N818
     def __init__(self, schedule_id: str) -> None:
         message = f"schedule {schedule_id!r} changed meanwhile; read it and try again"
         super().__init__(schedule_id, message)
+
+
+class ServerUnavailable(FairQueueError, RedisConnectionError):  # noqa: N818
+    """The server did not answer: down, unreachable, or failing over. The call may be
+    tried again (a worker does so by itself). It is also a redis-py ``ConnectionError``,
+    so code written to catch those catches it."""
+
+    def __init__(self, address: str, cause: BaseException) -> None:
+        self.address = address
+        detail = " ".join(str(cause).split()) or type(cause).__name__
+        super().__init__(f"cannot reach the server at {address} ({detail})")
+
+
+class ServerTimeout(ServerUnavailable, RedisTimeoutError):  # noqa: N818
+    """The server did not answer a call within the client's ``socket_timeout``. Whether
+    the call ran is unknown: a push sent again with the same ``task_id`` is refused as a
+    duplicate rather than run twice."""
+
+    def __init__(self, address: str, cause: BaseException, seconds: float | None) -> None:
+        super().__init__(address, cause)
+        within = f"within {seconds:g} s" if seconds else "in time"
+        self.args = (
+            f"the server at {address} did not answer {within} ({cause}); if it is only "
+            "busy, give more time in the URL (?socket_timeout=SECONDS)",
+        )
 
 
 class EmbeddedServerError(FairQueueError):

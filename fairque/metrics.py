@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from redis.exceptions import RedisError
 
 from fairque.errors import FairQueueError
-from fairque.queue.client import Queue
+from fairque.queue.client import FairQueue, Queue, ShardedQueue
 from fairque.queue.models import FairnessView, wait_percentile
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.storage.protocol import Storage
@@ -268,12 +268,12 @@ class Metrics:
         labels = ["queue_num", "state"]
         self.registry.register(_StateCollector("queue_tasks", help_text, labels, read))
 
-    def watch_queue(self, queue: Queue, namespace: str) -> None:
+    def watch_queue(self, queue: FairQueue | ShardedQueue, namespace: str | None = None) -> None:
         """Adds ``fairque_tasks{namespace, state}``, the fair queue's tasks per state (of
         all its shards, for a sharded queue), and its maintenance:
         ``fairque_maintenance_last_run_timestamp_seconds``, ``..._rounds_total`` and
-        ``..._dropped_total`` (``{namespace}``)."""
-        self.registry.register(_QueueCollector(queue, namespace))
+        ``..._dropped_total`` (``{namespace}``: ``namespace``, else the queue's name)."""
+        self.registry.register(_QueueCollector(queue, namespace or queue.name))
 
     def watch_scheduler(self, metrics: SchedulerMetrics) -> None:
         """Adds a scheduler instance's figures: ``fairque_scheduler_runs_total{outcome}``,

@@ -6,9 +6,11 @@ and help that names values, not Python types."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -225,6 +227,55 @@ def test_the_dashboard_starts_without_its_server_and_answers_503(
     assert dashboard.stop() == 0
     assert "fairque dashboard: stopped" in dashboard.stderr
     assert "is unreachable" in dashboard.stderr  # logged, once
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port another socket listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["master", "--url", "{url}", "--port", "{port}"],
+        ["dashboard", "--url", "{url}", "--port", "{port}"],
+        ["http-worker", "--master", "http://127.0.0.1:1", "--port", "{port}"],
+        ["worker", "--url", "{url}", "--tasks", "tasks", "--metrics-port", "{port}"],
+        ["scheduler", "run", "--url", "{url}", "--metrics-port", "{port}"],
+    ],
+    ids=lambda command: command[0] if command[0] != "scheduler" else "scheduler-run",
+)
+def test_a_taken_port_ends_a_command_in_one_line_before_it_says_it_started(
+    command: list[str], taken_port: int, env: dict[str, str], home: Path
+) -> None:
+    (home / "tasks.py").write_text(TASKS)
+    args = [arg.format(port=taken_port, url=dead_url()) for arg in command]
+    line = one_error_line(fairque(*args, env=env, cwd=home))
+    assert f"port {taken_port}" in line or f"-port {taken_port}" in line
+    assert f"127.0.0.1:{taken_port}" in line
+    assert "Address already in use" in line
+    assert "cannot reach the server" not in line
+
+
+def test_port_0_is_announced_as_the_port_it_got(
+    env: dict[str, str], home: Path, running: list[Running]
+) -> None:
+    (home / "tasks.py").write_text(TASKS)
+    http_worker = ["http-worker", "--master", "http://127.0.0.1:1", "--tasks", "tasks"]
+    for command in (["dashboard", "--url", dead_url()], http_worker):
+        service = Running([*command, "--port", "0"], env, home)
+        running.append(service)
+        service.says("(Ctrl-C stops)")
+        assert "127.0.0.1:0" not in service.stderr
+        port = int(service.stderr.split("http://127.0.0.1:")[1].split("/")[0].split(" ")[0])
+        assert port > 0
+        answered = functools.partial(_get, f"http://127.0.0.1:{port}/")
+        assert wait_for(answered) is not None
+        assert service.stop() == 0
 
 
 def _get(url: str) -> httpx.Response | None:

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -27,7 +28,7 @@ from rich.markup import escape
 
 from fairque.config import URL_ENV
 from fairque.engine.outage import OUTAGE
-from fairque.errors import FairQueueError
+from fairque.errors import FairQueueError, ServerTimeout, ServerUnavailable
 from fairque.metrics import Metrics
 
 console = Console()
@@ -117,14 +118,12 @@ def say(message: str) -> None:
     errors.print(message, soft_wrap=True, highlight=False, markup=False)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: object) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def explain(exc: BaseException) -> str:
     """The one line that says what went wrong, for an exception a command let through."""
-    if isinstance(exc, FairQueueError):
-        return _one_line(exc)
     text = str(exc)
     # NOAUTH, or (RESP3) a HELLO refused before authenticating: no password was given.
     if isinstance(exc, (AuthenticationError, ResponseError)) and (
@@ -138,11 +137,11 @@ def explain(exc: BaseException) -> str:
         isinstance(exc, ResponseError) and text.startswith(("WRONGPASS", "NOPERM"))
     ):
         return f"the server refused the credentials in the URL ({_one_line(exc)})"
-    if isinstance(exc, OUTAGE):
-        return (
-            f"cannot reach the server ({_one_line(exc)}); is it running, and is --url "
-            f"(or ${URL_ENV}) right?"
-        )
+    if isinstance(exc, OUTAGE) and not isinstance(exc, ServerTimeout):
+        said = exc if isinstance(exc, ServerUnavailable) else f"cannot reach the server ({exc})"
+        return f"{_one_line(said)}; is it running, and is --url (or ${URL_ENV}) right?"
+    if isinstance(exc, FairQueueError):
+        return _one_line(exc)
     return f"{type(exc).__name__}: {_one_line(exc)} (run with --debug for the traceback)"
 
 
@@ -249,10 +248,38 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
         raise fail(f"--host {host}: set a token (--token or ${TOKEN_ENV}) off loopback")
 
 
+def port_taken(option: str, host: str, port: int, exc: OSError) -> typer.Exit:
+    """The one-line error for a port the command cannot listen on."""
+    reason = exc.strerror or _one_line(exc)
+    return fail(f"{option} {port}: cannot listen on {host}:{port} ({reason}); choose another port")
+
+
+def listen(host: str, port: int, option: str = "--port") -> socket.socket:
+    """A TCP socket bound to ``host:port`` before the command says it started: a taken
+    port ends it with one line, and with port 0 the start line can name the real one."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise fail(f"--host {host}: not an address of this machine ({exc.strerror})") from None
+    bound = socket.socket(family, kind, proto)
+    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not a listening port's
+    try:
+        bound.bind(address)
+    except OSError as exc:
+        bound.close()
+        raise port_taken(option, host, port, exc) from None
+    return bound
+
+
 def serve_metrics(metrics: Metrics, port: int) -> None:
     """Serves ``metrics`` on 127.0.0.1:``port`` and says where, first thing on stdout
     (port 0 picks a free one: a script reads the address there)."""
-    server = metrics.serve(port)
+    try:
+        server = metrics.serve(port)
+    except OSError as exc:
+        raise port_taken("--metrics-port", "127.0.0.1", port, exc) from None
     typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics")
 
 

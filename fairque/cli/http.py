@@ -24,6 +24,7 @@ from fairque.cli.common import (
     announce,
     fail,
     import_module,
+    listen,
     require_token_off_loopback,
     say,
     server_name,
@@ -64,8 +65,9 @@ def _check_server(url: str | None) -> str:
     return name
 
 
-def _serve(app: Any, host: str, port: int, command: str) -> None:
-    """Runs ``app`` under uvicorn until SIGTERM / SIGINT, then says it stopped.
+def _serve(app: Any, listening: socket.socket, command: str) -> None:
+    """Runs ``app`` under uvicorn on the bound socket until SIGTERM / SIGINT, then says
+    it stopped.
 
     uvicorn shuts down gracefully on the signal and then raises it again under the
     handler that was there before it started: a no-op for SIGTERM and a caught
@@ -75,16 +77,19 @@ def _serve(app: Any, host: str, port: int, command: str) -> None:
 
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listening])
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        listening.close()
     say(f"fairque {command}: stopped")
 
 
-def _where(host: str, port: int) -> str:
-    return f"http://{host}:{port}"
+def _where(listening: socket.socket) -> str:
+    """The URL of a bound socket, with the port it really has (``--port 0``)."""
+    host, port = listening.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def master(
@@ -112,8 +117,9 @@ def master(
         return
     require_token_off_loopback(host, token)
     setup_logging()
+    listening = listen(host, port)
     server = _check_server(url)
-    where = _where(host, port)
+    where = _where(listening)
     announce(
         "master",
         f"{where} (jobs API, Web UI at {where}/ui, OpenAPI at {where}/schema/openapi.json)",
@@ -121,7 +127,7 @@ def master(
         f"namespace {namespace}",
         "bearer token required" if token else "",
     )
-    _serve(app, host, port, "master")
+    _serve(app, listening, "master")
 
 
 def dashboard(
@@ -137,16 +143,17 @@ def dashboard(
 
     require_token_off_loopback(host, token)
     setup_logging()
+    listening = listen(host, port)
     server = _check_server(url)
     config = DashboardConfig(UiConfig(url=url, namespace=namespace, shards=shards), token=token)
     announce(
         "dashboard",
-        f"Web UI at {_where(host, port)}/ui",
+        f"Web UI at {_where(listening)}/ui",
         f"server {server}",
         f"namespace {namespace}" + (f" ({shards} shards)" if shards > 1 else ""),
         "bearer token required" if token else "",
     )
-    _serve(create_dashboard(config), host, port, "dashboard")
+    _serve(create_dashboard(config), listening, "dashboard")
 
 
 def http_worker(
@@ -155,15 +162,7 @@ def http_worker(
     ),
     tasks: list[str] = TASKS_OPTION,
     host: str = _host_option(),
-    port: int = typer.Option(
-        HTTP_WORKER_PORT,
-        "--port",
-        min=1,
-        max=65535,
-        envvar="FAIRQUE_HTTP_WORKER_PORT",
-        metavar="PORT",
-        help="Port to bind.",
-    ),
+    port: int = _port_option(HTTP_WORKER_PORT, "FAIRQUE_HTTP_WORKER_PORT"),
     public_url: str | None = typer.Option(
         None, "--public-url", metavar="URL", help="URL the master reaches us at."
     ),
@@ -195,24 +194,26 @@ def http_worker(
 
     for module in tasks:
         import_module(module, "--tasks")
+    require_token_off_loopback(host, token)
+    listening = listen(host, port)
+    where = _where(listening)
     config = HttpWorkerConfig(
         master=master_url,
-        url=public_url or _where(host, port),
-        worker_id=worker_id or f"{socket.gethostname()}-{port}",
+        url=public_url or where,
+        worker_id=worker_id or f"{socket.gethostname()}-{listening.getsockname()[1]}",
         capacity=capacity,
         token=token,
     )
-    require_token_off_loopback(host, token)
     app = create_http_worker(config, registry)
     setup_logging()
     names = ", ".join(sorted(registry.functions)) or "no functions (give --tasks)"
     announce(
         "http-worker",
-        f"{_where(host, port)} for master {master_url}",
+        f"{where} for master {master_url}",
         f"functions {names}",
         f"id {config.worker_id}, capacity {capacity}",
     )
-    _serve(app, host, port, "http-worker")
+    _serve(app, listening, "http-worker")
 
 
 def register(app: Typer) -> None:

@@ -109,17 +109,17 @@ def worker(
     if not registry.functions:
         raise fail("no task functions: give --tasks MODULE, a module of @task functions")
     setup_logging()
+    metrics = None
+    if metrics_port is not None:  # first: a taken port ends the command before it starts
+        metrics = Metrics()
+        queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
+        metrics.watch_queue(queue, settings.namespace)
+        serve_metrics(metrics, metrics_port)
     announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
         code = run_processes(settings, processes, tasks)
         say(f"fairque worker: stopped ({processes} processes)")
         raise typer.Exit(code)
-    metrics = None
-    if metrics_port is not None:
-        metrics = Metrics()
-        queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
-        metrics.watch_queue(queue, settings.namespace)
-        serve_metrics(metrics, metrics_port)
     running = Worker(settings, metrics=metrics)
     try:
         running.run()

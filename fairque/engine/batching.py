@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from fairque.errors import FairQueueError
+from fairque.errors import FairQueueError, ServerUnavailable
 
 Item = TypeVar("Item")
 Outcome = TypeVar("Outcome")
@@ -100,6 +100,8 @@ class Batcher(Generic[Item, Outcome]):
         try:
             try:
                 outcomes = await self.send([item for item, _ in batch])
+            except ServerUnavailable:  # may have been written: never sent again here
+                raise
             except FairQueueError:
                 if len(batch) == 1:
                     raise

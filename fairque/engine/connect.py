@@ -68,9 +68,33 @@ def check_url(url: str) -> str:
     return url
 
 
+# Timeouts of a client made from a URL, where the URL does not set them
+# (``?socket_timeout=60&socket_connect_timeout=5``). redis-py's 5 s for both would fail a
+# large batch's script on a busy server; a connection not made in 10 s will not be.
+# Waiting calls (``pop(wait=...)``) are bounded by their own wait instead.
+SOCKET_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+
+
+def _with_timeouts(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with fairque's timeouts where they name none (the URL's win)."""
+    return {"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT,
+            **options}  # fmt: skip
+
+
+def socket_timeout(client: Any) -> float | None:
+    """The ``socket_timeout`` a redis-py client (blocking or asyncio) was made with."""
+    pool = getattr(client, "connection_pool", None)
+    nodes = getattr(client, "nodes_manager", client)  # a blocking cluster's options
+    options = pool.connection_kwargs if pool is not None else nodes.connection_kwargs
+    seconds = options.get("socket_timeout")
+    return None if seconds is None else float(seconds)
+
+
 def sync_client(url: str, **options: Any) -> SyncClient:
     """A blocking client for ``url``: a :class:`RedisCluster` for a cluster URL."""
     check_url(url)
+    options = _with_timeouts(options)
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **options)
     first, others = cluster_nodes(url)
@@ -131,6 +155,7 @@ _HIREDIS_PACKING = {
 def async_client(url: str, **options: Any) -> AsyncClient:
     """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
     check_url(url)
+    options = _with_timeouts(options)
     if not is_cluster_url(url):
         pool = aioredis.BlockingConnectionPool.from_url(
             url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT, **options

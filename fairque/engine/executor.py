@@ -10,26 +10,36 @@ fairque script becomes its own exception (:func:`fairque.errors.from_script_erro
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.closing import AsyncCloseable, Closeable
 from fairque.config import redis_url
 from fairque.engine import replicated
 from fairque.engine.calls import Call, Replicas, Wait
-from fairque.engine.connect import AsyncClient, SyncClient, async_client, sync_client
+from fairque.engine.connect import (
+    AsyncClient,
+    SyncClient,
+    async_client,
+    server_address,
+    socket_timeout,
+    sync_client,
+)
 from fairque.engine.keys import Namespace
-from fairque.engine.outage import connection_errors
+from fairque.engine.outage import SERVER_AWAY, connection_errors
 from fairque.engine.waiting import within
+from fairque.errors import ServerTimeout, ServerUnavailable
 
 T = TypeVar("T")
 
@@ -48,6 +58,31 @@ def _waiting_commands(call: Call[Any], wait: Wait) -> list[tuple[Any, ...]]:
         ("BLPOP", wait.key, f"{wait.seconds:.3f}"),
         ("FCALL", function, len(call.keys), *call.keys, *call.args),
     ]
+
+
+# A cluster client has no per-command timeout: a wait is sent as BLPOPs of at most this
+# long, each well within the socket timeout, and a stop_waits() ends it between two.
+CLUSTER_WAIT_SLICE = 1.0
+
+
+def cluster_wait_slices(seconds: float, client: Any) -> Iterator[float]:
+    """The BLPOP timeouts of a wait of ``seconds`` on a cluster, until they add up: each
+    at most half the client's socket timeout."""
+    timeout = socket_timeout(client)
+    longest = CLUSTER_WAIT_SLICE if timeout is None else min(CLUSTER_WAIT_SLICE, timeout / 2)
+    deadline = time.monotonic() + seconds
+    left = seconds
+    while left > 0:
+        yield max(0.001, min(left, longest))
+        left = deadline - time.monotonic()
+
+
+def unavailable(client: Any, exc: BaseException) -> ServerUnavailable:
+    """The fairque error for a server that did not answer a call."""
+    address = server_address(client)
+    if isinstance(exc, RedisTimeoutError):
+        return ServerTimeout(address, exc, socket_timeout(client))
+    return ServerUnavailable(address, exc)
 
 
 def _reply_or_error(read: Callable[[], Any]) -> Any:
@@ -105,15 +140,21 @@ class Executor:
         return cls(sync_client(redis_url(url)))
 
     def execute(self, call: Call[T]) -> T:
-        """Sends ``call``; its parsed reply."""
+        """Sends ``call``; its parsed reply. A server that does not answer raises
+        :class:`~fairque.errors.ServerUnavailable` (or ``ServerTimeout``)."""
         stops = self._stops
-        if self._first:
-            self._send_first(str(call.args[0]))
-        if call.wait is not None:
-            return self._send_after(call, call.wait, stops)
-        if call.replicas is not None:
-            return self._send_replicated(call, call.replicas)
-        return self._send(call)
+        try:
+            if self._first:
+                self._send_first(str(call.args[0]))
+            if call.wait is not None:
+                return self._send_after(call, call.wait, stops)
+            if call.replicas is not None:
+                return self._send_replicated(call, call.replicas)
+            return self._send(call)
+        except (ServerUnavailable, AuthenticationError):  # a refused password is no outage
+            raise
+        except SERVER_AWAY as exc:
+            raise unavailable(self.client, exc) from exc
 
     def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Sends ``calls`` one after the other; their parsed replies in order."""
@@ -149,7 +190,10 @@ class Executor:
         count of :meth:`stop_waits` calls when the call began: one made since, before the
         server had the wait, could not end it, so the wait ends itself."""
         if isinstance(self.client, RedisCluster):
-            _reply_or_error(lambda: self.client.blpop([wait.key], wait.seconds))
+            for seconds in cluster_wait_slices(wait.seconds, self.client):
+                blpop = functools.partial(self.client.blpop, [wait.key], seconds)
+                if self._stops != stops or _reply_or_error(blpop):
+                    break
             return self._send(call)  # the call decides, as in the pipeline
         pool = self.client.connection_pool
         connection = pool.get_connection()
@@ -233,15 +277,20 @@ class AsyncExecutor:
         )
 
     async def execute(self, call: Call[T]) -> T:
-        """Sends ``call``; its parsed reply."""
+        """Sends ``call``; its parsed reply (see :meth:`Executor.execute`)."""
         stops = self._stops  # before anything is awaited: a stop from then on ends the wait
-        if self._first:
-            await self._send_first(str(call.args[0]))
-        if call.wait is not None:
-            return await self._send_after(call, call.wait, stops)
-        if call.replicas is not None:
-            return await self._send_replicated(call, call.replicas)
-        return await self._send(call)
+        try:
+            if self._first:
+                await self._send_first(str(call.args[0]))
+            if call.wait is not None:
+                return await self._send_after(call, call.wait, stops)
+            if call.replicas is not None:
+                return await self._send_replicated(call, call.replicas)
+            return await self._send(call)
+        except (ServerUnavailable, AuthenticationError):  # a refused password is no outage
+            raise
+        except SERVER_AWAY as exc:
+            raise unavailable(self.client, exc) from exc
 
     async def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Sends ``calls`` concurrently; their parsed replies in order."""
@@ -280,8 +329,11 @@ class AsyncExecutor:
     async def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
         if isinstance(self.client, AsyncRedisCluster):
-            with connection_errors():
-                await _async_reply_or_error(self.client.blpop([wait.key], wait.seconds))
+            for seconds in cluster_wait_slices(wait.seconds, self.client):
+                with connection_errors():
+                    signalled = await _async_reply_or_error(self.client.blpop([wait.key], seconds))
+                if signalled or self._stops != stops:
+                    break
             return await self._send(call)  # the call decides, as in the pipeline
         pool = self.client.connection_pool
         with connection_errors():

@@ -44,7 +44,13 @@ from litestar.types import (
 )
 
 from fairque.engine.outage import SERVER_AWAY, OutageLog
-from fairque.errors import FairQueueError, InvalidInput, LeaseLost, TaskNotFound
+from fairque.errors import (
+    FairQueueError,
+    InvalidInput,
+    LeaseLost,
+    ServerUnavailable,
+    TaskNotFound,
+)
 from fairque.jobs.models import invalid
 
 if TYPE_CHECKING:
@@ -283,7 +289,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: _on_validation,
     HTTPException: _on_http,
     FairQueueError: _on_fairque,
-    **dict.fromkeys(SERVER_AWAY, _on_server_away),
+    **dict.fromkeys((ServerUnavailable, *SERVER_AWAY), _on_server_away),
     Exception: _on_unexpected,
 }
 
