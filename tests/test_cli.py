@@ -75,7 +75,7 @@ def test_push_then_stats(server: LocalServer, namespace: str) -> None:
     assert shown.exit_code == 0
     assert "alice" in shown.output
     assert "queued 1" in shown.output
-    watched = runner.invoke(app, ["stats", "--watch", "0.01", "--rounds", "2", *where])
+    watched = runner.invoke(app, ["stats", "--watch", "0.01", "--count", "2", *where])
     assert watched.exit_code == 0
     assert "alice" in watched.output
 

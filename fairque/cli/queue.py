@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.live import Live
-from rich.table import Table
 
 from fairque import demo as demo_module
 from fairque.cli.common import (
@@ -22,6 +21,7 @@ from fairque.cli.common import (
     SHARDS_OPTION,
     TENANT_NAMES,
     URL_OPTION,
+    Listing,
     Typer,
     announce,
     console,
@@ -35,12 +35,13 @@ from fairque.cli.common import (
     serve_metrics,
     server_name,
     setup_logging,
+    when,
 )
 from fairque.config import URL_ENV
 from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
-from fairque.queue.client import open_queue
+from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import QueueStats, Task, TenantStats
 from fairque.worker import Worker, WorkerConfig, load_config, registry
 from fairque.worker.processes import run_processes
@@ -193,20 +194,23 @@ def workers(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Live workers: what they serve, concurrency, tasks in flight, last beat."""
     with open_queue(url, namespace, shards) as queue:
         live = queue.workers()
-    table = Table(title=f"live workers of {namespace}")
-    for column in ("worker", "host", "pid", "functions", "concurrency", "in flight", "last beat"):
-        table.add_column(column)
+    if as_json:
+        print_json({"workers": [dataclasses.asdict(worker) for worker in live]})
+        return
+    listing = Listing(
+        f"live workers of {namespace}",
+        ("worker", "host", "pid", "functions", "concurrency", "in flight", "last beat (UTC)"),
+        right=("pid", "concurrency", "in flight"),
+    )
     for worker in live:
-        beat = datetime.fromtimestamp(worker.seen_at, timezone.utc).strftime("%H:%M:%S UTC")
-        table.add_row(
-            worker.worker_id, worker.host, str(worker.pid), ", ".join(worker.functions),
-            str(worker.concurrency), str(worker.in_flight), beat,
-        )  # fmt: skip
-    console.print(table if live else "no live worker")
+        listing.add(worker.worker_id, worker.host, worker.pid, ", ".join(worker.functions),
+                    worker.concurrency, worker.in_flight, when(worker.seen_at))  # fmt: skip
+    listing.print(empty="no live worker")
 
 
 STAT_COLUMNS = ("queued", "pushed", "finished", "failed", "retried", "canceled")
@@ -239,23 +243,19 @@ def _columns(figures: TenantStats) -> dict[str, int]:
     return {column: values[column] for column in STAT_COLUMNS}
 
 
-def _stats_table(stats: QueueStats, namespace: str) -> Table:
-    table = Table(title=f"fairque {namespace}")
-    table.add_column("tenant")
-    for column in STAT_COLUMNS:
-        table.add_column(column, justify="right")
-    rows = stat_rows(stats)
-    totals = ("all tenants", "jobs + storage", "all kinds")
-    for label, row in rows.items():
-        if label == totals[0]:
-            table.add_section()
-        table.add_row(label, *(str(row[column]) for column in STAT_COLUMNS))
+def _stats_listing(stats: QueueStats, namespace: str) -> Listing:
     states = ", ".join(f"{state.value} {count}" for state, count in stats.states.items())
-    table.caption = (
-        f"now, every kind: {states}\n"
-        "queued: ready now; the other columns count since the namespace began"
+    listing = Listing(
+        f"fairque {namespace}",
+        ("tenant", *STAT_COLUMNS),
+        right=STAT_COLUMNS,
+        caption=f"now, every kind: {states}\n"
+        "queued: ready now; the other columns count since the namespace began",
     )
-    return table
+    for label, row in stat_rows(stats).items():
+        listing.add(label, *(row[column] for column in STAT_COLUMNS),
+                    section=label == "all tenants")  # fmt: skip
+    return listing
 
 
 def _stats_json(stats: QueueStats) -> dict[str, Any]:
@@ -273,7 +273,9 @@ def stats(
     watch: float = typer.Option(
         0.0, "--watch", min=0, metavar="SECONDS", help="Refresh every SECONDS (0: once)."
     ),
-    rounds: int = typer.Option(0, hidden=True, help="Stop watching after this many refreshes."),
+    count: int = typer.Option(
+        0, "--count", min=0, metavar="N", help="With --watch: stop after N refreshes (0: never)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Tasks per state and per tenant (all shards summed); the rows add up.
@@ -283,20 +285,45 @@ def stats(
 
     The tenant rows count fair-queue tasks; strict jobs (the JQ master) and storage
     tasks have no tenant and are counted in their own row; "all kinds" counts every kind.
+
+    With --watch on a terminal the table refreshes in place; piped, each refresh is
+    printed as it comes (tab-separated, a blank line between), and SIGTERM ends it.
     """
     with open_queue(url, namespace, shards) as queue:
         if as_json:
             print_json(_stats_json(queue.stats()))
             return
         if watch <= 0:
-            console.print(_stats_table(queue.stats(), namespace))
+            _stats_listing(queue.stats(), namespace).print()
             return
-        with Live(_stats_table(queue.stats(), namespace), console=console) as live:
-            shown = 1
-            while not rounds or shown < rounds:
-                time.sleep(watch)  # a refresh period, not a wait for state
-                live.update(_stats_table(queue.stats(), namespace))
-                shown += 1
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            _watch(queue, namespace, watch, count)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C or SIGTERM: the refreshes so far stay printed
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _watch(queue: Queue, namespace: str, every: float, count: int) -> None:
+    shown = 1
+    if not console.is_terminal:
+        _stats_listing(queue.stats(), namespace).print()
+        while not count or shown < count:
+            time.sleep(every)  # a refresh period, not a wait for state
+            typer.echo("")
+            _stats_listing(queue.stats(), namespace).print()
+            shown += 1
+        return
+    with Live(_stats_listing(queue.stats(), namespace).table(), console=console) as live:
+        while not count or shown < count:
+            time.sleep(every)  # a refresh period, not a wait for state
+            live.update(_stats_listing(queue.stats(), namespace).table())
+            shown += 1
 
 
 def demo(

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from fairque.cli.common import (
+    JSON_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
     TENANT_NAMES,
     URL_OPTION,
+    Listing,
     Typer,
     announce,
     console,
     fail,
     parse_json_list,
     parse_json_object,
+    print_json,
     say,
     serve_metrics,
     server_name,
     setup_logging,
+    when,
 )
 from fairque.engine.connect import server_address
 from fairque.engine.outage import OUTAGE
@@ -57,24 +59,19 @@ def _scheduler(url: str | None, namespace: str, **config: Any) -> Iterator[TaskS
         raise fail(str(exc)) from None
 
 
-def _when(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
-
-
-def _table(schedules: list[ScheduleInfo]) -> Table:
-    table = Table(title="schedules")
-    for column in ("id", "timing", "task", "state", "next run (UTC)", "runs", "failures"):
-        table.add_column(column)
+def _listing(schedules: list[ScheduleInfo]) -> Listing:
+    listing = Listing(
+        "schedules",
+        ("id", "timing", "task", "state", "next run (UTC)", "runs", "failures"),
+        right=("runs", "failures"),
+    )
     for info in schedules:
         spec = info.schedule
         timing = f"{spec.cron} {spec.timezone}" if spec.cron else f"every {spec.interval:g} s"
         task = f"{spec.task.name} for {spec.task.user_id}"
-        row = (info.schedule_id, timing, task, info.state.value, _when(info.next_run),
-               str(info.runs), str(info.failures))  # fmt: skip
-        table.add_row(*row)
-    return table
+        listing.add(info.schedule_id, timing, task, info.state.value, when(info.next_run),
+                    info.runs, info.failures)  # fmt: skip
+    return listing
 
 
 def _template(
@@ -160,7 +157,7 @@ def update(
         if template:
             current = scheduler.get_schedule(schedule_id).schedule.task.model_dump()
             changes["task"] = {**current, **template}
-        console.print(_table([scheduler.update_schedule(schedule_id, **changes)]))
+        _listing([scheduler.update_schedule(schedule_id, **changes)]).print()
 
 
 @app.command()
@@ -198,10 +195,14 @@ def resume(
 
 
 @app.command("list")
-def list_(url: str | None = URL, namespace: str = NAMESPACE) -> None:
+def list_(url: str | None = URL, namespace: str = NAMESPACE, as_json: bool = JSON_OPTION) -> None:
     """Every schedule with its state and next run."""
     with _scheduler(url, namespace) as scheduler:
-        console.print(_table(scheduler.list_schedules()))
+        schedules = scheduler.list_schedules()
+    if as_json:
+        print_json({"schedules": [_schedule_json(info) for info in schedules]})
+        return
+    _listing(schedules).print(empty="no schedule")
 
 
 @app.command()
@@ -210,11 +211,17 @@ def show(
     url: str | None = URL,
     namespace: str = NAMESPACE,
 ) -> None:
-    """One schedule in full, as JSON."""
+    """One schedule in full, as JSON (times as epoch seconds, as in every --json)."""
     with _scheduler(url, namespace) as scheduler:
         info = scheduler.get_schedule(schedule_id)
-    shown = {**info.__dict__, "schedule": info.schedule.model_dump(mode="json")}
-    console.print_json(json.dumps(shown, default=str))
+    print_json(_schedule_json(info))
+
+
+def _schedule_json(info: ScheduleInfo) -> dict[str, Any]:
+    schedule = info.schedule.model_dump(mode="json")
+    if info.schedule.start_at is not None:
+        schedule["start_at"] = info.schedule.start_at.timestamp()
+    return {**dataclasses.asdict(info), "state": info.state.value, "schedule": schedule}
 
 
 @app.command()

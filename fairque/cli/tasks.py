@@ -4,13 +4,13 @@ steering tasks from the shell, as the Web UI does (``--json`` for scripts)."""
 from __future__ import annotations
 
 import dataclasses
+import enum
+import json
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
 import typer
-from rich.table import Table
 
 from fairque.cli.common import (
     JSON_OPTION,
@@ -18,10 +18,12 @@ from fairque.cli.common import (
     SHARDS_OPTION,
     TENANT_NAMES,
     URL_OPTION,
+    Listing,
     Typer,
     console,
     errors,
     print_json,
+    when,
 )
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
@@ -35,10 +37,16 @@ TASK_ID = typer.Argument(..., metavar="ID", help="Task id (as fairque push print
 STATES = ", ".join(state.value for state in TaskState)
 
 
-def _when(seconds: Any) -> Any:
-    if isinstance(seconds, float) and seconds > 1e9:  # epoch seconds: shown as UTC
-        return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
-    return seconds
+def _shown(name: str, value: Any) -> str:
+    """A field of ``task get`` as text: a state by its name, a time in UTC, other values
+    as JSON (a payload, a list of ids)."""
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, float) and name.endswith(("_at", "_time")):
+        return when(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _record(url: str | None, namespace: str, shards: int, task_id: str) -> dict[str, Any]:
@@ -72,11 +80,11 @@ def get(
     if as_json:
         print_json(shown)
         return
-    table = Table(show_header=False, box=None)
+    listing = Listing(f"task {task_id}", ("field", "value"))
     for name, value in shown.items():
         if value not in (None, (), [], ""):
-            table.add_row(name, str(_when(value)))
-    console.print(table)
+            listing.add(name, _shown(name, value))
+    listing.print()
 
 
 @app.command("result")
@@ -162,15 +170,16 @@ def tasks(
     if as_json:
         print_json({"tasks": rows, "cursor": page.cursor})
         return
-    table = Table(title=f"{state} tasks")
-    for column in ("id", "tenant", "name", "state", "priority", "attempts", "created (UTC)"):
-        table.add_column(column)
+    listing = Listing(
+        f"{state} tasks",
+        ("id", "tenant", "name", "state", "priority", "attempts", "created (UTC)"),
+        right=("priority", "attempts"),
+    )
     for summary in page.tasks:
-        table.add_row(
-            summary.task_id, summary.user_id or "-", summary.name or "-", summary.state,
-            str(summary.priority), str(summary.attempts), str(_when(summary.created_at) or "-"),
-        )  # fmt: skip
-    console.print(table)
+        listing.add(summary.task_id, summary.user_id or "-", summary.name or "-",
+                    summary.state, summary.priority, summary.attempts,
+                    when(summary.created_at))  # fmt: skip
+    listing.print()
     if page.cursor:
         console.print(f"more: --cursor {page.cursor}", highlight=False)
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 import typer
-from rich.table import Table
 
 from fairque.cli.common import (
     JSON_OPTION,
     NAMESPACE_OPTION,
     SHARDS_OPTION,
     URL_OPTION,
+    Listing,
     Typer,
     console,
     fail,
@@ -47,17 +47,16 @@ def _state(one: TenantShares) -> str:
 
 
 def _print(shares: list[TenantShares], title: str) -> None:
-    table = Table(title=title)
-    for column in ("tenant", "weight", "concurrency", "rate", "paused", "running", "ready",
-                   "state"):  # fmt: skip
-        table.add_column(column)
+    listing = Listing(
+        title,
+        ("tenant", "weight", "concurrency", "rate", "paused", "running", "ready", "state"),
+        right=("weight", "concurrency", "running", "ready"),
+    )
     for one in shares:
         rate = "-" if one.rate == 0 else f"{one.rate} per {one.period:g} s"
-        table.add_row(
-            one.tenant, str(one.weight), _limit(one.concurrency), rate,
-            "yes" if one.paused else "no", str(one.running), str(one.ready), _state(one),
-        )  # fmt: skip
-    console.print(table)
+        listing.add(one.tenant, one.weight, _limit(one.concurrency), rate,
+                    "yes" if one.paused else "no", one.running, one.ready, _state(one))  # fmt: skip
+    listing.print()
 
 
 @app.command("show")
@@ -188,14 +187,15 @@ def _busiest(
                 for tenant, figures in page.tenants.items()]  # fmt: skip
         print_json({"tenants": rows, "cursor": page.cursor})
         return
-    table = Table(title=f"tenants with ready tasks in {namespace}, the busiest first")
-    table.add_column("tenant")
-    for column in STAT_COLUMNS:
-        table.add_column(column, justify="right")
+    listing = Listing(
+        f"tenants with ready tasks in {namespace}, the busiest first",
+        ("tenant", *STAT_COLUMNS),
+        right=STAT_COLUMNS,
+    )
     for tenant, figures in page.tenants.items():
         values = dataclasses.asdict(figures)
-        table.add_row(tenant, *(str(values[column]) for column in STAT_COLUMNS))
-    console.print(table)
+        listing.add(tenant, *(values[column] for column in STAT_COLUMNS))
+    listing.print()
     if page.cursor:
         console.print(f"more: --busiest --cursor {page.cursor}", highlight=False)
 
