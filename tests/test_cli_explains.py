@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, Job, JobQueue, PutTaskRequest, RedisStorage, Task, TaskState
 from fairque.cli import app
+from fairque.cli.examples import EXAMPLES
 from fairque.cli.queue import stat_rows
 from fairque.config import URL_ENV
 from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
@@ -335,6 +337,29 @@ def test_help_names_values_not_python_types_and_options_share_their_variables() 
     assert env_of["--shards"] == {"FAIRQUE_SHARDS"}
     assert env_of["--token"] == {"FAIRQUE_MASTER_TOKEN"}
     assert env_of["--tasks"] == {"FAIRQUE_TASKS"}
+
+
+def test_help_lists_whole_sentences_plain_usage_and_examples_that_parse() -> None:
+    listed = runner.invoke(app, ["--help"], terminal_width=100)
+    commands = listed.output.split("Commands:")[1]
+    assert "..." not in commands  # click cuts a command's line at ~45 characters
+    for name, _command in _commands(_root()):
+        shown = runner.invoke(app, [*name.split(), "--help"], terminal_width=100)
+        usage = shown.output.splitlines()[0]
+        assert "{" not in usage, (name, usage)
+        if name in EXAMPLES:
+            assert "Examples:" in shown.output, name
+            assert all(line in shown.output for line in EXAMPLES[name]), name
+    for name, lines in EXAMPLES.items():
+        command = dict(_commands(_root()))[name]
+        for line in lines:
+            words = shlex.split(line)
+            words = words[: next((n for n, w in enumerate(words) if w in ("|", "||")), None)]
+            assert words[: 1 + len(name.split())] == ["fairque", *name.split()], line
+            args = words[1 + len(name.split()) :]
+            command.make_context(name, args)  # raises on an unknown option or bad value
+    assert {"worker", "push", "stats", "tasks", "task get", "tenant set", "scheduler add",
+            "master"} <= set(EXAMPLES)  # fmt: skip
 
 
 def test_server_status_and_a_stop_that_warns_of_attached_clients(home: Path) -> None:

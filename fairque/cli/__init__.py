@@ -19,7 +19,8 @@ import typer
 from rich.markup import escape
 
 from fairque.cli import http, queue, scheduler, server, settings, storage, tasks, tenants
-from fairque.cli.common import DEBUG_ENV, State, Typer, errors
+from fairque.cli.common import DEBUG_ENV, State, Typer, errors, finish_help
+from fairque.cli.examples import EXAMPLES
 
 app = Typer(
     help="fairque: a task queue that is fair between tenants, on Redis or Valkey.",
@@ -51,6 +52,7 @@ http.register(app)
 app.add_typer(scheduler.app, name="scheduler")
 app.add_typer(server.app, name="server")
 app.add_typer(settings.app, name="settings")
+finish_help(app, EXAMPLES)
 
 
 def main() -> None:

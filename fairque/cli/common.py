@@ -95,9 +95,43 @@ def _plain_arguments() -> None:
         return None if self.metavar else typed(self, ctx)
 
     argument.display_type_rich = display_type_rich
+    # typer 0.29 writes a required argument as "{ID}" in usage lines; click writes "ID".
+    usage_name = argument._usage_display_name
+
+    def _usage_display_name(self: Any) -> str:
+        return str(usage_name(self)).replace("{", "").replace("}", "")
+
+    argument._usage_display_name = _usage_display_name
 
 
 _plain_arguments()
+
+
+def first_sentence(text: str | None) -> str:
+    """The first sentence of a docstring, on one line: a command's line in its group's
+    help, whole (click would cut it at ~45 characters)."""
+    paragraph = " ".join((text or "").strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
+
+
+def finish_help(app: typer.Typer, examples: dict[str, tuple[str, ...]], path: str = "") -> None:
+    """Gives every command of ``app`` (and its groups) a whole first sentence in its
+    group's list, and the ``examples`` of its path under its ``--help``."""
+    for info in app.registered_commands:
+        callback = info.callback
+        name = info.name or (callback.__name__.replace("_", "-") if callback else "")
+        if info.short_help is None and callback is not None:
+            info.short_help = first_sentence(callback.__doc__)
+        if lines := examples.get(f"{path}{name}"):
+            info.epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+    for group in app.registered_groups:
+        inner = group.typer_instance
+        if inner is None:
+            continue
+        if not isinstance(group.short_help, str):  # typer's Default(None): not given
+            group.short_help = first_sentence(str(inner.info.help or ""))
+        finish_help(inner, examples, f"{path}{group.name} ")
 
 
 class State:

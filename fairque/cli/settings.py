@@ -47,7 +47,7 @@ def show(
 @app.command("set")
 def set_(
     assignments: list[str] = typer.Argument(
-        ..., metavar="KEY=VALUE...", help="Settings to change, e.g. finished_ttl=3600."
+        ..., metavar="KEY=VALUE", help="Settings to change, e.g. finished_ttl=3600."
     ),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,

@@ -75,7 +75,7 @@ def get(
     shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Everything stored about a task (or a JQ master job): state, attempts, error..."""
+    """Everything stored about a task (or a JQ master job): state, payload, attempts, errors."""
     shown = _record(url, namespace, shards, task_id)
     if as_json:
         print_json(shown)
