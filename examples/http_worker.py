@@ -41,12 +41,27 @@ class Worker(BaseHTTPRequestHandler):
 
 
 def heartbeat() -> None:
+    """Registers, then beats as often as the master asks. While the master is away
+    (restarting, unreachable) it says so once and tries again every second: the first
+    beat that gets through registers the worker again."""
     me = {"url": f"http://127.0.0.1:{PORT}", "names": ["add"], "capacity": 8}
+    address = f"{MASTER}/workers/example-{PORT}"
+    away = False
     while True:
-        address = f"{MASTER}/workers/example-{PORT}"
         request = urllib.request.Request(address, msgspec.msgpack.encode(me), MSGPACK, method="PUT")  # noqa: S310
-        with urllib.request.urlopen(request) as answer:  # noqa: S310 - the master's URL
-            time.sleep(msgspec.msgpack.decode(answer.read())["heartbeat"])
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - the master's URL
+                every = msgspec.msgpack.decode(answer.read())["heartbeat"]
+        except (OSError, msgspec.DecodeError, KeyError) as exc:  # URLError is an OSError
+            if not away:
+                print(f"http_worker.py: master unreachable ({exc}); retrying", file=sys.stderr,
+                      flush=True)  # fmt: skip
+            away, every = True, 1.0
+        else:
+            if away:
+                print("http_worker.py: registered again", file=sys.stderr, flush=True)
+            away = False
+        time.sleep(every)
 
 
 threading.Thread(target=heartbeat, daemon=True).start()

@@ -148,10 +148,13 @@ class ServerUnavailable(FairQueueError, RedisConnectionError):  # noqa: N818
     tried again (a worker does so by itself). It is also a redis-py ``ConnectionError``,
     so code written to catch those catches it."""
 
-    def __init__(self, address: str, cause: BaseException) -> None:
+    def __init__(self, address: str, cause: BaseException, failing_over: bool = False) -> None:
         self.address = address
         detail = " ".join(str(cause).split()) or type(cause).__name__
-        super().__init__(f"cannot reach the server at {address} ({detail})")
+        if failing_over:  # it answered: a replica, or a cluster's slots on the move
+            super().__init__(f"the server at {address} is failing over ({detail})")
+        else:
+            super().__init__(f"cannot reach the server at {address} ({detail})")
 
 
 class ServerTimeout(ServerUnavailable, RedisTimeoutError):  # noqa: N818

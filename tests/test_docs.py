@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from fairque import FairQueue, TaskState
 from fairque.config import URL_ENV
 from fairque.servers.embedded import HOME_ENV, LocalServer, free_port, stop_server
 from tests.conftest import wait_for
@@ -57,16 +58,13 @@ SHIM = 'uv() { if [ "$1" = run ]; then shift; "$@"; else command uv "$@"; fi; }\
 # The Python session: reads blocks as JSON lines, runs each in one shared namespace,
 # answers one JSON line per block.
 SESSION = r"""
-import ast, asyncio, json, sys, traceback
+import json, sys, traceback
 answers, sys.stdout = sys.stdout, sys.stderr  # what the blocks print goes to stderr
 scope = {"__name__": "__docs__"}
 for line in sys.stdin:
     block = json.loads(line)
     try:
-        code = compile(block["code"], block["where"], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        awaited = eval(code, scope)  # a coroutine when the block awaits at top level
-        if awaited is not None:
-            asyncio.run(awaited)
+        exec(compile(block["code"], block["where"], "exec"), scope)  # as a script runs it
         answer = {"ok": True}
     except BaseException:
         answer = {"ok": False, "error": traceback.format_exc()}
@@ -133,8 +131,8 @@ def test_the_markdown_is_well_formed(doc: Path) -> None:
         assert not re.search(r"^\s*```", block.code, re.MULTILINE), f"{block.where}: a fence inside"
         assert block.language in LANGUAGES, f"{block.where}: language {block.language!r}"
         assert block.flags <= FLAGS, f"{block.where}: unknown flags {block.flags - FLAGS}"
-        if block.language == "python":  # no-run blocks too; asyncio examples await freely
-            compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        if block.language == "python":  # no-run blocks too, as a script (no top-level await)
+            compile(block.code, block.where, "exec")
     for link in links:
         if re.match(r"[a-z]+:", link):
             continue  # another site
@@ -262,6 +260,11 @@ def test_every_block_meant_to_run_runs(doc: Path, session: Session) -> None:
         ran += 1
     session.stop_services()
     assert ran >= 5  # the documents show runnable examples, and they ran
+    if doc.name == "README.md":  # followed in order, it leaves nothing behind
+        with FairQueue(session.env[URL_ENV]) as queue:
+            states = queue.stats().states
+        assert states.get(TaskState.FAILED, 0) == 0, states
+        assert states.get(TaskState.QUEUED, 0) == 0, states
 
 
 def _run_imports(block: Block, session: Session) -> None:

@@ -9,12 +9,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+import httpx
+import pytest
+
 from fairque import FairQueue
 from fairque.config import URL_ENV
-from fairque.servers.embedded import HOME_ENV, stop_server
-from tests.conftest import wait_for
+from fairque.servers.embedded import HOME_ENV, free_port, stop_server
+from tests.conftest import Server, wait_for
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
+CLI = [sys.executable, "-c", "from fairque.cli import main; main()"]
 
 
 def test_producer_then_consumer_share_the_embedded_queue() -> None:
@@ -38,3 +42,49 @@ def test_producer_then_consumer_share_the_embedded_queue() -> None:
         queue.close()
     finally:
         stop_server(home)
+
+
+@pytest.mark.one_engine
+def test_the_http_worker_example_registers_again_after_the_master_restarts(
+    server: Server, namespace: str, tmp_path: Path
+) -> None:
+    port, worker_port = free_port(), free_port()
+    master_url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, URL_ENV: server.url}
+    master_command = [*CLI, "master", "--port", str(port), "--namespace", namespace]
+    log = tmp_path / "worker.txt"
+    started: list[subprocess.Popen[str]] = []
+
+    def start_master() -> None:
+        started.append(subprocess.Popen(master_command, env=env, text=True,
+                                        stderr=subprocess.DEVNULL))  # fmt: skip
+
+    def registered() -> bool:
+        try:
+            answer = httpx.get(f"{master_url}/workers", headers={"accept": "application/json"})
+        except httpx.TransportError:
+            return False
+        return f"example-{worker_port}" in answer.text
+
+    try:
+        start_master()
+        with log.open("w") as stderr:
+            worker = subprocess.Popen(
+                [sys.executable, str(EXAMPLES / "http_worker.py"), master_url, str(worker_port)],
+                env=env, text=True, stderr=stderr,
+            )  # fmt: skip
+        started.append(worker)
+        wait_for(registered, timeout=60)
+        started[0].send_signal(signal.SIGTERM)
+        assert started[0].wait(timeout=30) == 0
+        wait_for(lambda: "master unreachable" in log.read_text(), timeout=60)
+        start_master()
+        wait_for(lambda: "registered again" in log.read_text(), timeout=60)
+        wait_for(registered, timeout=60)
+        assert worker.poll() is None
+        assert "Traceback" not in log.read_text()
+    finally:
+        for process in started:  # ours only, by PID
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)

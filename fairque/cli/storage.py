@@ -158,10 +158,10 @@ def storage_manager(
                  f"namespace {namespace}", f"a plan every {interval:g} s on stdout")  # fmt: skip
     try:
         asyncio.run(run())
+    except OUTAGE as exc:  # --once on an unreachable server (a Manager that runs retries)
+        raise fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
     except FairQueueError as exc:
         raise fail(str(exc)) from None
-    except OUTAGE as exc:  # --once on an unreachable Redis (a Manager that runs retries)
-        raise fail(f"storage unreachable: {' '.join(str(exc).split())}") from None
     if not once:
         say("fairque storage-manager: stopped (its last plan stays in place)")
 

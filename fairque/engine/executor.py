@@ -82,7 +82,7 @@ def unavailable(client: Any, exc: BaseException) -> ServerUnavailable:
     address = server_address(client)
     if isinstance(exc, RedisTimeoutError):
         return ServerTimeout(address, exc, socket_timeout(client))
-    return ServerUnavailable(address, exc)
+    return ServerUnavailable(address, exc, failing_over=isinstance(exc, ResponseError))
 
 
 def _reply_or_error(read: Callable[[], Any]) -> Any:
