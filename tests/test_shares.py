@@ -103,13 +103,24 @@ def test_a_weighted_batch_equals_one_at_a_time(queue: FairQueue) -> None:
     assert Counter(orders[0]) == {"a": 14, "b": 7, "c": 21}
 
 
-def test_changing_a_weight_starts_a_fresh_turn(queue: FairQueue) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "order"),
+    [
+        (3, 1, ["b", "a", "b"]),  # lowered below what the turn gave: the turn ends now
+        (3, 2, ["a", "b", "a", "a", "b"]),  # one given of two: one more, then full turns
+        (2, 4, ["a", "a", "a", "b"]),  # raised: the turn goes on to the new weight
+        (1, 3, ["b", "a", "a", "a"]),  # a turn of one was over: the next is of three
+    ],
+)
+def test_a_weight_change_applies_at_once_mid_turn_too(
+    queue: FairQueue, old: int, new: int, order: list[str]
+) -> None:
     push(queue, "a", 10)
     push(queue, "b", 10)
-    queue.set_tenant("a", weight=3)
-    assert one_at_a_time(queue, 1) == ["a"]  # two turns left...
-    queue.set_tenant("a", weight=2)  # ...forgotten: a full turn of the new weight
-    assert one_at_a_time(queue, 3) == ["a", "a", "b"]
+    queue.set_tenant("a", weight=old)
+    assert one_at_a_time(queue, 1) == ["a"]  # a's turn has given one task
+    queue.set_tenant("a", weight=new)
+    assert one_at_a_time(queue, len(order)) == order
 
 
 def test_a_tenant_at_its_concurrency_limit_leaves_the_ring_without_blocking_others(

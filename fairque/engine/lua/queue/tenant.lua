@@ -75,7 +75,21 @@ if default then
 else
   redis.call('HSET', K.shares, tenant, table.concat(stored, ' '))
 end
-if new.weight ~= current.weight then redis.call('HDEL', K.turns, tenant) end
+if new.weight ~= current.weight then
+  -- At once, mid-turn too: the tasks the turn has given count against the new weight.
+  -- A turn already past it ends now (to the back of the ring); one that may go on
+  -- keeps its place with what is left of the new weight.
+  local left = tonumber(redis.call('HGET', K.turns, tenant))
+  local given = left and current.weight - left or 0
+  if new.weight - given <= 0 then
+    redis.call('HDEL', K.turns, tenant)
+    redis.call('ZADD', K.ring, 'XX', next_tick(now), tenant)
+  elseif given > 0 then
+    redis.call('HSET', K.turns, tenant, new.weight - given)
+  else
+    redis.call('HDEL', K.turns, tenant)
+  end
+end
 if shares_read then shares_read[tenant] = nil end
 any_shares = nil
 redis.call('ZREM', K.sleeping, tenant)
