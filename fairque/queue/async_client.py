@@ -356,7 +356,7 @@ class AsyncFairQueue(AsyncQueue):
         name = namespace.name if isinstance(namespace, Namespace) else namespace
         super().__init__(url, [name], settings, client, executor)
         self.ops = self.plans.shards[0]
-        self.name = name  #: the namespace's name
+        self.name = name  # the namespace's name
 
     @property
     def namespace(self) -> Namespace:
@@ -388,7 +388,7 @@ class AsyncShardedQueue(AsyncQueue):
     ) -> None:
         names = shard_namespaces(namespace, shards)
         super().__init__(url, names, settings, client, executor)
-        self.name = namespace  #: the logical queue's name, without a shard's suffix
+        self.name = namespace  # the logical queue's name, without a shard's suffix
         # Each shard as a queue of its own, on the same connection pool.
         self.shards = [AsyncFairQueue(namespace=name, executor=self.executor) for name in names]
 
