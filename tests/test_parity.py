@@ -109,11 +109,12 @@ class Recorder:
     """An executor that records the call it is given instead of sending it."""
 
     client: Any = None
+    stop_count = 0
 
-    def execute(self, call: Call[Any]) -> Any:
+    def execute(self, call: Call[Any], since: int | None = None) -> Any:
         raise Sent(call)
 
-    def execute_all(self, calls: list[Call[Any]]) -> Any:
+    def execute_all(self, calls: list[Call[Any]], since: int | None = None) -> Any:
         raise Sent(calls[0])
 
     def close(self) -> None:
@@ -124,11 +125,12 @@ class AsyncRecorder:
     """:class:`Recorder` for the asyncio clients."""
 
     client: Any = None
+    stop_count = 0
 
-    async def execute(self, call: Call[Any]) -> Any:
+    async def execute(self, call: Call[Any], since: int | None = None) -> Any:
         raise Sent(call)
 
-    async def execute_all(self, calls: list[Call[Any]]) -> Any:
+    async def execute_all(self, calls: list[Call[Any]], since: int | None = None) -> Any:
         raise Sent(calls[0])
 
     async def close(self) -> None:

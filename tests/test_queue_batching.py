@@ -25,9 +25,9 @@ class CountingExecutor(AsyncExecutor):
         super().__init__(client)
         self.calls: list[str] = []
 
-    async def execute(self, call: Call[T]) -> T:
+    async def execute(self, call: Call[T], since: int | None = None) -> T:
         self.calls.append(call.script.name)
-        return await super().execute(call)
+        return await super().execute(call, since)
 
 
 @pytest.fixture

@@ -85,8 +85,6 @@ def test_a_pop_that_waits_for_nothing_returns_empty_after_its_wait(queue: FairQu
 
 def test_stop_waiting_ends_a_wait_at_once(make_queue: Callable[..., FairQueue]) -> None:
     consumer, other = make_queue(), make_queue()
-    if isinstance(consumer.redis, RedisCluster):
-        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
     got: list[list[LeasedTask]] = []
     waiting = threading.Thread(target=lambda: got.append(consumer.pop(wait=60)))
     waiting.start()
@@ -128,8 +126,6 @@ async def test_the_async_client_waits_and_stops_waiting(aqueue: AsyncFairQueue) 
 
 
 async def test_a_stop_ends_a_wait_that_the_server_has_not_seen_yet(aqueue: AsyncFairQueue) -> None:
-    if isinstance(aqueue.redis, AsyncRedisCluster):
-        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
     waiting = asyncio.create_task(aqueue.pop(wait=60))
     await asyncio.sleep(0)  # the pop starts and sends its pipeline; its reply is not read yet
     await aqueue.stop_waiting()
@@ -210,3 +206,38 @@ async def test_stop_waiting_without_the_right_to_unblock_lets_the_wait_run_out(
     finally:
         admin.acl_deluser("no-client")
         admin.close()
+
+
+def test_a_waiting_pop_wakes_when_a_delayed_task_comes_due(queue: FairQueue) -> None:
+    task_id = queue.push(Task(user_id="u", delay=0.5))
+    started = time.monotonic()
+    [leased] = queue.pop(count=1, wait=60)
+    assert leased.task_id == task_id
+    # Due after 0.5 s; without a wake for it the pop would sleep its whole minute.
+    assert time.monotonic() - started < 30
+
+
+async def test_a_waiting_pop_wakes_when_a_rate_window_opens(aqueue: AsyncFairQueue) -> None:
+    await aqueue.set_tenant("u", rate=1, period=0.5)
+    first, second = [await aqueue.push(Task(user_id="u")) for _ in range(2)]
+    [leased] = await aqueue.pop(count=2)
+    assert leased.task_id == first  # the window allows one start per half second
+    started = time.monotonic()
+    [leased] = await aqueue.pop(count=1, wait=60)
+    assert leased.task_id == second
+    assert time.monotonic() - started < 30
+
+
+def test_a_waiting_pop_woken_for_due_work_that_was_taken_waits_on(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    consumer, other = make_queue(), make_queue()
+    consumer.push(Task(user_id="u", delay=0.3))
+    got: list[list[LeasedTask]] = []
+    waiting = threading.Thread(target=lambda: got.append(consumer.pop(wait=60)))
+    waiting.start()
+    wait_for(lambda: other.pop() != [], timeout=30)  # the other one takes the due task
+    wait_for(lambda: blocked(other), timeout=30)  # and the waiting pop waits again
+    pushed = other.push(Task(user_id="v"))
+    waiting.join(timeout=30)
+    assert [task.task_id for task in got[0]] == [pushed]

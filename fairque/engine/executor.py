@@ -139,10 +139,18 @@ class Executor:
         """An executor for ``url`` (else ``$FAIRQUE_REDIS_URL``, else the embedded Valkey)."""
         return cls(sync_client(redis_url(url)))
 
-    def execute(self, call: Call[T]) -> T:
+    @property
+    def stop_count(self) -> int:
+        """How many times :meth:`stop_waits` was called: an operation of several calls
+        notes it when it begins and passes it to each call (``since``), so that a stop
+        made between its calls ends its later waits too."""
+        return self._stops
+
+    def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply. A server that does not answer raises
-        :class:`~fairque.errors.ServerUnavailable` (or ``ServerTimeout``)."""
-        stops = self._stops
+        :class:`~fairque.errors.ServerUnavailable` (or ``ServerTimeout``). A wait ends at
+        once if :meth:`stop_waits` was called since ``stop_count`` was ``since``."""
+        stops = self._stops if since is None else since
         try:
             if self._first:
                 self._send_first(str(call.args[0]))
@@ -156,9 +164,9 @@ class Executor:
         except SERVER_AWAY as exc:
             raise unavailable(self.client, exc) from exc
 
-    def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
+    def execute_all(self, calls: Sequence[Call[Any]], since: int | None = None) -> list[Any]:
         """Sends ``calls`` one after the other; their parsed replies in order."""
-        return [self.execute(call) for call in calls]
+        return [self.execute(call, since) for call in calls]
 
     def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)
@@ -276,9 +284,15 @@ class AsyncExecutor:
             )
         )
 
-    async def execute(self, call: Call[T]) -> T:
+    @property
+    def stop_count(self) -> int:
+        """How many times :meth:`stop_waits` was called (see :attr:`Executor.stop_count`)."""
+        return self._stops
+
+    async def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply (see :meth:`Executor.execute`)."""
-        stops = self._stops  # before anything is awaited: a stop from then on ends the wait
+        # Before anything is awaited: a stop from then on ends the wait.
+        stops = self._stops if since is None else since
         try:
             if self._first:
                 await self._send_first(str(call.args[0]))
@@ -292,11 +306,11 @@ class AsyncExecutor:
         except SERVER_AWAY as exc:
             raise unavailable(self.client, exc) from exc
 
-    async def execute_all(self, calls: Sequence[Call[Any]]) -> list[Any]:
+    async def execute_all(self, calls: Sequence[Call[Any]], since: int | None = None) -> list[Any]:
         """Sends ``calls`` concurrently; their parsed replies in order."""
         if len(calls) == 1:
-            return [await self.execute(calls[0])]
-        return list(await asyncio.gather(*(self.execute(call) for call in calls)))
+            return [await self.execute(calls[0], since)]
+        return list(await asyncio.gather(*(self.execute(call, since) for call in calls)))
 
     async def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)

@@ -80,10 +80,11 @@ class Queue(Closing):
         """Sends a plan's calls, step by step; the operation's value."""
         if isinstance(plan, Call):
             return self.executor.execute(plan)
+        since = self.executor.stop_count  # a stop_waiting() from now on ends its waits
         try:
             step = next(plan)
             while True:
-                step = plan.send(self.executor.execute_all(step))
+                step = plan.send(self.executor.execute_all(step, since))
         except StopIteration as done:
             return cast("T", done.value)
 
@@ -142,8 +143,10 @@ class Queue(Closing):
         With ``wait`` (seconds; one namespace only), it first waits until a tenant may be
         served, at most that long, then pops: at once if one may be served already. On
         one server the pop is queued behind the wait, so it runs the moment work arrives.
-        It may still return [] before ``wait`` has passed, when another worker took the
-        work first; and :meth:`stop_waiting` ends the wait early.
+        Work that comes due without a push (a delayed task, a retry backoff, a tenant's
+        rate window opening) ends the wait too. It may still return [] before ``wait``
+        has passed, when another worker took a pushed task first; and
+        :meth:`stop_waiting` ends the wait early.
 
         A task whose stored record cannot be read is failed (its error names the field)
         instead of being returned; the others are."""

@@ -531,11 +531,14 @@ class QueueOps:
         bound = "" if limit is None else limit
         return self.namespace.call("namespace/reap", (bound, micros), _parse_maintenance)
 
-    def next_due(self) -> Call[float | None]:
-        """Seconds until a scheduled task is due or a lease expires; None if neither exists."""
+    def next_due(self, leases: bool = True) -> Call[float | None]:
+        """Seconds until something becomes ready without a push: a scheduled task comes
+        due, a tenant's rate window opens, or (with ``leases``) a lease expires; None if
+        nothing will."""
         return self.namespace.call(
-            "namespace/due", (), lambda reply: None if reply < 0 else reply / MICROS
-        )
+            "namespace/due", () if leases else ("ready",),
+            lambda reply: None if reply < 0 else reply / MICROS,
+        )  # fmt: skip
 
     def promote(self, limit: int) -> Call[int]:
         """Makes up to ``limit`` due scheduled tasks ready."""

@@ -22,7 +22,9 @@ With one namespace every plan is the namespace's own call.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import time
 import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar, Union
@@ -49,7 +51,7 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
-from fairque.queue.ops import Leased, QueueOps
+from fairque.queue.ops import MIN_POP_WAIT, Leased, QueueOps
 
 T = TypeVar("T")
 P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
@@ -256,24 +258,55 @@ class QueuePlans:
         """Leases up to ``count`` tasks, asking the shards in a rotating order, each only
         for what the ones before it did not give. A task whose record cannot be read is
         failed (its error names the field) instead of being returned."""
-        if wait is not None and self.single is None:
-            raise InvalidInput("wait", "a sharded queue's pop cannot wait: use its wake_channels")
+        if wait is not None:
+            if self.single is None:
+                raise InvalidInput(
+                    "wait", "a sharded queue's pop cannot wait: use its wake_channels"
+                )
+            pop = functools.partial(
+                self.single.pop, count, assigned_users, steal_targets, worker_id, lease_seconds
+            )
+            return (yield from self._pop_waiting(self.single, pop, wait))
         got: list[LeasedTask] = []
         for index in [0] if self.single is not None else self.rotation.next_order():
             ops = self.shards[index]
             wanted = count - len(got) if got else count  # as given: the call checks it
-            call = ops.pop(
-                wanted, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
-            )
-            leased: Leased = (yield [call])[0]
-            if leased.unreadable:
-                yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
+            call = ops.pop(wanted, assigned_users, steal_targets, worker_id, lease_seconds)
+            leased: Leased = yield from self._leased(ops, call)
             if self.single is not None:
                 return leased  # as the script returned it
             got += leased
             if len(got) >= count:
                 break
         return got
+
+    @staticmethod
+    def _leased(ops: QueueOps, call: Call[Leased]) -> Steps[Leased]:
+        """Sends a pop; fails the tasks whose record it could not read."""
+        leased: Leased = (yield [call])[0]
+        if leased.unreadable:
+            yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
+        return leased
+
+    def _pop_waiting(
+        self, ops: QueueOps, pop: Callable[..., Call[Leased]], wait: float
+    ) -> Steps[Leased]:
+        """A pop that waits up to ``wait`` s for a tenant to become servable: for a push
+        (the wake-up token), and no longer than until work comes due without one (a
+        delayed task, a retry backoff, a rate window opening), which the pop itself
+        makes ready. A wait that ends early (a push another worker took first, or
+        ``stop_waiting``) ends the pop; one that ran to a due time goes on waiting."""
+        pop(wait=wait)  # checks every argument before anything is sent
+        deadline = time.monotonic() + wait
+        while True:
+            due = (yield [ops.next_due(leases=False)])[0]
+            left = deadline - time.monotonic()
+            seconds = max(MIN_POP_WAIT, left if due is None else min(left, due))
+            started = time.monotonic()
+            leased = yield from self._leased(ops, pop(wait=seconds))
+            waited = time.monotonic() - started
+            if leased or seconds >= left or waited < seconds:
+                return leased
 
     def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None) -> Plan[list[str]]:
         """Finishes tasks, one call per shard; the ids whose lease was lost."""
