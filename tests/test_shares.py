@@ -291,6 +291,25 @@ def test_shares_route_to_the_tenants_shard(server: Server, namespace: str) -> No
         queue.close()
 
 
+@pytest.mark.parametrize("tenants", [60, 300])  # a small hash comes whole; a large one in parts
+def test_a_page_of_tenants_with_shares_honours_its_limit(queue: FairQueue, tenants: int) -> None:
+    names = {f"t{n:03}" for n in range(tenants)}
+    for name in names:
+        queue.set_tenant(name, weight=2)
+    listed: list[str] = []
+    cursor, pages = 0, 0
+    while True:
+        page = queue.tenants_with_shares(cursor, count=10)
+        assert len(page.tenants) <= 10
+        listed += [shares.tenant for shares in page.tenants]
+        pages += 1
+        cursor = page.cursor
+        if not cursor:
+            break
+    assert sorted(listed) == sorted(names)  # each once
+    assert pages <= tenants // 10 + 2  # pages are full but where a scan batch ends
+
+
 def test_the_fairness_view_counts_starts_and_waits_per_tenant(queue: FairQueue) -> None:
     assert queue.fairness().starts == 0
     push(queue, "big", 30)

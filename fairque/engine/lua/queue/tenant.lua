@@ -8,7 +8,8 @@
 --   'get' tenant
 --   'set' tenant, n, then n times: a field's name, its value ('' keeps it), its lowest
 --         and highest value (fairque/queue/shares.py's table; period in us, paused 0/1)
---   'list' cursor, count: a page of the tenants whose shares are not all defaults
+--   'list' cursor, count: a page of at most count tenants whose shares are not all
+--         defaults
 -- Returns, for 'get' and 'set', the tenant's row (shares_row in include/ready.lua); for
 -- 'list', {next cursor, tenant, row, tenant, row...}.
 --@include ready
@@ -23,12 +24,30 @@ end
 
 local op = ARGV[2]
 if op == 'list' then
-  local scan = redis.call('HSCAN', K.shares, ARGV[3], 'COUNT', tonumber(ARGV[4]))
-  local reply = {scan[1]}
-  for i = 1, #scan[2], 2 do
-    reply[#reply + 1] = scan[2][i]
-    reply[#reply + 1] = shares_row(scan[2][i])
-  end
+  -- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `count`
+  -- of its batches' entries: the cursor is HSCAN's times SPLIT plus the entries of that
+  -- batch already given. A page fills from the batches after it too.
+  local SPLIT = 1048576
+  local count = tonumber(ARGV[4])
+  local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
+  local skip = tonumber(ARGV[3]) % SPLIT
+  local reply, given = {0}, 0
+  repeat
+    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', count)
+    local entries = scan[2]
+    local at = 2 * skip + 1
+    while at < #entries and given < count do
+      reply[#reply + 1] = entries[at]
+      reply[#reply + 1] = shares_row(entries[at])
+      given, at = given + 1, at + 2
+    end
+    if at < #entries then -- the page is full inside this batch
+      reply[1] = scan_cursor * SPLIT + (at - 1) / 2
+      break
+    end
+    scan_cursor, skip = tonumber(scan[1]), 0
+    reply[1] = scan_cursor * SPLIT
+  until scan_cursor == 0 or given >= count
   return done(reply)
 end
 local tenant = ARGV[3]
