@@ -44,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "one_engine: the code it tests is the same on every engine (the HTTP "
         "layer, a long stress run): run it on the embedded Valkey only",
     )  # fmt: skip
+    config.addinivalue_line("markers", "long: takes half a minute or more: run it first")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -60,7 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (dropped if left_out else chosen).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = chosen
+    # The longest tests first: started last, one of them would keep a process busy after
+    # the others ran out of tests (the order within each group is kept).
+    items[:] = sorted(chosen, key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(autouse=True)

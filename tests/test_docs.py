@@ -237,6 +237,7 @@ def session(tmp_path: Path) -> Iterator[Session]:
             shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
 def test_every_block_meant_to_run_runs(doc: Path, session: Session) -> None:
     blocks, _links = parse(doc)

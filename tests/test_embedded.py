@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from fairque import EmbeddedServerError, FairQueue, Task
 from fairque.config import URL_ENV, redis_url
@@ -17,6 +19,7 @@ from fairque.servers.embedded import (
     HOME_ENV,
     LocalServer,
     ensure_server,
+    free_port,
     home,
     server_pid,
     stop_server,
@@ -117,3 +120,26 @@ def test_a_server_that_cannot_start_says_why() -> None:
     with pytest.raises(EmbeddedServerError, match="did not answer"):
         server.start(timeout=0.3)
     server.close()
+
+
+def test_a_local_server_whose_chosen_port_was_taken_meanwhile_takes_another() -> None:
+    server = LocalServer(cluster_bus=True)
+    with socket.socket() as taken:  # another process's socket, between choice and start
+        taken.bind(("127.0.0.1", server.port))
+        taken.listen()
+        chosen = server.port
+        with server:
+            assert server.port != chosen
+            assert redis.Redis.from_url(server.url).ping()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        given = LocalServer(port=taken.getsockname()[1])  # a port the caller gave: kept
+        with pytest.raises(EmbeddedServerError, match="could not listen"):
+            given.start(timeout=600)  # seen as the server exits, not as a wait run out
+        given.close()
+
+
+def test_free_ports_are_below_the_ones_outgoing_connections_get() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(free_port() < low for _ in range(20))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,19 +32,13 @@ from fairque.http.master import MasterConfig, create_master
 from fairque.http.protocol import ResultFrames, result_frame
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
 from fairque.jobs import Success
-from fairque.servers.embedded import LocalServer
+from fairque.servers.embedded import LocalServer, free_port
 from fairque.worker import registry
 from tests.conftest import wait_for
 
 MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 REPO = Path(__file__).parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

@@ -20,8 +20,8 @@ import pytest
 from fairque import QueueSettings
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.openapi import openapi_document
-from fairque.servers.embedded import LocalServer
-from tests.test_http_workers import free_port, serving
+from fairque.servers.embedded import LocalServer, free_port
+from tests.test_http_workers import serving
 
 REPO = Path(__file__).parent.parent
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
@@ -45,6 +45,8 @@ class Counting:
 
 
 @pytest.mark.one_engine  # the HTTP layer is the same on every engine: fuzzed once
+@pytest.mark.long
+@pytest.mark.timeout(900)  # bounded by its count of examples; a busy machine takes longer
 @pytest.mark.parametrize(
     ("token", "accept"), [(None, "application/msgpack"), ("s3cret", "application/json")]
 )

@@ -60,6 +60,7 @@ def stop(processes: list[subprocess.Popen[str]]) -> None:
 # Half a minute of wall time, once: the scheduler's scripts are the same on every engine,
 # and racing instances are tested on each (test_scheduler.py).
 @pytest.mark.one_engine
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_three_instances_for_half_a_minute_submit_every_run_exactly_once(
     start_scheduler: Start, server: LocalServer, namespace: str

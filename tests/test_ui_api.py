@@ -20,9 +20,9 @@ from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.queue.shares import SHARES
 from fairque.scheduler import TaskScheduler
-from fairque.servers.embedded import LocalServer
+from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import namespace_keys, wait_for
-from tests.test_http_workers import free_port, serving
+from tests.test_http_workers import serving
 
 JSON = {"accept": "application/json"}
 

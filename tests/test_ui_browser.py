@@ -33,8 +33,8 @@ from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.scheduler import TaskScheduler
-from fairque.servers.embedded import LocalServer
-from tests.test_http_workers import free_port, serving
+from fairque.servers.embedded import LocalServer, free_port
+from tests.test_http_workers import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ HOME_ENV = "FAIRQUE_HOME"
 SOCKET_NAME = "valkey.sock"
 PID_NAME = "valkey.pid"
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+PORT_ATTEMPTS = 5  # ports a LocalServer tries when the one it chose was taken meanwhile
 
 
 def home() -> Path:
@@ -66,11 +68,21 @@ def _ping(address: Address) -> bool:
         return False
 
 
-def _wait_until_up(address: Address, timeout: float, log: Path) -> None:
+class _PortTaken(Exception):  # noqa: N818 - control flow inside this module
+    """A local server could not listen on a port chosen for it (taken since)."""
+
+
+def _wait_until_up(
+    address: Address, timeout: float, log: Path, process: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not _ping(address):
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        if process is not None and process.poll() is not None:
+            if "Address already in use" in tail or "Failed listening on port" in tail:
+                raise _PortTaken(tail)
+            raise EmbeddedServerError(f"the server exited ({process.returncode}):\n{tail}")
         if time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise EmbeddedServerError(f"the server did not answer within {timeout} s:\n{tail}")
         time.sleep(0.02)
 
@@ -166,11 +178,30 @@ def stop_server(folder: Path | None = None, timeout: float = 10.0) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the system gives outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port that was free on 127.0.0.1 a moment ago, for a server about to start.
+
+    Chosen at random below the ports the system gives outgoing connections, so that no
+    client socket takes it before the server listens (test processes running side by
+    side open many); :class:`LocalServer` tries another one if it was taken anyway."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = random.randrange(max(1024, low // 2), low) if low > 2048 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise EmbeddedServerError("no free TCP port found on 127.0.0.1")
 
 
 class LocalServer(Closeable):
@@ -189,35 +220,55 @@ class LocalServer(Closeable):
         appendonly: bool = False,
         port: int = 0,
         options: Sequence[str] = (),
+        cluster_bus: bool = False,
     ) -> None:
         self.binary = str(binary or valkey_binary())
         self.appendonly = appendonly
         self.options = list(options)  # more server arguments, e.g. cluster mode
+        self.chosen = not port  # a port of our choosing: another is tried if it is taken
         self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}"
+        # A cluster node's bus port is chosen too: port + 10000 may be taken.
+        self.bus_port = free_port() if cluster_bus else None
         self.folder = Path(tempfile.mkdtemp(prefix="fairque-server-"))
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT``."""
+        return f"redis://127.0.0.1:{self.port}"
 
     def open(self) -> LocalServer:
         """Starts it: ``with LocalServer() as server`` (:meth:`close` stops it)."""
         return self.start()
 
     def start(self, timeout: float = 10.0) -> LocalServer:
-        """Starts the server and waits until it answers."""
+        """Starts the server and waits until it answers. A port of its own choosing that
+        was taken meanwhile (another process's) is replaced, a few times at most."""
         log = self.folder / "server.log"
-        command = [
-            self.binary,
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", str(self.folder),
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--logfile", str(log),
-            *self.options,
-        ]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        _wait_until_up(("127.0.0.1", self.port), timeout, log)
-        return self
+        for attempt in range(PORT_ATTEMPTS):
+            log.unlink(missing_ok=True)
+            bus = [] if self.bus_port is None else ["--cluster-port", str(self.bus_port)]
+            command = [
+                self.binary,
+                "--bind", "127.0.0.1",
+                "--port", str(self.port),
+                "--dir", str(self.folder),
+                "--save", "",
+                "--appendonly", "yes" if self.appendonly else "no",
+                "--logfile", str(log),
+                *self.options, *bus,
+            ]  # fmt: skip
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+            try:
+                _wait_until_up(("127.0.0.1", self.port), timeout, log, self.process)
+            except _PortTaken as exc:
+                if not self.chosen or attempt + 1 == PORT_ATTEMPTS:
+                    raise EmbeddedServerError(f"the server could not listen:\n{exc}") from None
+                self.port = free_port()
+                self.bus_port = None if self.bus_port is None else free_port()
+                continue
+            return self
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def stop(self) -> None:
         """Stops the server (only the process this object started)."""

@@ -20,7 +20,7 @@ import redis
 
 from fairque.closing import Closeable
 from fairque.errors import EmbeddedServerError
-from fairque.servers.embedded import LocalServer, free_port, valkey_binary
+from fairque.servers.embedded import LocalServer, valkey_binary
 
 CREATE_TIMEOUT = 60.0
 
@@ -63,12 +63,14 @@ class LocalCluster(Closeable):
             "--repl-diskless-sync-delay", "0",
         ]  # fmt: skip
         self.nodes = [
-            # The cluster bus port is chosen too: port + 10000 may be taken.
-            LocalServer(self.binary, options=[*options, "--cluster-port", str(free_port())])
+            LocalServer(self.binary, options=options, cluster_bus=True)
             for _ in range(masters * (1 + replicas))
         ]
-        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
-        self.url = f"redis+cluster://{hosts}"
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://`` naming every node (known once they started)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
 
     def open(self) -> LocalCluster:
         """Starts it: ``with LocalCluster() as server`` (:meth:`close` stops it)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fairque.closing import Closeable
 from fairque.errors import FairQueueError
+from fairque.servers.embedded import free_port
 
 START_TIMEOUT = 30.0  # seconds for the server to answer after it was started
 STOP_TIMEOUT = 10.0
@@ -33,13 +34,6 @@ class TarantoolNotStarted(FairQueueError):  # noqa: N818
 
 def find_binary() -> str | None:
     return shutil.which("tarantool")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _greets(port: int) -> bool:
@@ -61,7 +55,7 @@ class LocalTarantool(Closeable):
         self.binary = found
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fairque-tarantool-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
