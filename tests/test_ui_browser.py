@@ -586,3 +586,108 @@ def test_the_throughput_chart_is_drawn_as_the_page_opens(
         wait(browser, lambda: count(browser, "finished") == "10")
         assert points(browser) >= 2
         assert "Collecting samples" not in text_of(browser, "#live")
+
+
+# Every word of a table cell or a button that the browser broke over two lines.
+BROKEN_WORDS = """
+    const broken = [];
+    for (const cell of document.querySelectorAll("#view td, #view button")) {
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const match of node.data.matchAll(/\\S+/g)) {
+                const range = document.createRange();
+                range.setStart(node, match.index);
+                range.setEnd(node, match.index + match[0].length);
+                const lines = new Set(Array.from(range.getClientRects(), (r) => Math.round(r.top)));
+                if (lines.size > 1) broken.push(match[0]);
+            }
+        }
+    }
+    return broken;
+"""
+# The sideways-scrolling table boxes: whether each goes on past its box, and its cue.
+TABLE_BOXES = """
+    return Array.from(document.querySelectorAll("#view .table-scroll"), (box) => ({
+        wider: box.scrollWidth > box.clientWidth + 1,
+        more: box.dataset.more || "",
+        mask: getComputedStyle(box).maskImage || getComputedStyle(box).webkitMaskImage,
+    }));
+"""
+PAGES_WITH_WORDS = {
+    "/tenants": "#live table",
+    "/tasks?state=failed": "#task-list .last-error",
+    "/tasks?state=queued": "#task-list",
+    "/overview": "#live table",
+    "/workers": "#queue-workers",
+}
+
+
+def _tenants_and_failures(queue: FairQueue) -> None:
+    for tenant in ("acme", "globex", "initech"):
+        queue.push_many([Task(user_id=tenant, name="render_report") for _ in range(482)])
+    queue.set_tenant("globex", paused=True)
+    queue.set_tenant("acme", weight=3, concurrency=20, rate=100, period=60)
+    for task in queue.pop(count=3, worker_id="worker-1"):
+        queue.fail(task, "upstream timed out after 30 s", retry=False)
+    queue.register_worker(WorkerInfo("worker-1", "build-01", 4100, ("render_report",), 8, 3, 0), 60)
+
+
+def test_at_1280_pixels_no_word_or_number_is_broken(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    _tenants_and_failures(queue)
+    for route, shown in PAGES_WITH_WORDS.items():
+        ui(route)
+        element(browser, shown)
+        assert browser.execute_script(BROKEN_WORDS) == [], route
+
+
+def test_at_420_pixels_words_stay_whole_and_a_wide_table_shows_it_scrolls(
+    narrow: None, ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    _tenants_and_failures(queue)
+    wide = 0
+    for route, shown in PAGES_WITH_WORDS.items():
+        ui(route)
+        element(browser, shown)
+        assert browser.execute_script(BROKEN_WORDS) == [], route
+        for box in browser.execute_script(TABLE_BOXES):
+            if box["wider"]:  # a cue on its right edge, where it goes on
+                wide += 1
+                assert box["more"] == "right", (route, box)
+                assert box["mask"] not in ("", "none"), (route, box)
+            else:
+                assert box["more"] == "", (route, box)
+    assert wide  # the tenants' table, at least, is wider than a phone
+    ui("/tenants")
+    element(browser, "#live table")
+    browser.execute_script("document.querySelector('#view .table-scroll').scrollLeft = 1e6")
+    wait(browser, lambda: browser.execute_script(TABLE_BOXES)[0]["more"] == "left")
+
+
+def test_the_header_names_the_namespace_whichever_page_opens_first(
+    ui: Callable[[str], None], browser: webdriver.Chrome, namespace: str
+) -> None:
+    for route in ("/tasks?state=failed", "/fairness"):
+        ui(route)
+        browser.refresh()  # a fresh page: nothing learned from an earlier one
+        wait(browser, lambda: text_of(browser, "#namespace") == f"namespace {namespace}")
+
+
+def test_a_chart_fills_its_card(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    ui("/overview")
+    for _ in range(3):  # samples two seconds apart, so that the chart has a line
+        drawn = points(browser)
+        queue.push_many([Task(user_id="acme") for _ in range(5)])
+        for task in queue.pop(count=5):
+            queue.finish(task)
+        wait(browser, partial(lambda before: points(browser) > before, drawn))
+    share = browser.execute_script("""
+        const figure = document.querySelector("figure.chart");
+        const axis = figure.querySelector("line.axis").getBoundingClientRect();
+        const inner = figure.clientWidth - 2 * parseFloat(getComputedStyle(figure).paddingLeft);
+        return axis.width / inner;
+    """)
+    assert share > 0.85  # the x axis spans the card, less the room for the y labels

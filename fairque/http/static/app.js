@@ -1,7 +1,7 @@
 // The fairque Web UI: a page per hash route, refreshed by polling.
 import { ApiError, api, post, put, setToken, stream } from "./api.js";
 import { shareChart, throughputChart } from "./chart.js";
-import { h, link, table, when } from "./dom.js";
+import { h, link, table, watchOverflow, when } from "./dom.js";
 
 const REFRESH_MS = 1500;
 const RECONNECT_MS = 2000; // after a stream ends (a restart of the server, a network blip)
@@ -27,6 +27,19 @@ async function learnAccess() {
     document.body.dataset.token = tokenRequired ? "required" : "none";
   } catch {
     // The server is away: asked again at the next refresh.
+  }
+}
+
+function showNamespace(namespace) {
+  document.getElementById("namespace").textContent = `namespace ${namespace}`;
+}
+
+// The header names the namespace whichever page opens first (the overview has it).
+async function learnNamespace() {
+  try {
+    showNamespace((await api("/overview")).namespace);
+  } catch {
+    // The server is away, or the token was refused: the next page load asks again.
   }
 }
 
@@ -112,7 +125,7 @@ function requeueButton(userId) {
 const pages = {
   async overview(live) {
     const data = await api("/overview");
-    document.getElementById("namespace").textContent = `namespace ${data.namespace}`;
+    showNamespace(data.namespace);
     live.replaceChildren(
       h("h1", {}, "Overview"),
       stateCards(data.states),
@@ -574,6 +587,7 @@ async function startStream(page, live) {
 function showChrome(name) {
   document.getElementById("nav").hidden = false;
   showLogout();
+  if (!document.getElementById("namespace").textContent) learnNamespace();
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === `#/${name}`);
 }
 
@@ -618,5 +632,6 @@ window.addEventListener("hashchange", () => {
   document.getElementById("flash").hidden = true;
   open();
 });
+watchOverflow(view);
 await learnAccess();
 open();

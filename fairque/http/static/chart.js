@@ -1,8 +1,14 @@
 // The throughput chart: tasks per second over the last minutes, as inline SVG.
 import { h, svg } from "./dom.js";
 
-const WIDTH = 640;
 const HEIGHT = 180;
+
+// As wide as the card it is drawn in, so that it fills the card and its text keeps its
+// size: the view's width less the card's padding and border (at least 320).
+function chartWidth() {
+  const view = document.getElementById("view");
+  return Math.max(320, Math.round((view ? view.clientWidth : 640) - 24));
+}
 const PAD = 32;
 const SERIES = [
   ["pushed", "series-pushed"],
@@ -14,6 +20,7 @@ export function throughputChart(rates) {
   if (rates.length < 2) {
     return h("p", { class: "muted empty" }, "Collecting samples: the chart starts in a few seconds.");
   }
+  const WIDTH = chartWidth();
   const first = rates[0].at;
   const span = Math.max(rates[rates.length - 1].at - first, 1);
   const top = Math.max(1, ...rates.flatMap((r) => [r.pushed, r.finished, r.failed]));
@@ -56,6 +63,7 @@ export function shareChart(history, tenants) {
   if (history.every((m) => m.starts === 0)) {
     return h("p", { class: "muted empty", id: "share-chart" }, "No task has started in this window yet.");
   }
+  const WIDTH = chartWidth();
   const named = tenants.slice(0, SHARE_SERIES);
   const share = (starts, i) => (history[i].starts ? (100 * starts) / history[i].starts : 0);
   const series = named.map((t, n) => [t.tenant, `share-${n}`, t.starts_by_minute.map(share)]);

@@ -27,7 +27,8 @@ function fill(element, attributes, children) {
 export function when(seconds) {
   if (seconds === null || seconds === undefined) return "—";
   const date = new Date(typeof seconds === "number" ? seconds * 1000 : seconds);
-  return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  // A no-break space: a time wraps as one word.
+  return date.toISOString().replace("T", "\u00a0").replace(/\.\d+Z$/, "Z");
 }
 
 // A table in a box of its own that scrolls sideways when the table is wider than the
@@ -41,11 +42,36 @@ export function table(columns, rows, empty = "Nothing here.", id = undefined) {
       "table",
       { id },
       h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
-      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
+      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", whole(cell), cell))))),
     ),
   );
 }
 
+// A cell of one word (an id, a name, a number, a state, a time) is never broken, not
+// even at a hyphen ("worker-1"): a table too wide for its box scrolls in it instead.
+function whole(cell) {
+  const text = cell instanceof Node ? cell.textContent : String(cell ?? "");
+  return /[ \t\n]/.test(text) ? {} : { class: "whole" }; // a no-break space joins
+}
+
 export function link(href, text) {
   return h("a", { href }, text);
+}
+
+// Marks each sideways-scrolling table box with where its table goes on past it ("left",
+// "right", "both" or ""), which the style sheet shows as a faded edge: a cue to scroll.
+export function markOverflow(root) {
+  for (const box of root.querySelectorAll(".table-scroll")) {
+    const left = box.scrollLeft > 1;
+    const right = box.scrollLeft + box.clientWidth < box.scrollWidth - 1;
+    box.dataset.more = left && right ? "both" : left ? "left" : right ? "right" : "";
+  }
+}
+
+// Keeps the marks of ``root``'s table boxes current as it changes, scrolls and resizes.
+export function watchOverflow(root) {
+  const mark = () => markOverflow(root);
+  new MutationObserver(mark).observe(root, { childList: true, subtree: true });
+  root.addEventListener("scroll", mark, true);
+  window.addEventListener("resize", mark);
 }
