@@ -27,7 +27,7 @@ REPO = Path(__file__).parent.parent
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # Test cases per operation and phase (--max-examples): a count, not a time budget, so a
 # loaded machine does the same work, only slower.
-EXAMPLES = 10
+EXAMPLES = 5
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
 
@@ -89,6 +89,6 @@ def test_every_schemathesis_check_passes(
     # The schema has no examples, so that phase has nothing to run.
     assert phases == {"examples": "skip", "coverage": "success", "fuzzing": "success",
                       "stateful": "success"}, phases  # fmt: skip
-    assert counting.requests > 100  # it did fuzz (about 1,000 on a quiet 2-core machine)
+    assert counting.requests > 100  # it did fuzz (about 500 on a quiet 2-core machine)
     print(f"schemathesis, token={token!r}, {accept}: {summary['test_cases']['generated']} "
           f"test cases, {counting.requests} requests, 0 failures")  # fmt: skip

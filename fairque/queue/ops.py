@@ -536,7 +536,7 @@ class QueueOps:
         due, a tenant's rate window opens, or (with ``leases``) a lease expires; None if
         nothing will."""
         return self.namespace.call(
-            "namespace/due", () if leases else ("ready",),
+            "namespace/due", ("" if leases else "ready",),
             lambda reply: None if reply < 0 else reply / MICROS,
         )  # fmt: skip
 

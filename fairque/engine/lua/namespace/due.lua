@@ -5,7 +5,7 @@
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] 'ready' to leave out the leases: what a pop makes ready by itself (a waiting
---         pop wakes for that; an expired lease waits for the maintenance round)
+--         pop wakes for that; an expired lease waits for the maintenance round), or ''
 -- Returns microseconds (0: now), or -1 for nothing.
 --@include base
 
