@@ -35,9 +35,11 @@ from fairque.cli.common import (
     serve_metrics,
     server_name,
     setup_logging,
+    warn,
     when,
 )
 from fairque.config import URL_ENV
+from fairque.engine.eviction import eviction_warning
 from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
@@ -290,6 +292,8 @@ def stats(
     printed as it comes (tab-separated, a blank line between), and SIGTERM ends it.
     """
     with open_queue(url, namespace, shards) as queue:
+        if warning := eviction_warning(queue.redis):
+            warn(warning)
         if as_json:
             print_json(_stats_json(queue.stats()))
             return

@@ -22,6 +22,7 @@ from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings, redis_url
 from fairque.engine.batching import Batcher
+from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.executor import AsyncExecutor
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
@@ -138,6 +139,8 @@ class Master:
         try:  # say at once whether the server is there; the routes answer 503 until it is
             await executor.ping()
             log.info("the master uses %s, namespace %s", self.outage.server, config.namespace)
+            if warning := await async_eviction_warning(executor.client):
+                log.warning("%s", warning)
         except OUTAGE as exc:
             self.outage.failed(exc)
         self._queue = AsyncFairQueue(

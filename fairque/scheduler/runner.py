@@ -32,6 +32,7 @@ from typing import Any
 from fairque.config import QueueSettings
 from fairque.engine.calls import MICROS
 from fairque.engine.connect import server_address
+from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.executor import AsyncExecutor, Executor
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
@@ -94,9 +95,12 @@ class SchedulerRunner:
         """Raises :class:`FairQueueError` naming the server if it does not answer."""
         try:
             await self.executor.execute(self.ops.read([]))
+            warning = await async_eviction_warning(self.executor.client)
         except OUTAGE as exc:
             address = server_address(self.executor.client)
             raise FairQueueError(f"cannot reach the server at {address}: {exc}") from None
+        if warning:
+            log.warning("%s", warning)
 
     async def run(self, handle_signals: bool = False) -> None:
         """Runs until :meth:`stop` (or SIGTERM / SIGINT with ``handle_signals``). Checks

@@ -122,6 +122,7 @@ def ensure_server(folder: Path | None = None, timeout: float = 10.0) -> str:
             "--dir", str(folder / "data"),
             "--appendonly", "yes",
             "--appendfsync", "everysec",
+            "--maxmemory-policy", "noeviction",  # never drop a task key (eviction.py)
             "--save", "",
             "--daemonize", "yes",
             "--pidfile", str(folder / PID_NAME),

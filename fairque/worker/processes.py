@@ -31,7 +31,8 @@ def run_processes(config: WorkerConfig, count: int, modules: Sequence[str]) -> i
     children = []
     for n in range(1, count + 1):
         values = config.model_copy(update={"id": f"{config.id}-{n}"}).model_dump(mode="json")
-        env = {**os.environ, CHILD_ENV: json.dumps({"config": values, "modules": list(modules)})}
+        child = {"config": values, "modules": list(modules), "first": n == 1}
+        env = {**os.environ, CHILD_ENV: json.dumps(child)}
         # A session of its own: a terminal's Ctrl-C reaches the parent only, which forwards
         # it once. Reaching both, one Ctrl-C would count as two (a stop without grace).
         command = [sys.executable, "-m", "fairque.worker.processes"]
@@ -56,7 +57,8 @@ def main() -> None:
     sys.path.insert(0, os.getcwd())  # --tasks modules of the current directory, as the parent
     for module in given["modules"]:
         importlib.import_module(module)
-    Worker(WorkerConfig.model_validate(given["config"])).run()
+    config = WorkerConfig.model_validate(given["config"])
+    Worker(config, check_eviction=given["first"]).run()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
+from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.waiting import wait_event
@@ -100,8 +101,13 @@ class Worker:
         functions: Registry | None = None,
         queue: AsyncQueue | None = None,
         metrics: Observer | None = None,
+        *,
+        check_eviction: bool = True,
     ) -> None:
         self.config = config
+        # Whether it says, at its start, that the server may evict task keys (one of the
+        # processes of `fairque worker --processes N` says it for all).
+        self.check_eviction = check_eviction
         self.functions = functions or registry
         self._queue = queue
         self.metrics = metrics  # task durations go to fairque_task_duration_seconds
@@ -203,6 +209,8 @@ class Worker:
         heartbeat = asyncio.create_task(self._heartbeat(queue))
         maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
+        if self.check_eviction:
+            await self._warn_of_eviction(queue)
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
         try:
             await self._fetch(queue, wake)
@@ -233,6 +241,15 @@ class Worker:
             if self._sync_queue is not None:
                 self._sync_queue.close()
             log.info("worker %s stopped", config.id)
+
+    async def _warn_of_eviction(self, queue: AsyncQueue) -> None:
+        """Says once, at the start, if the server may evict task keys (eviction.py)."""
+        try:
+            warning = await async_eviction_warning(queue.redis)
+        except OUTAGE:
+            return  # the fetch loop says the server is away, and waits for it
+        if warning:
+            log.warning("%s", warning)
 
     async def _subscribe_when_reachable(self, queue: AsyncQueue) -> PubSub | None:
         """The wake subscription, once the server answers: a worker started before its
