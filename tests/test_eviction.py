@@ -83,17 +83,22 @@ def test_stats_warns_in_one_line(lru_server: LocalServer, namespace: str) -> Non
 
 @pytest.mark.one_engine
 @pytest.mark.parametrize(
-    "command",
+    ("command", "started", "starts"),
     [
-        ["worker", "--tasks", "tasks"],
-        ["worker", "--tasks", "tasks", "--processes", "2"],  # one of them says it
-        ["scheduler", "run"],
-        ["master", "--port", "0"],
+        (["worker", "--tasks", "tasks"], "started (concurrency", 1),
+        (["worker", "--tasks", "tasks", "--processes", "2"], "started (concurrency", 2),
+        (["scheduler", "run"], " started", 1),  # its signal handlers are set by then
+        (["master", "--port", "0"], "(Ctrl-C stops)", 1),
     ],
     ids=["worker", "worker-processes", "scheduler", "master"],
 )
-def test_long_running_commands_warn_once_when_they_start(
-    command: list[str], lru_server: LocalServer, namespace: str, tmp_path: Path
+def test_long_running_commands_warn_once_when_they_start(  # noqa: PLR0917 - parameters
+    command: list[str],
+    started: str,
+    starts: int,
+    lru_server: LocalServer,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     (tmp_path / "tasks.py").write_text(TASKS)
     log = tmp_path / "stderr.txt"
@@ -102,6 +107,8 @@ def test_long_running_commands_warn_once_when_they_start(
         process = subprocess.Popen([*CLI, *args], cwd=tmp_path, stderr=stderr,
                                    stdout=subprocess.DEVNULL, text=True)  # fmt: skip
     try:
+        # Every process up (a worker process still starting would die of the signal).
+        wait_for(lambda: log.read_text().count(started) >= starts, timeout=60)
         wait_for(lambda: "allkeys-lru" in log.read_text(), timeout=60)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0

@@ -180,7 +180,9 @@ def test_maintenance_covers_every_shard(sharded: ShardedQueue) -> None:
     names = tenants_by_shard(1)
     delay = timedelta(milliseconds=50)
     sharded.push_many([Task(user_id=names[shard][0], delay=delay) for shard in range(SHARDS)])
-    assert 0 <= (sharded.next_due() or -1) <= 0.05
+    due = sharded.next_due()  # 0 once the delay has passed, as on a busy machine
+    assert due is not None
+    assert 0 <= due <= 0.05
     adds_up(sharded.promote, SHARDS)
     assert len(sharded.pop(count=SHARDS, lease_seconds=0.05)) == SHARDS
     adds_up(lambda: sharded.reap().expired, SHARDS)
