@@ -16,7 +16,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task, TaskState
 from fairque.servers.embedded import LocalServer
 from tests.conftest import REDIS, namespace_keys, until, wait_for
 
@@ -228,16 +228,22 @@ async def test_a_waiting_pop_wakes_when_a_rate_window_opens(aqueue: AsyncFairQue
     assert time.monotonic() - started < 30
 
 
-def test_a_waiting_pop_woken_for_due_work_that_was_taken_waits_on(
+def test_a_waiting_pop_woken_for_due_work_it_cannot_take_waits_on(
     make_queue: Callable[..., FairQueue],
 ) -> None:
     consumer, other = make_queue(), make_queue()
+    consumer.set_tenant("u", concurrency=1)
+    consumer.push(Task(user_id="u"))
+    [running] = other.pop()  # u is at its limit while this runs
     consumer.push(Task(user_id="u", delay=0.3))
     got: list[list[LeasedTask]] = []
     waiting = threading.Thread(target=lambda: got.append(consumer.pop(wait=60)))
     waiting.start()
-    wait_for(lambda: other.pop() != [], timeout=30)  # the other one takes the due task
-    wait_for(lambda: blocked(other), timeout=30)  # and the waiting pop waits again
+    # At 0.3 s the waiting pop wakes and makes the task ready, which u may not start yet...
+    wait_for(lambda: other.stats().states[TaskState.QUEUED] == 1, timeout=30)
+    wait_for(lambda: blocked(other), timeout=30)  # ...so it waits on
+    assert waiting.is_alive()
     pushed = other.push(Task(user_id="v"))
     waiting.join(timeout=30)
     assert [task.task_id for task in got[0]] == [pushed]
+    other.finish(running)
