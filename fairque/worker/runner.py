@@ -565,14 +565,19 @@ class Worker:
         )
 
     async def _heartbeat(self, queue: AsyncQueue) -> None:
-        """Keeps the leases of running tasks ahead of their deadline."""
-        while True:
-            await asyncio.sleep(self.config.lease_seconds / 3)
-            try:
-                for leased, job in list(self._running.values()):
-                    await self._extend(queue, leased, job)
-            except OUTAGE as exc:
-                log.warning("cannot extend leases (%s); trying at the next beat", exc)
+        """Keeps the leases of running tasks ahead of their deadline, until the worker
+        stops. The stop flag ends it, not only its cancellation: redis-py may turn a
+        cancellation in the middle of a call into a connection error, which the loop
+        would take for an outage and go on."""
+        while not await wait_event(self._stopping, self.config.lease_seconds / 3):
+            await self._extend_all(queue)
+
+    async def _extend_all(self, queue: AsyncQueue) -> None:
+        try:
+            for leased, job in list(self._running.values()):
+                await self._extend(queue, leased, job)
+        except OUTAGE as exc:
+            log.warning("cannot extend leases (%s); trying at the next beat", exc)
 
     async def _extend(self, queue: AsyncQueue, leased: LeasedTask, job: asyncio.Task[None]) -> None:
         try:
