@@ -24,9 +24,10 @@ from rich.table import Table
 from fairque.config import URL_ENV, QueueSettings
 from fairque.queue import AsyncFairQueue
 from fairque.queue.models import Priority, Task
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.functions import Registry, task
+from fairque.runners.fair_worker.runner import Worker
 from fairque.servers.embedded import LocalServer
-from fairque.worker import Worker, WorkerConfig
-from fairque.worker.functions import Registry, task
 
 BIG = "big"
 WORKERS = 2

@@ -4,10 +4,12 @@ Every import inside ``fairque/`` is read from the source (those inside functions
 under ``TYPE_CHECKING`` too: a lazy import is a dependency all the same). Each module
 belongs to one layer, top to bottom:
 
-- the package's public face (``fairque``: re-exports);
+- the package's public face (``fairque``, ``fairque.worker`` and
+  ``fairque.storage.worker``: re-exports);
 - adapters: the CLI, the HTTP services, the metrics, the demo;
-- runners: the fair worker, the storage worker, the scheduler's run loop (with seed
-  002's ``TaskScheduler``, the schedules' client that also runs an instance);
+- runners (``fairque.runners``): the fair worker, the storage worker, the Manager, the
+  scheduler's run loop (with seed 002's ``TaskScheduler``, the schedules' client that
+  also runs an instance);
 - entry points: each one's ops, models and clients (queue, jobs, scheduler, storage);
 - the engine: scripts, keys, calls, codecs, connections, executors, settings;
 - the local servers (development and tests);
@@ -31,16 +33,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fairque"
 
 # (layer, the modules in it: a name covers the module and everything below it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("public face", ("fairque",)),
+    # fairque.worker and fairque.storage.worker: the runners' public paths.
+    ("public face", ("fairque", "fairque.worker", "fairque.storage.worker")),
     ("adapters", ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.demo")),
-    (
-        "runners",
-        (
-            "fairque.worker",
-            "fairque.storage.worker",
-            "fairque.scheduler.runner",
-        ),
-    ),
+    ("runners", ("fairque.runners",)),
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),
     ("local servers", ("fairque.servers",)),
@@ -181,9 +177,11 @@ def test_the_cycle_finder_finds_cycles(
 
 def test_an_upward_import_would_be_seen() -> None:
     # What the storage worker did before it reported to an observer.
-    graph = {**GRAPH, "fairque.storage.worker": {"fairque.metrics"}}
-    assert upward(graph) == ["fairque.storage.worker (runners) imports fairque.metrics (adapters)"]
-    assert "fairque.engine.observer" in GRAPH["fairque.storage.worker"]
+    graph = {**GRAPH, "fairque.runners.storage_worker": {"fairque.metrics"}}
+    assert upward(graph) == [
+        "fairque.runners.storage_worker (runners) imports fairque.metrics (adapters)"
+    ]
+    assert "fairque.engine.observer" in GRAPH["fairque.runners.storage_worker"]
 
 
 def test_every_public_class_name_is_unique() -> None:

@@ -19,11 +19,11 @@ from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli import app
 from fairque.metrics import Metrics
 from fairque.queue.client import open_queue
+from fairque.runners.storage_worker import HandlerStats, StorageWorker, StorageWorkerConfig
 from fairque.scheduler.metrics import SchedulerMetrics
 from fairque.servers.embedded import LocalServer
 from fairque.storage import AsyncMemoryStorage, AsyncStorage, PutTaskRequest, RedisStorage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import HandlerStats, StorageWorker, StorageWorkerConfig
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import wait_for
 

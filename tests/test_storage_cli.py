@@ -25,7 +25,7 @@ from tests.conftest import wait_for
 CONTRACT = "queues: [{id: 3, name: jobs, fields: {n: int}}]\n"
 
 HANDLERS = """
-from fairque.storage.worker import HandlerStats
+from fairque.runners.storage_worker import HandlerStats
 
 
 async def handle_jobs(storage, tasks):

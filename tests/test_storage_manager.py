@@ -27,7 +27,7 @@ CONTRACT = "queues: [{id: 1, name: a, fields: {n: int}}, {id: 2, name: b, fields
 # Each task takes 20 ms of "work", so a backlog of a few hundred lasts for seconds.
 HANDLERS = """
 import asyncio
-from fairque.storage.worker import HandlerStats
+from fairque.runners.storage_worker import HandlerStats
 
 
 async def handle(storage, tasks):

@@ -15,6 +15,7 @@ import pytest
 import tarantool
 
 from fairque.errors import FairQueueError, InvalidInput
+from fairque.runners.storage_worker import StorageWorker, StorageWorkerConfig
 from fairque.servers.local_tarantool import LocalTarantool, TarantoolNotStarted
 from fairque.storage import (
     AsyncTarantoolStorage,
@@ -28,7 +29,6 @@ from fairque.storage import (
 )
 from fairque.storage.models import MAX_COUNT, MAX_DATA_BYTES
 from fairque.storage.tarantool import FUNCTION, TarantoolAddress, TarantoolCall, function_body
-from fairque.storage.worker import StorageWorker, StorageWorkerConfig
 from tests.conftest import TARANTOOL, wait_for
 from tests.test_storage_worker import CONTRACT, Recorder, until
 

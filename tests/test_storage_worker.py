@@ -10,6 +10,14 @@ from typing import Any
 import pytest
 
 from fairque.errors import InvalidInput
+from fairque.runners.manager import Manager, plan_processors, plan_workers
+from fairque.runners.storage_worker import (
+    Handler,
+    HandlerStats,
+    QueueConfig,
+    StorageWorker,
+    StorageWorkerConfig,
+)
 from fairque.servers.embedded import LocalServer
 from fairque.storage import (
     AsyncMemoryStorage,
@@ -24,16 +32,6 @@ from fairque.storage import (
 )
 from fairque.storage.contract import Contract
 from fairque.storage.plan import decode_reports, encode_report
-from fairque.storage.worker import (
-    Handler,
-    HandlerStats,
-    Manager,
-    QueueConfig,
-    StorageWorker,
-    StorageWorkerConfig,
-    plan_processors,
-    plan_workers,
-)
 
 CONTRACT = Contract.from_yaml("""
 queues:

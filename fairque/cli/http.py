@@ -182,7 +182,7 @@ def http_worker(
 ) -> None:
     """Run @task functions for a JQ master, behind the HTTP worker API."""
     from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api
-    from fairque.worker import registry
+    from fairque.runners.fair_worker.functions import registry
 
     if openapi is not None:
         from fairque.http.openapi import openapi_document

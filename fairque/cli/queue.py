@@ -45,8 +45,10 @@ from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import QueueStats, Task, TenantStats
-from fairque.worker import Worker, WorkerConfig, load_config, registry
-from fairque.worker.processes import run_processes
+from fairque.runners.fair_worker.config import WorkerConfig, load_config
+from fairque.runners.fair_worker.functions import registry
+from fairque.runners.fair_worker.processes import run_processes
+from fairque.runners.fair_worker.runner import Worker
 
 TASKS_OPTION = typer.Option(
     [],

@@ -28,15 +28,10 @@ from fairque.cli.common import (
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
+from fairque.runners.manager import Manager, serve_manager
+from fairque.runners.storage_worker import StorageWorker, StorageWorkerConfig, serve
 from fairque.storage.connect import open_async_storage, open_storage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import (
-    Manager,
-    StorageWorker,
-    StorageWorkerConfig,
-    serve,
-    serve_manager,
-)
 
 STORAGE_OPTION = typer.Option(
     None,

@@ -43,7 +43,7 @@ from fairque.http.protocol import (
 from fairque.http.wire import FRAMES, MSGPACK, WireOperation
 from fairque.jobs import Failure, JobOutcome, Success, failure
 from fairque.jobs.models import VALUE_SCHEMA
-from fairque.worker.functions import Registry, call_arguments
+from fairque.runners.fair_worker.functions import Registry, call_arguments
 
 log = logging.getLogger("fairque.http_worker")
 

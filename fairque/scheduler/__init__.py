@@ -7,6 +7,7 @@ without duplicates.
 ... # doctest: +SKIP
 """
 
+from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
 from fairque.scheduler.async_client import AsyncSchedules
 from fairque.scheduler.client import Schedules
 from fairque.scheduler.config import SchedulerConfig
@@ -19,7 +20,6 @@ from fairque.scheduler.models import (
     ScheduleState,
     TaskTemplate,
 )
-from fairque.scheduler.runner import AsyncTaskScheduler, TaskScheduler
 
 __all__ = [
     "AsyncSchedules",

@@ -4,9 +4,9 @@
 is generated from it (``tools/unasync.py``).
 
 Facades over :mod:`fairque.scheduler.ops` that send through an executor. Running an
-instance (submitting due runs) is the runners' (:mod:`fairque.scheduler.runner`), whose
-:class:`~fairque.scheduler.runner.TaskScheduler` and
-:class:`~fairque.scheduler.runner.TaskScheduler` add ``run()`` to these.
+instance (submitting due runs) is the runners' (:mod:`fairque.runners.scheduler`), whose
+:class:`~fairque.runners.scheduler.TaskScheduler` and
+:class:`~fairque.runners.scheduler.TaskScheduler` add ``run()`` to these.
 """
 
 from __future__ import annotations

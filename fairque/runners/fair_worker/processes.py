@@ -3,7 +3,7 @@
 Each child is a whole :class:`Worker` with its own event loop and id (``<id>-<n>``); the
 parent only forwards SIGTERM / SIGINT to them and waits, so every child hands its
 unfinished tasks back on its own (and a second signal stops them at once). Children are
-new Python processes (``python -m fairque.worker.processes``) that import the task
+new Python processes (``python -m fairque.runners.fair_worker.processes``) that import the task
 modules themselves and get their configuration as JSON in their environment: nothing is
 pickled, and nothing depends on state copied from the parent.
 """
@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from fairque.worker.config import WorkerConfig
-from fairque.worker.runner import Worker
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.runner import Worker
 
 CHILD_ENV = "FAIRQUE_WORKER_CHILD"  # a child's configuration and task modules, as JSON
 
@@ -35,7 +35,7 @@ def run_processes(config: WorkerConfig, count: int, modules: Sequence[str]) -> i
         env = {**os.environ, CHILD_ENV: json.dumps(child)}
         # A session of its own: a terminal's Ctrl-C reaches the parent only, which forwards
         # it once. Reaching both, one Ctrl-C would count as two (a stop without grace).
-        command = [sys.executable, "-m", "fairque.worker.processes"]
+        command = [sys.executable, "-m", "fairque.runners.fair_worker.processes"]
         children.append(subprocess.Popen(command, env=env, start_new_session=True))
 
     def forward(signum: int, _frame: FrameType | None) -> None:

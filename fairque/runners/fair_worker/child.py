@@ -2,7 +2,7 @@
 
 It runs sync task functions one at a time, as its worker asks, so that the worker can
 kill a run that overruns its timeout (a thread cannot be stopped; a process can). The
-worker (:class:`fairque.worker.sync_runners.ProcessRunner`) starts it as
+worker (:class:`fairque.runners.fair_worker.sync_runners.ProcessRunner`) starts it as
 ``main([FD, PARENT_PID])`` in a new interpreter, FD being its end of a socket pair.
 
 Every message is a frame: 4 bytes of big-endian length, then MessagePack (msgspec).
@@ -33,8 +33,8 @@ import msgspec
 from fairque.errors import InvalidInput
 from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
-from fairque.worker.context import SyncTaskContext
-from fairque.worker.functions import TaskFunction, call_arguments
+from fairque.runners.fair_worker.context import SyncTaskContext
+from fairque.runners.fair_worker.functions import TaskFunction, call_arguments
 
 HEADER = struct.Struct(">I")  # the length of the MessagePack body that follows
 MAX_FRAME = 1 << 30  # a longer frame means the stream is out of step: stop

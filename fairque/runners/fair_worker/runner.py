@@ -3,7 +3,7 @@
 One asyncio loop fetches as many tasks as it has free slots (``concurrency``; slots that
 free up while a pop is in flight get a second one at once), runs async
 functions on the loop and sync ones on threads or in task processes (``sync_runner``, see
-:mod:`fairque.worker.sync_runners`), extends the leases of running tasks (heartbeat),
+:mod:`fairque.runners.fair_worker.sync_runners`), extends the leases of running tasks (heartbeat),
 fails a task that outlives its timeout, and, when idle, waits for work so a new task is
 picked up at once rather than at the next poll: a worker of one namespace on one server
 waits in its pop (``pop(wait=...)``), which the server runs the moment work arrives; one
@@ -42,10 +42,15 @@ from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, open_async_qu
 from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import LeasedTask, WorkerInfo
 from fairque.queue.ops import MAINTENANCE_ROUNDS
-from fairque.worker.config import WorkerConfig
-from fairque.worker.context import SyncTaskContext, TaskContext
-from fairque.worker.functions import Registry, call_arguments, registry
-from fairque.worker.sync_runners import ProcessRunner, RunFailed, SyncRunner, ThreadRunner
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.context import SyncTaskContext, TaskContext
+from fairque.runners.fair_worker.functions import Registry, call_arguments, registry
+from fairque.runners.fair_worker.sync_runners import (
+    ProcessRunner,
+    RunFailed,
+    SyncRunner,
+    ThreadRunner,
+)
 
 try:
     from uvloop import run as run_loop

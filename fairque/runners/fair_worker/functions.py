@@ -35,7 +35,7 @@ class TaskFunction:
     is_async: bool
     step: str | None = None
     depends_on: tuple[str, ...] = ()
-    wants_context: bool = False  # it has a parameter named "context" (worker/context.py)
+    wants_context: bool = False  # it has a parameter named "context" (context.py)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

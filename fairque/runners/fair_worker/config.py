@@ -67,7 +67,7 @@ class WorkerConfig(BaseModel):
     # apply to every client of the namespace); None keeps what the namespace has.
     settings: QueueSettings | None = None
     # Sync functions: on threads (a run past its timeout keeps its lease until it returns),
-    # or in task processes (killed at the timeout). See fairque/worker/sync_runners.py.
+    # or in task processes (killed at the timeout). See fairque/runners/fair_worker/sync_runners.py.
     sync_runner: Literal["thread", "process"] = "thread"
 
     @classmethod

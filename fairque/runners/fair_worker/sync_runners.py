@@ -9,11 +9,12 @@ once:
   cannot start while the first run goes on. At shutdown, a task whose thread still runs
   after the grace period is not handed back: its lease expires once the process is gone
   (the threads are daemon threads, so they do not hold the process up).
-- ``process``: each run goes to a long-lived task process (:mod:`fairque.worker.child`),
-  which imported the same functions itself. At the timeout, or at shutdown after the
-  grace period, the process is killed, so the run really ends before the task is failed
-  or handed back, and a new process replaces it. Nothing is pickled: a run is sent as the
-  function's name and the MessagePack payload, and its result comes back as MessagePack.
+- ``process``: each run goes to a long-lived task process
+  (:mod:`fairque.runners.fair_worker.child`), which imported the same functions itself.
+  At the timeout, or at shutdown after the grace period, the process is killed, so the
+  run really ends before the task is failed or handed back, and a new process replaces
+  it. Nothing is pickled: a run is sent as the function's name and the MessagePack
+  payload, and its result comes back as MessagePack.
 """
 
 from __future__ import annotations
@@ -38,10 +39,19 @@ import msgspec
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.queue.models import LeasedTask
-from fairque.worker.child import HEADER, MAX_FRAME, Hello, Ready, Run, RunEnded, frame, resolve
-from fairque.worker.config import WorkerConfig
-from fairque.worker.context import SyncTaskContext
-from fairque.worker.functions import Registry, TaskFunction
+from fairque.runners.fair_worker.child import (
+    HEADER,
+    MAX_FRAME,
+    Hello,
+    Ready,
+    Run,
+    RunEnded,
+    frame,
+    resolve,
+)
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.context import SyncTaskContext
+from fairque.runners.fair_worker.functions import Registry, TaskFunction
 
 T = TypeVar("T")
 log = logging.getLogger("fairque.worker")
@@ -305,7 +315,10 @@ class ProcessRunner:
         ours, theirs = socket.socketpair()
         # The task process imports what this one can: the same modules, found the same way.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        code = "import sys; from fairque.worker.child import main; sys.exit(main(sys.argv[1:]))"
+        code = (
+            "import sys; from fairque.runners.fair_worker.child import main; "
+            "sys.exit(main(sys.argv[1:]))"
+        )
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", code, str(theirs.fileno()), str(os.getpid()),
