@@ -182,6 +182,11 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def flat_rows(flat: Sequence[T], width: int) -> list[Sequence[T]]:
+    """The rows of a flat reply, ``width`` values each (scripts send rows flat)."""
+    return [flat[i : i + width] for i in range(0, len(flat), width)]
+
+
 def text(value: bytes | None) -> str | None:
     """A stored string field, or None when it is absent or empty."""
     return value.decode() if value else None

@@ -120,11 +120,11 @@ def _failed_after_wait(reply: Any) -> bool:
     return False
 
 
-class Executor:
-    """Sends calls with a blocking redis-py client (a server or a cluster)."""
+class ExecutorState:
+    """What both executors keep beside their client: the calls to send first, the
+    connections in a wait, and how many times waits were stopped."""
 
-    def __init__(self, client: SyncClient) -> None:
-        self.client = client
+    def __init__(self) -> None:
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
         self._blocked: set[int] = set()  # ids of the connections waiting for a signal
         self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
@@ -134,17 +134,25 @@ class Executor:
         client's settings, written on first use rather than when it is made)."""
         self._first[prefix] = call
 
+    @property
+    def stop_count(self) -> int:
+        """How many times ``stop_waits`` was called: an operation of several calls notes
+        it when it begins and passes it to each call (``since``), so that a stop made
+        between its calls ends its later waits too."""
+        return self._stops
+
+
+class Executor(ExecutorState):
+    """Sends calls with a blocking redis-py client (a server or a cluster)."""
+
+    def __init__(self, client: SyncClient) -> None:
+        super().__init__()
+        self.client = client
+
     @classmethod
     def connect(cls, url: str | None = None) -> Executor:
         """An executor for ``url`` (else ``$FAIRQUE_REDIS_URL``, else the embedded Valkey)."""
         return cls(sync_client(redis_url(url)))
-
-    @property
-    def stop_count(self) -> int:
-        """How many times :meth:`stop_waits` was called: an operation of several calls
-        notes it when it begins and passes it to each call (``since``), so that a stop
-        made between its calls ends its later waits too."""
-        return self._stops
 
     def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply. A server that does not answer raises
@@ -257,19 +265,12 @@ class Executor:
         self.client.close()
 
 
-class AsyncExecutor:
+class AsyncExecutor(ExecutorState):
     """:class:`Executor` for asyncio: sends calls with an asyncio redis-py client."""
 
     def __init__(self, client: AsyncClient) -> None:
+        super().__init__()
         self.client = client
-        self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
-        self._blocked: set[int] = set()  # ids of the connections waiting for a signal
-        self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
-
-    def send_first(self, prefix: str, call: Call[Any]) -> None:
-        """Sends ``call`` just before the next call to the namespace of ``prefix`` (see
-        :meth:`Executor.send_first`)."""
-        self._first[prefix] = call
 
     @classmethod
     def connect(cls, url: str | None = None) -> AsyncExecutor:
@@ -283,11 +284,6 @@ class AsyncExecutor:
                 retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
         )
-
-    @property
-    def stop_count(self) -> int:
-        """How many times :meth:`stop_waits` was called (see :attr:`Executor.stop_count`)."""
-        return self._stops
 
     async def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply (see :meth:`Executor.execute`)."""

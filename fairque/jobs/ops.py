@@ -19,6 +19,7 @@ from fairque.engine.calls import (
     check_value,
     decode,
     encode,
+    flat_rows,
     new_ids,
     pack,
     text,
@@ -263,21 +264,17 @@ def job_info(record: Record) -> JobInfo:
     )
 
 
-_LIST_ROW = 6
-
-
 def _parse_page(reply: list[Any]) -> JobPage:
-    rows = reply[1:]
     jobs = [
         JobSummary(
-            id=rows[i].decode(),
-            name=text(rows[i + 1]),
-            state=text(rows[i + 2]) or "expired",
-            priority=int(rows[i + 3] or 0),
-            attempts=int(rows[i + 4] or 0),
-            created_at=_time(rows[i + 5]),
+            id=job_id.decode(),
+            name=text(name),
+            state=text(state) or "expired",
+            priority=int(priority or 0),
+            attempts=int(attempts or 0),
+            created_at=_time(created_at),
         )
-        for i in range(0, len(rows), _LIST_ROW)
+        for job_id, name, state, priority, attempts, created_at in flat_rows(reply[1:], 6)
     ]
     return JobPage(jobs=jobs, cursor=int(reply[0]))
 

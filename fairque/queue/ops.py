@@ -27,6 +27,7 @@ from fairque.engine.calls import (
     decode,
     default_worker_id,
     encode,
+    flat_rows,
     new_ids,
     pack,
     seconds,
@@ -773,24 +774,22 @@ def _task_info_of(record: Record) -> TaskInfo:
     )
 
 
-_PAGE_ROW = 9
-
-
 def _parse_page(reply: list[Any]) -> TaskPage:
-    rows = reply[1:]
     tasks = [
         TaskSummary(
-            task_id=rows[i].decode(),
-            user_id=text(rows[i + 1]),
-            name=text(rows[i + 2]),
-            state=text(rows[i + 3]) or "expired",
-            priority=int(rows[i + 4] or 0),
-            attempts=int(rows[i + 5] or 0),
-            created_at=seconds(rows[i + 6]),
-            worker_id=text(rows[i + 7]),
-            last_error=None if rows[i + 8] is None else rows[i + 8].decode(errors="replace"),
+            task_id=task_id.decode(),
+            user_id=text(tenant),
+            name=text(name),
+            state=text(state) or "expired",
+            priority=int(priority or 0),
+            attempts=int(attempts or 0),
+            created_at=seconds(created_at),
+            worker_id=text(worker_id),
+            last_error=None if last_error is None else last_error.decode(errors="replace"),
         )
-        for i in range(0, len(rows), _PAGE_ROW)
+        for task_id, tenant, name, state, priority, attempts, created_at, worker_id, last_error in (
+            flat_rows(reply[1:], 9)
+        )
     ]
     return TaskPage(tasks=tasks, cursor=int(reply[0]))
 

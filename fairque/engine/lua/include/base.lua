@@ -22,6 +22,20 @@ local function normal_key(tenant, priority)
   return PREFIX .. 'queue:user:' .. tenant .. ':normal:' .. priority
 end
 
+-- A page of a task list: the next cursor, then for each of `ids` that `keep` accepts
+-- (each, without it) the id and the task's `fields` (nil where missing).
+local function task_rows(next_cursor, ids, fields, keep)
+  local reply = {next_cursor}
+  for _, id in ipairs(ids) do
+    local f = redis.call('HMGET', task_key(id), unpack(fields))
+    if keep == nil or keep(f) then
+      reply[#reply + 1] = id
+      for i = 1, #fields do reply[#reply + 1] = f[i] end
+    end
+  end
+  return reply
+end
+
 -- Seed 004's numbered queue `n`: its task ids, score = start time (FIFO; a future score
 -- is a delayed task).
 local function storage_queue_key(n) return PREFIX .. 'storage:queue:' .. n end

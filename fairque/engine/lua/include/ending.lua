@@ -146,12 +146,14 @@ local function requeue(id, kind, tenant, priority, now)
 end
 
 -- The flat MessagePack array `packed` of `count` rows of `width` values each, one row
--- after the other, or nil if it does not hold that many. Calls send their rows flat:
--- decoding a small table per row cost ~3k instructions per row.
-local function read_rows(count, width, packed)
+-- after the other, or nil if it does not hold that many (or, with `one_value_each`, if
+-- ARGV[4..] do not hold one value per row: payloads, results). Calls send their rows
+-- flat: decoding a small table per row cost ~3k instructions per row.
+local function read_rows(count, width, packed, one_value_each)
   local values = cmsgpack.unpack(packed)
   count = tonumber(count)
   if type(values) ~= 'table' or count == nil or #values ~= count * width then return nil end
+  if one_value_each and #ARGV ~= 3 + count then return nil end
   return values
 end
 

@@ -12,12 +12,9 @@
 -- ('!LEASE_LOST <id>' if the caller no longer held the lease).
 --@include ending
 
-local ARGUMENTS = 3
 local WIDTH = 6
-local rows = read_rows(ARGV[2], WIDTH, ARGV[3])
-if rows == nil or #ARGV ~= ARGUMENTS + tonumber(ARGV[2]) then
-  return redis.error_reply('INVALID outcomes do not match their count')
-end
+local rows = read_rows(ARGV[2], WIDTH, ARGV[3], true)
+if rows == nil then return redis.error_reply('INVALID outcomes do not match their count') end
 
 local now = clock_now()
 
@@ -54,5 +51,5 @@ local function complete(row, result)
 end
 
 local states = {}
-for i, row in each_row(rows, WIDTH) do states[i] = complete(row, ARGV[ARGUMENTS + i]) end
+for i, row in each_row(rows, WIDTH) do states[i] = complete(row, ARGV[3 + i]) end
 return flush(now, states)

@@ -17,16 +17,8 @@ local state, name = ARGV[2], ARGV[3]
 local cursor, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local ids = {}
 
-local function page(next_cursor)
-  local reply = {next_cursor}
-  for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', task_key(id), 'name', 'state', 'priority', 'attempts',
-      'created_at')
-    reply[#reply + 1] = id
-    for i = 1, 5 do reply[#reply + 1] = f[i] end
-  end
-  return reply
-end
+local FIELDS = {'name', 'state', 'priority', 'attempts', 'created_at'}
+local function page(next_cursor) return task_rows(next_cursor, ids, FIELDS) end
 
 if state == 'queued' then
   local partitions = redis.call('SMEMBERS', K['strict:partitions'])

@@ -8,12 +8,9 @@
 -- Returns the number of jobs stored.
 --@include ending
 
-local ARGUMENTS = 3
 local WIDTH = 6
-local rows, jobs = read_rows(ARGV[2], WIDTH, ARGV[3]), tonumber(ARGV[2])
-if rows == nil or #ARGV ~= ARGUMENTS + jobs then
-  return redis.error_reply('INVALID jobs do not match their count')
-end
+local rows, jobs = read_rows(ARGV[2], WIDTH, ARGV[3], true), tonumber(ARGV[2])
+if rows == nil then return redis.error_reply('INVALID jobs do not match their count') end
 local INT32 = 2147483648
 local keys = {}
 for i, row in each_row(rows, WIDTH) do
@@ -26,7 +23,7 @@ for i, row in each_row(rows, WIDTH) do
   end
   -- In a batch, the error names the job as the master's API does: [1].argument.
   local field = jobs > 1 and ('[' .. (i - 1) .. '].argument') or 'argument'
-  local refused = too_big(field, ARGV[ARGUMENTS + i])
+  local refused = too_big(field, ARGV[3 + i])
   if refused then return refused end
   keys[i] = task_key(id)
 end
@@ -45,7 +42,7 @@ local constraints, version = current_constraints()
 local partitions = {}
 for i, row in each_row(rows, WIDTH) do
   local id, name, priority = row[1], row[2], row[3]
-  local argument = ARGV[ARGUMENTS + i]
+  local argument = ARGV[3 + i]
   local seq = next_tick(now)
   local partition = partition_of(name, argument, constraints)
   redis.call('HSET', keys[i], 'kind', 'job', 'name', name, 'priority', priority,

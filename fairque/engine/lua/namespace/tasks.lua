@@ -19,18 +19,12 @@ local state, tenant, name = ARGV[2], ARGV[3], ARGV[4]
 local cursor, size = tonumber(ARGV[5]), tonumber(ARGV[6])
 local ids = {}
 
-local function page(next_cursor)
-  local reply = {next_cursor}
-  for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', task_key(id), 'tenant', 'name', 'state', 'priority',
-      'attempts', 'created_at', 'worker_id', 'last_error')
-    if (tenant == '' or f[1] == tenant) and (name == '' or f[2] == name) then
-      reply[#reply + 1] = id
-      for i = 1, 8 do reply[#reply + 1] = f[i] end
-    end
-  end
-  return reply
+local FIELDS = {'tenant', 'name', 'state', 'priority', 'attempts', 'created_at', 'worker_id',
+  'last_error'}
+local function listed(f)
+  return (tenant == '' or f[1] == tenant) and (name == '' or f[2] == name)
 end
+local function page(next_cursor) return task_rows(next_cursor, ids, FIELDS, listed) end
 
 if state == 'deferred' then
   local scan = redis.call('SSCAN', K['state:deferred'], cursor, 'COUNT', size)

@@ -8,12 +8,9 @@
 -- Returns the new task ids, in order.
 --@include storage
 
-local PAYLOADS = 3
 local WIDTH = 3
-local rows = read_rows(ARGV[2], WIDTH, ARGV[3])
-if rows == nil or #ARGV ~= PAYLOADS + tonumber(ARGV[2]) then
-  return redis.error_reply('INVALID requests do not match their count')
-end
+local rows = read_rows(ARGV[2], WIDTH, ARGV[3], true)
+if rows == nil then return redis.error_reply('INVALID requests do not match their count') end
 local keys = {}
 for i, row in each_row(rows, WIDTH) do
   keys[i] = declared_queue_key(row[1], row[2])
@@ -31,7 +28,7 @@ for i, row in each_row(rows, WIDTH) do
   local queue = int(row[2])
   local start_time = parse_start(row[3], now) or next_tick(now)
   redis.call('HSET', task_key(id), 'kind', 'storage', 'queue', queue,
-    'payload', ARGV[PAYLOADS + i], 'state', 'queued', 'max_retries', -1, 'created_at', now,
+    'payload', ARGV[3 + i], 'state', 'queued', 'max_retries', -1, 'created_at', now,
     'start_time', start_time)
   append('ZADD', keys[i], start_time, id)
   held[queue] = (held[queue] or 0) + 1
