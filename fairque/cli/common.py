@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import inspect
 import ipaddress
 import json
 import logging
@@ -34,6 +35,7 @@ from fairque.config import URL_ENV
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError, ServerTimeout, ServerUnavailable
 from fairque.metrics import Metrics
+from fairque.queue.client import FairQueue, ShardedQueue, open_queue
 
 console = Console()
 errors = Console(stderr=True)
@@ -198,6 +200,44 @@ def explained(command: F) -> F:
             raise fail(explain(exc)) from None
 
     return run  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueTarget:
+    """The queue a command acts on, as its ``--url``, ``--namespace`` and ``--shards``
+    name it; :meth:`open` connects (a command checks its other input first)."""
+
+    url: str | None
+    namespace: str
+    shards: int
+
+    def open(self) -> FairQueue | ShardedQueue:
+        return open_queue(self.url, self.namespace, self.shards)
+
+
+def on_queue(command: Callable[..., None]) -> Callable[..., None]:
+    """Declares the ``--url``, ``--namespace`` and ``--shards`` options of a command on
+    one queue (after its own options, before ``--json``) and hands them to it as its
+    first parameter, a :class:`QueueTarget`."""
+    _, *own = inspect.signature(command).parameters.values()
+    last = next((i for i, p in enumerate(own) if p.name == "as_json"), len(own))
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    options = [
+        inspect.Parameter("url", kind, default=URL_OPTION, annotation=str | None),
+        inspect.Parameter("namespace", kind, default=NAMESPACE_OPTION, annotation=str),
+        inspect.Parameter("shards", kind, default=SHARDS_OPTION, annotation=int),
+    ]
+
+    @functools.wraps(command)
+    def run(url: str | None, namespace: str, shards: int, **given: Any) -> None:
+        command(QueueTarget(url, namespace, shards), **given)
+
+    run.__dict__["__signature__"] = inspect.Signature([*own[:last], *options, *own[last:]])
+    run.__annotations__ = {
+        **command.__annotations__,
+        **{option.name: option.annotation for option in options},
+    }
+    return run
 
 
 class Typer(typer.Typer):

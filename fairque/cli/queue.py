@@ -16,18 +16,17 @@ from fairque.cli.common import (
     JSON_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_ENV,
-    NAMESPACE_OPTION,
     SHARDS_ENV,
-    SHARDS_OPTION,
     TENANT_NAMES,
-    URL_OPTION,
     Listing,
+    QueueTarget,
     Typer,
     announce,
     console,
     errors,
     fail,
     import_module,
+    on_queue,
     parse_json_list,
     parse_json_object,
     print_json,
@@ -155,7 +154,9 @@ def _worker_facts(settings: WorkerConfig, processes: int) -> list[str]:
     ]
 
 
+@on_queue
 def push(
+    target: QueueTarget,
     name: str = typer.Argument(..., metavar="NAME", help="Registered task function name."),
     user: str = typer.Option(..., *TENANT_NAMES, metavar="TENANT", help="Tenant (user id)."),
     priority: int = typer.Option(
@@ -173,9 +174,6 @@ def push(
     keep_result: bool = typer.Option(
         False, "--keep-result", help="Keep its result (for fairque task result ID)."
     ),
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Push one task and print its id."""
     payload = {
@@ -184,7 +182,7 @@ def push(
     }
     task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay,
                 keep_result=keep_result)  # fmt: skip
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         typer.echo(queue.push(task))
         serving = [worker for worker in queue.workers() if name in worker.functions]
     if not serving:
@@ -194,20 +192,19 @@ def push(
         )
 
 
+@on_queue
 def workers(
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
+    target: QueueTarget,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Live workers: what they serve, concurrency, tasks in flight, last beat."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         live = queue.workers()
     if as_json:
         print_json({"workers": [dataclasses.asdict(worker) for worker in live]})
         return
     listing = Listing(
-        f"live workers of {namespace}",
+        f"live workers of {target.namespace}",
         ("worker", "host", "pid", "functions", "concurrency", "in flight", "last beat (UTC)"),
         right=("pid", "concurrency", "in flight"),
     )
@@ -270,10 +267,9 @@ def _stats_json(stats: QueueStats) -> dict[str, Any]:
     }
 
 
+@on_queue
 def stats(
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
+    target: QueueTarget,
     watch: float = typer.Option(
         0.0, "--watch", min=0, metavar="SECONDS", help="Refresh every SECONDS (0: once)."
     ),
@@ -293,18 +289,18 @@ def stats(
     With --watch on a terminal the table refreshes in place; piped, each refresh is
     printed as it comes (tab-separated, a blank line between), and SIGTERM ends it.
     """
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         if warning := eviction_warning(queue.redis):
             warn(warning)
         if as_json:
             print_json(_stats_json(queue.stats()))
             return
         if watch <= 0:
-            _stats_listing(queue.stats(), namespace).print()
+            _stats_listing(queue.stats(), target.namespace).print()
             return
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            _watch(queue, namespace, watch, count)
+            _watch(queue, target.namespace, watch, count)
         except KeyboardInterrupt:
             pass  # Ctrl-C or SIGTERM: the refreshes so far stay printed
         finally:

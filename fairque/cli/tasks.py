@@ -14,21 +14,20 @@ import typer
 
 from fairque.cli.common import (
     JSON_OPTION,
-    NAMESPACE_OPTION,
-    SHARDS_OPTION,
     TENANT_NAMES,
-    URL_OPTION,
     Listing,
+    QueueTarget,
     Typer,
     console,
     errors,
+    on_queue,
     print_json,
     when,
 )
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
-from fairque.queue.client import Queue, open_queue
+from fairque.queue.client import Queue
 from fairque.queue.ops import task_info
 
 app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
@@ -49,8 +48,8 @@ def _shown(name: str, value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _record(url: str | None, namespace: str, shards: int, task_id: str) -> dict[str, Any]:
-    with open_queue(url, namespace, shards) as queue:
+def _record(target: QueueTarget, task_id: str) -> dict[str, Any]:
+    with target.open() as queue:
         record = queue.get_record(task_id)
     if record is None:
         raise typer.Exit(_missing(task_id))
@@ -68,15 +67,14 @@ def _missing(task_id: str) -> int:
 
 
 @app.command("get")
+@on_queue
 def get(
+    target: QueueTarget,
     task_id: str = TASK_ID,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Everything stored about a task (or a JQ master job): state, payload, attempts, errors."""
-    shown = _record(url, namespace, shards, task_id)
+    shown = _record(target, task_id)
     if as_json:
         print_json(shown)
         return
@@ -88,21 +86,20 @@ def get(
 
 
 @app.command("result")
+@on_queue
 def result(
+    target: QueueTarget,
     task_id: str = TASK_ID,
     timeout: float | None = typer.Option(
         None, "--timeout", min=0, metavar="SECONDS", help="Give up after SECONDS (default: wait)."
     ),
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Wait for a task pushed with --keep-result to end, and print its result as JSON.
 
     Exit 0 with the result; 1 if the task failed or was canceled (its last error on
     stderr); 2 for anything else (no such task, result not kept, timeout).
     """
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         try:
             value = queue.result(task_id, timeout)
         except TaskFailed as exc:
@@ -123,30 +120,30 @@ def _act_on(task_id: str, queue: Queue, act: Callable[[str], bool], done: str, v
 
 
 @app.command("cancel")
+@on_queue
 def cancel(
+    target: QueueTarget,
     task_id: str = TASK_ID,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Cancel a task that has not started (and its dependents); exit 1 if it had."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         _act_on(task_id, queue, queue.cancel, "canceled", "canceled")
 
 
 @app.command("retry")
+@on_queue
 def retry(
+    target: QueueTarget,
     task_id: str = TASK_ID,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Queue a failed task again now; exit 1 if it had not failed."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         _act_on(task_id, queue, queue.retry, "queued", "retried")
 
 
+@on_queue
 def tasks(
+    target: QueueTarget,
     state: str = typer.Option(..., "--state", "-s", metavar="STATE", help=f"One of: {STATES}."),
     tenant: str | None = typer.Option(None, *TENANT_NAMES, metavar="TENANT", help="Only these."),
     name: str | None = typer.Option(None, "--name", metavar="NAME", help="Only tasks of NAME."),
@@ -154,9 +151,6 @@ def tasks(
         50, "--limit", min=1, max=1000, metavar="N", help="Entries looked at for this page."
     ),
     cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List tasks (and JQ master jobs) in a state, newest first, as the Web UI does.
@@ -164,7 +158,7 @@ def tasks(
     A page may hold fewer than --limit tasks when --tenant or --name filters; the line
     after the table (or "cursor" in JSON) says how to go on, 0 when there is no more.
     """
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         page = queue.tasks(state, tenant, name, cursor, limit)
     rows = [dataclasses.asdict(summary) for summary in page.tasks]
     if as_json:

@@ -12,17 +12,15 @@ import typer
 
 from fairque.cli.common import (
     JSON_OPTION,
-    NAMESPACE_OPTION,
-    SHARDS_OPTION,
-    URL_OPTION,
     Listing,
+    QueueTarget,
     Typer,
     console,
     fail,
+    on_queue,
     print_json,
 )
 from fairque.cli.queue import STAT_COLUMNS
-from fairque.queue.client import open_queue
 from fairque.queue.models import TenantShares
 from fairque.queue.shares import SHARES
 
@@ -60,20 +58,19 @@ def _print(shares: list[TenantShares], title: str) -> None:
 
 
 @app.command("show")
+@on_queue
 def show(
+    target: QueueTarget,
     tenant: str = TENANT,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """A tenant's shares and where it stands (running, ready, served or held)."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         shares = queue.tenant(tenant)
     if as_json:
         print_json(dataclasses.asdict(shares))
     else:
-        _print([shares], f"tenant {tenant} of {namespace}")
+        _print([shares], f"tenant {tenant} of {target.namespace}")
 
 
 # The numbers `tenant set` takes: the shares' fields, but the flag (pause and resume).
@@ -87,28 +84,29 @@ def _number(value: float | None) -> str:
 
 def _share_options(command: Callable[..., None]) -> Callable[..., None]:
     """Gives ``command`` an option per field of the shares' table (its help and bounds
-    are the table's), after its first parameter: the table, not a copy, is the CLI's."""
+    are the table's), before ``--json``: the table, not a copy, is the CLI's."""
     signature = inspect.signature(command)
-    first, *rest = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    options = []
+    parameters = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    last = next(i for i, p in enumerate(parameters) if p.name == "as_json")
+    kind, options = parameters[0].kind, []
     for field in SET_FIELDS:
         help_text = f"{field.help} {_number(field.low)} to {_number(field.high)}."
         option = typer.Option(None, f"--{field.name}", metavar=field.metavar, help=help_text)
         options.append(
-            inspect.Parameter(field.name, first.kind, default=option, annotation=field.kind | None)
+            inspect.Parameter(field.name, kind, default=option, annotation=field.kind | None)
         )
         command.__annotations__[field.name] = field.kind | None
-    command.__dict__["__signature__"] = signature.replace(parameters=[first, *options, *rest])
+    parameters[last:last] = options
+    command.__dict__["__signature__"] = signature.replace(parameters=parameters)
     return command
 
 
 @app.command("set")
+@on_queue
 @_share_options
 def set_(
+    target: QueueTarget,
     tenant: str = TENANT,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
     as_json: bool = JSON_OPTION,
     **changes: float | None,
 ) -> None:
@@ -116,44 +114,41 @@ def set_(
     if all(value is None for value in changes.values()):
         names = ", ".join(f"--{field.name}" for field in SET_FIELDS)
         raise fail(f"nothing to set: give one of {names}")
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         shares = queue.set_tenant(tenant, **changes)  # type: ignore[arg-type]
     if as_json:
         print_json(dataclasses.asdict(shares))
     else:
-        _print([shares], f"tenant {tenant} of {namespace}")
+        _print([shares], f"tenant {tenant} of {target.namespace}")
 
 
 @app.command("pause")
+@on_queue
 def pause(
+    target: QueueTarget,
     tenant: str = TENANT,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Nobody pops the tenant's tasks until it is resumed; they stay queued."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         shares = queue.set_tenant(tenant, paused=True)
     console.print(f"paused {tenant}: {shares.ready} ready tasks wait", highlight=False)
 
 
 @app.command("resume")
+@on_queue
 def resume(
+    target: QueueTarget,
     tenant: str = TENANT,
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
 ) -> None:
     """Workers pop the tenant's tasks again."""
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         shares = queue.set_tenant(tenant, paused=False)
     console.print(f"resumed {tenant}: {shares.ready} ready tasks", highlight=False)
 
 
+@on_queue
 def tenants(
-    url: str | None = URL_OPTION,
-    namespace: str = NAMESPACE_OPTION,
-    shards: int = SHARDS_OPTION,
+    target: QueueTarget,
     cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
     limit: int = typer.Option(100, "--limit", metavar="N", help="Tenants per page (1 to 1000)."),
     busiest: bool = typer.Option(
@@ -164,23 +159,21 @@ def tenants(
     """The tenants whose shares are not all defaults, a page at a time (with --busiest:
     the tenants with ready tasks, most ready first, and their lifetime counters)."""
     if busiest:
-        _busiest(url, namespace, shards, cursor, limit, as_json)
+        _busiest(target, cursor, limit, as_json)
         return
-    with open_queue(url, namespace, shards) as queue:
+    with target.open() as queue:
         page = queue.tenants_with_shares(cursor, limit)
     if as_json:
         print_json({"tenants": [dataclasses.asdict(one) for one in page.tenants],
                     "cursor": page.cursor})  # fmt: skip
         return
-    _print(page.tenants, f"tenants with shares in {namespace}")
+    _print(page.tenants, f"tenants with shares in {target.namespace}")
     if page.cursor:
         console.print(f"more: --cursor {page.cursor}", highlight=False)
 
 
-def _busiest(
-    url: str | None, namespace: str, shards: int, cursor: int, limit: int, as_json: bool
-) -> None:
-    with open_queue(url, namespace, shards) as queue:
+def _busiest(target: QueueTarget, cursor: int, limit: int, as_json: bool) -> None:
+    with target.open() as queue:
         page = queue.busiest_tenants(cursor, limit)
     if as_json:
         rows = [{"tenant": tenant, **dataclasses.asdict(figures)}
@@ -188,7 +181,7 @@ def _busiest(
         print_json({"tenants": rows, "cursor": page.cursor})
         return
     listing = Listing(
-        f"tenants with ready tasks in {namespace}, the busiest first",
+        f"tenants with ready tasks in {target.namespace}, the busiest first",
         ("tenant", *STAT_COLUMNS),
         right=STAT_COLUMNS,
     )
