@@ -20,6 +20,7 @@ FILES = {
     "fairque/jobs/async_client.py": "fairque/jobs/client.py",
     "fairque/storage/async_client.py": "fairque/storage/client.py",
     "fairque/scheduler/async_client.py": "fairque/scheduler/client.py",
+    "fairque/storage/async_tarantool.py": "fairque/storage/blocking_tarantool.py",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [
@@ -39,18 +40,20 @@ def header(source: str) -> str:
 
 def generate(source: str) -> str:
     """The blocking twin of ``source``, formatted as the project formats code."""
-    text = (ROOT / source).read_text()
+    text = header(source) + (ROOT / source).read_text()
     for pattern, replacement in SUBSTITUTIONS:
         text = re.sub(pattern, replacement, text)
-    formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", FILES[source], "-"],
-        input=header(source) + text,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    return formatted.stdout
+    # Imports sorted again (an asyncio name and its twin may sort apart), then formatted.
+    for command in (["check", "--select", "I", "--fix-only", "--exit-zero"], ["format"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--stdin-filename", FILES[source], "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    return text
 
 
 def main(argv: list[str]) -> int:

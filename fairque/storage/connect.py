@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TypeGuard
 
 from fairque.storage.async_client import AsyncRedisStorage
+from fairque.storage.async_tarantool import AsyncTarantoolStorage
+from fairque.storage.blocking_tarantool import TarantoolStorage
 from fairque.storage.client import RedisStorage
-from fairque.storage.tarantool import AsyncTarantoolStorage, TarantoolStorage
 
 TARANTOOL_SCHEME = "tarantool://"
 

@@ -7,13 +7,12 @@ with the server's clock: atomic like the Redis scripts, and durable once acknowl
 that connects (it needs the rights to create spaces and functions) and replaced when a
 newer fairque brings other procedures.
 
-Two clients, each native to its mode: :class:`TarantoolStorage` on ``tarantool``
-(tarantool-python, blocking sockets) and :class:`AsyncTarantoolStorage` on ``asynctnt``
-(asyncio, many calls in flight on one connection). Both only send the calls that
-:class:`TarantoolOps` builds and read the replies with its parsers.
-
->>> storage = TarantoolStorage("tarantool://127.0.0.1:3301", "jobs")  # doctest: +SKIP
->>> storage.put_task(PutTaskRequest(1, b"payload"))  # doctest: +SKIP
+Two connections, each native to its mode, send the calls that :class:`TarantoolOps`
+builds and read the replies with its parsers: :class:`TarantoolConnection` on
+``tarantool`` (tarantool-python, blocking sockets) and :class:`AsyncTarantoolConnection`
+on ``asynctnt`` (asyncio, many calls in flight on one connection). The storages on them
+are :class:`~fairque.storage.async_tarantool.AsyncTarantoolStorage` and its generated
+twin :class:`~fairque.storage.blocking_tarantool.TarantoolStorage`.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from urllib.parse import unquote, urlsplit
 import asynctnt
 import tarantool
 
-from fairque.closing import AsyncCloseable, Closeable
 from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.storage.models import (
     PutTaskRequest,
@@ -101,6 +99,15 @@ class TarantoolAddress:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class TarantoolEndpoint:
+    """Where a client connects, and how long it waits to connect and for each reply."""
+
+    address: TarantoolAddress
+    connect_timeout: float = CONNECT_TIMEOUT
+    request_timeout: float = REQUEST_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -252,23 +259,14 @@ def _database_error(address: TarantoolAddress, code: int, message: bytes | str) 
     return FairQueueError(f"Tarantool at {address}: {_one_line(text)} (error {code})")
 
 
-class TarantoolStorage(Closeable):
-    """Blocking :class:`~fairque.storage.Storage` on Tarantool; safe across threads (one
-    connection, one call at a time)."""
+class TarantoolConnection:
+    """One blocking connection (``tarantool``, tarantool-python) that sends
+    :class:`TarantoolCall` s, one at a time across threads; it connects, and installs the
+    stored function, on first use and again after the connection was lost."""
 
-    def __init__(
-        self,
-        url: str = f"tarantool://127.0.0.1:{DEFAULT_PORT}",
-        namespace: str = "default",
-        *,
-        visibility_timeout: float | None = None,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        request_timeout: float = REQUEST_TIMEOUT,
-    ) -> None:
-        self.address = TarantoolAddress.parse(url)
-        self.ops = TarantoolOps(namespace, visibility_timeout)
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
+    def __init__(self, endpoint: TarantoolEndpoint) -> None:
+        self.endpoint = endpoint
+        self.address = endpoint.address
         self._lock = threading.Lock()
         self._connection: Any = None
         self._installed = False
@@ -282,8 +280,8 @@ class TarantoolStorage(Closeable):
                 password=self.address.password,
                 encoding=None,  # payloads are bytes, never decoded
                 fetch_schema=False,
-                connection_timeout=self.connect_timeout,
-                socket_timeout=self.request_timeout,
+                connection_timeout=self.endpoint.connect_timeout,
+                socket_timeout=self.endpoint.request_timeout,
                 reconnect_max_attempts=0,  # one try per call: callers decide on retries
                 reconnect_delay=0,
             )
@@ -322,38 +320,6 @@ class TarantoolStorage(Closeable):
             self._connection.close()
         self._connection = None
 
-    def get_task(
-        self, queue_num: int, count: int, visibility_timeout: float | None = None
-    ) -> list[StorageTask]:
-        return self.execute(self.ops.get_task(queue_num, count, visibility_timeout))
-
-    def done_task(self, task_ids: Sequence[int]) -> int:
-        return self.execute(self.ops.done_task(task_ids))
-
-    def retry_task(self, retries: Sequence[RetryInfo]) -> int:
-        return self.execute(self.ops.retry_task(retries))
-
-    def put_task(self, request: PutTaskRequest) -> int:
-        return self.execute(self.ops.put_task(request))
-
-    def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
-        return self.execute(self.ops.put_tasks(requests))
-
-    def get_stat(self) -> Stats:
-        return self.execute(self.ops.get_stat())
-
-    def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
-        return self.execute(self.ops.beat(report, ttl))
-
-    def workers(self) -> list[WorkerReport]:
-        return self.execute(self.ops.workers())
-
-    def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
-        return self.execute(self.ops.publish_plan(plan))
-
-    def read_plan(self) -> dict[str, list[int]]:
-        return self.execute(self.ops.read_plan())
-
     def close(self) -> None:
         with self._lock:
             self._drop()
@@ -362,23 +328,13 @@ class TarantoolStorage(Closeable):
 _ASYNC_NETWORK = (asynctnt.exceptions.TarantoolNetworkError, OSError, asyncio.TimeoutError)
 
 
-class AsyncTarantoolStorage(AsyncCloseable):
-    """:class:`TarantoolStorage` for asyncio (:class:`~fairque.storage.AsyncStorage`):
-    calls from many coroutines share one connection, in flight together."""
+class AsyncTarantoolConnection:
+    """:class:`TarantoolConnection` for asyncio (``asynctnt``): calls from many
+    coroutines share one connection, in flight together."""
 
-    def __init__(
-        self,
-        url: str = f"tarantool://127.0.0.1:{DEFAULT_PORT}",
-        namespace: str = "default",
-        *,
-        visibility_timeout: float | None = None,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        request_timeout: float = REQUEST_TIMEOUT,
-    ) -> None:
-        self.address = TarantoolAddress.parse(url)
-        self.ops = TarantoolOps(namespace, visibility_timeout)
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
+    def __init__(self, endpoint: TarantoolEndpoint) -> None:
+        self.endpoint = endpoint
+        self.address = endpoint.address
         self._connection: Any = None
         self._connecting: asyncio.Lock | None = None
         self._installed = False
@@ -400,8 +356,8 @@ class AsyncTarantoolStorage(AsyncCloseable):
                     password=self.address.password,
                     fetch_schema=False,
                     auto_refetch_schema=False,
-                    connect_timeout=self.connect_timeout,
-                    request_timeout=self.request_timeout,
+                    connect_timeout=self.endpoint.connect_timeout,
+                    request_timeout=self.endpoint.request_timeout,
                     reconnect_timeout=0,  # reconnect on the next call, not in the background
                 )
                 await self._connection.connect()
@@ -430,38 +386,6 @@ class AsyncTarantoolStorage(AsyncCloseable):
             return await self._send(call)
         except _ASYNC_NETWORK as exc:
             raise TarantoolUnreachable(str(self.address), exc) from None
-
-    async def get_task(
-        self, queue_num: int, count: int, visibility_timeout: float | None = None
-    ) -> list[StorageTask]:
-        return await self.execute(self.ops.get_task(queue_num, count, visibility_timeout))
-
-    async def done_task(self, task_ids: Sequence[int]) -> int:
-        return await self.execute(self.ops.done_task(task_ids))
-
-    async def retry_task(self, retries: Sequence[RetryInfo]) -> int:
-        return await self.execute(self.ops.retry_task(retries))
-
-    async def put_task(self, request: PutTaskRequest) -> int:
-        return await self.execute(self.ops.put_task(request))
-
-    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]:
-        return await self.execute(self.ops.put_tasks(requests))
-
-    async def get_stat(self) -> Stats:
-        return await self.execute(self.ops.get_stat())
-
-    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None:
-        return await self.execute(self.ops.beat(report, ttl))
-
-    async def workers(self) -> list[WorkerReport]:
-        return await self.execute(self.ops.workers())
-
-    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int:
-        return await self.execute(self.ops.publish_plan(plan))
-
-    async def read_plan(self) -> dict[str, list[int]]:
-        return await self.execute(self.ops.read_plan())
 
     async def close(self) -> None:
         if self._connection is not None:
