@@ -20,6 +20,7 @@ called from another).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -312,19 +313,16 @@ class AsyncTaskScheduler(AsyncSchedules):
     >>> await scheduler.run()  # until scheduler.stop()  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        url: str | None = None,
-        namespace: str = "default",
-        *,
-        config: SchedulerConfig | None = None,
-        settings: QueueSettings | None = None,
-        executor: AsyncExecutor | None = None,
-    ) -> None:
-        super().__init__(url, namespace, config=config, settings=settings, executor=executor)
-        self.runner = SchedulerRunner(self.executor, self.ops, self.config, self.metrics)
-        self._ended = asyncio.Event()  # set while no run() is in progress
-        self._ended.set()
+    @functools.cached_property
+    def runner(self) -> SchedulerRunner:
+        """The execution cycle that :meth:`run` drives."""
+        return SchedulerRunner(self.executor, self.ops, self.config, self.metrics)
+
+    @functools.cached_property
+    def _ended(self) -> asyncio.Event:
+        ended = asyncio.Event()  # set while no run() is in progress
+        ended.set()
+        return ended
 
     async def run(self, handle_signals: bool = False) -> None:
         """Submits due runs until :meth:`stop` / :meth:`shutdown` (or a signal, with
