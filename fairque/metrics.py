@@ -1,5 +1,6 @@
 """Prometheus metrics: seed 004's job-processor metrics, task counts by state (storage
-queues and the fair queue) and fair task durations, served over HTTP on 127.0.0.1.
+queues and the fair queue) and fair task durations, served over HTTP on 127.0.0.1, with
+the liveness and readiness answers an orchestrator probes (``/livez``, ``/readyz``).
 
 >>> metrics = Metrics()
 >>> metrics.watch_storage(storage)  # queue_tasks{queue_num, state}  # doctest: +SKIP
@@ -11,9 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from wsgiref.simple_server import WSGIServer
+from http import HTTPStatus
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
@@ -176,12 +180,81 @@ class _SchedulerCollector:
             yield family
 
 
+LIVE_PATH = "/livez"  # 200 while the process runs
+READY_PATH = "/readyz"  # 200 while its server answers, else 503 and why
+PROBE_TIMEOUT = 2.0  # seconds a readiness probe waits for the server
+
+Probe = Callable[[], object]  # returns if the server answers, raises why if it does not
+
+
+READY = "ready\n"
+
+
+def not_ready(exc: BaseException) -> str:
+    """The text of a 503 readiness answer: why, in one line."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return f"not ready: {reason}\n"
+
+
+def readiness(probe: Probe) -> tuple[int, str]:
+    """The status and text of a readiness answer: 200, or 503 with the reason in a line."""
+    try:
+        probe()
+    except Exception as exc:  # whatever fails, the process cannot serve now
+        return 503, not_ready(exc)
+    return 200, READY
+
+
+def monitoring_app(registry: CollectorRegistry | None, probe: Probe | None) -> Any:
+    """A WSGI app answering ``/livez``, ``/readyz`` (with ``probe``) and, with
+    ``registry``, the metrics on every other path, as Prometheus's own server does."""
+    metrics = make_wsgi_app(registry) if registry is not None else None
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == LIVE_PATH:
+            status, text = 200, "live\n"
+        elif path == READY_PATH and probe is not None:
+            status, text = readiness(probe)
+        elif metrics is not None:
+            return metrics(environ, start_response)  # type: ignore[no-any-return]
+        else:
+            status, text = 404, "not found\n"
+        phrase = HTTPStatus(status).phrase
+        start_response(f"{status} {phrase}", [("Content-Type", "text/plain; charset=utf-8")])
+        return [text.encode()]
+
+    return app
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a probe in flight never holds the process up
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a probe every few seconds is no news
+
+
+def serve_health(probe: Probe, port: int = 0, host: str = "127.0.0.1") -> MetricsServer:
+    """Answers ``/livez`` and ``/readyz`` (``probe``) on ``host:port`` from a thread."""
+    return MetricsServer.start(monitoring_app(None, probe), port, host)
+
+
 class MetricsServer:
-    """The HTTP endpoint of a registry; ``port`` is where it listens."""
+    """An HTTP endpoint served from a thread (metrics, health); ``port`` is where it
+    listens."""
 
     def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
         self._server, self._thread = server, thread
         self.port: int = server.server_port
+
+    @classmethod
+    def start(cls, app: Any, port: int, host: str) -> MetricsServer:
+        server = make_server(host, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, name="fairque-http", daemon=True)
+        thread.start()
+        return cls(server, thread)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -280,7 +353,9 @@ class Metrics:
         locks found busy, cycles, submissions per minute, latency and lock time p50 / p99."""
         self.registry.register(_SchedulerCollector(metrics))
 
-    def serve(self, port: int = 0, host: str = "127.0.0.1") -> MetricsServer:
-        """Serves ``/metrics`` on ``host:port`` (port 0: any free port) from a thread."""
-        server, thread = start_http_server(port, host, registry=self.registry)
-        return MetricsServer(server, thread)
+    def serve(
+        self, port: int = 0, host: str = "127.0.0.1", probe: Probe | None = None
+    ) -> MetricsServer:
+        """Serves ``/metrics`` on ``host:port`` (port 0: any free port) from a thread,
+        and ``/livez``, and ``/readyz`` with ``probe``."""
+        return MetricsServer.start(monitoring_app(self.registry, probe), port, host)

@@ -16,7 +16,7 @@ How a block is treated is in its info string, which GitHub ignores after the lan
 Commands run in a temporary folder holding copies of ``config/`` and ``examples/``, with
 ``FAIRQUE_REDIS_URL`` naming a server this test starts and ``FAIRQUE_HOME`` a folder of
 its own, so nothing touches the user's embedded server or the shared Redis. Documented
-ports (8080, 8081, 8082, 8090, 9102) are replaced by free ones, and ``uv run X`` runs X
+ports (8080, 8081, 8082, 8090, 9102, 9110) are replaced by free ones, and ``uv run X`` runs X
 in this environment.
 """
 
@@ -45,10 +45,10 @@ from tests.conftest import wait_for
 
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", ROOT / "docs" / "usage.md"]
-LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon"}
+LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
 RUNNABLE = {"python", "bash", "sh"}
 FLAGS = {"no-run", "long-running"}
-PORTS = ("8080", "8081", "8082", "8090", "9102")
+PORTS = ("8080", "8081", "8082", "8090", "9102", "9110")
 PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",
             "8082": "FAIRQUE_HTTP_WORKER_PORT"}  # fmt: skip
 STARTED = "(Ctrl-C stops)"  # the end of every long-running command's start line

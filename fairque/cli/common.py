@@ -31,10 +31,18 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from fairque.config import URL_ENV
+from fairque.config import URL_ENV, redis_url
+from fairque.engine.connect import sync_client
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError, ServerTimeout, ServerUnavailable
-from fairque.metrics import Metrics
+from fairque.metrics import (
+    LIVE_PATH,
+    PROBE_TIMEOUT,
+    READY_PATH,
+    Metrics,
+    Probe,
+    serve_health,
+)
 from fairque.queue.client import FairQueue, ShardedQueue, open_queue
 
 console = Console()
@@ -80,6 +88,15 @@ METRICS_PORT_OPTION = typer.Option(
     max=65535,
     metavar="PORT",
     help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port).",
+)
+HEALTH_PORT_OPTION = typer.Option(
+    None,
+    "--health-port",
+    min=0,
+    max=65535,
+    metavar="PORT",
+    help="Answer /livez and /readyz on 127.0.0.1:PORT (0: any free port); --metrics-port "
+    "answers them too.",
 )
 TENANT_NAMES = ("--tenant", "--user", "-u")  # --user: what the Python API calls user_id
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")
@@ -351,14 +368,38 @@ def listen(host: str, port: int, option: str = "--port") -> socket.socket:
     return bound
 
 
-def serve_metrics(metrics: Metrics, port: int) -> None:
-    """Serves ``metrics`` on 127.0.0.1:``port`` and says where, first thing on stdout
-    (port 0 picks a free one: a script reads the address there)."""
+def serve_metrics(metrics: Metrics, port: int, probe: Probe | None = None) -> None:
+    """Serves ``metrics`` (and ``/livez``, and ``/readyz`` with ``probe``) on
+    127.0.0.1:``port`` and says where, first thing on stdout (port 0 picks a free one: a
+    script reads the address there)."""
     try:
-        server = metrics.serve(port)
+        server = metrics.serve(port, probe=probe)
     except OSError as exc:
         raise port_taken("--metrics-port", "127.0.0.1", port, exc) from None
     typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics")
+
+
+def serve_probes(probe: Probe, port: int | None, err: bool = False) -> None:
+    """With ``--health-port``: answers ``/livez`` and ``/readyz`` on 127.0.0.1:``port``
+    and says where on stdout, as :func:`serve_metrics` does (on stderr with ``err``,
+    for a command whose stdout is data)."""
+    if port is None:
+        return
+    try:
+        server = serve_health(probe, port)
+    except OSError as exc:
+        raise port_taken("--health-port", "127.0.0.1", port, exc) from None
+    where = f"http://127.0.0.1:{server.port}"
+    typer.echo(f"health on {where}{READY_PATH} and {where}{LIVE_PATH}", err=err)
+
+
+def server_probe(url: str | None) -> Probe:
+    """Readiness: the Redis / Valkey server (a cluster's nodes) answers ``PING`` in time.
+    The connection is made at the first probe, not now."""
+    timeouts = {"socket_timeout": PROBE_TIMEOUT, "socket_connect_timeout": PROBE_TIMEOUT}
+    # Made at the first probe: a cluster client connects when it is made.
+    client = functools.cache(lambda: sync_client(redis_url(url), **timeouts))
+    return lambda: client().ping()
 
 
 def redacted(url: str) -> str:

@@ -13,6 +13,7 @@ from rich.live import Live
 
 from fairque import demo as demo_module
 from fairque.cli.common import (
+    HEALTH_PORT_OPTION,
     JSON_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_ENV,
@@ -32,7 +33,9 @@ from fairque.cli.common import (
     print_json,
     say,
     serve_metrics,
+    serve_probes,
     server_name,
+    server_probe,
     setup_logging,
     warn,
     when,
@@ -97,6 +100,7 @@ def worker(
         help="Sync functions on threads, or in task processes (killed at the timeout).",
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
+    health_port: int | None = HEALTH_PORT_OPTION,
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period; a
     second signal stops at once)."""
@@ -114,11 +118,13 @@ def worker(
         raise fail("no task functions: give --tasks MODULE, a module of @task functions")
     setup_logging()
     metrics = None
+    probe = server_probe(settings.redis_url)
     if metrics_port is not None:  # first: a taken port ends the command before it starts
         metrics = Metrics()
         queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
         metrics.watch_queue(queue, settings.namespace)
-        serve_metrics(metrics, metrics_port)
+        serve_metrics(metrics, metrics_port, probe)
+    serve_probes(probe, health_port)
     announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
         code = run_processes(settings, processes, tasks)

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from fairque.cli.common import (
+    HEALTH_PORT_OPTION,
     JSON_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
@@ -25,7 +26,9 @@ from fairque.cli.common import (
     print_json,
     say,
     serve_metrics,
+    serve_probes,
     server_name,
+    server_probe,
     setup_logging,
     when,
 )
@@ -257,16 +260,19 @@ def run(
         None, "--instance-id", metavar="ID", help="Instance id (default host:pid:random)."
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
+    health_port: int | None = HEALTH_PORT_OPTION,
 ) -> None:
     """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
     config = {"poll_interval": poll_interval, "lock_timeout": lock_timeout,
               "instance_id": instance_id}  # fmt: skip
     setup_logging()
     with _scheduler(url, namespace, **config) as scheduler:
+        probe = server_probe(url)
         if metrics_port is not None:
             metrics = Metrics()
             metrics.watch_scheduler(scheduler.metrics)
-            serve_metrics(metrics, metrics_port)
+            serve_metrics(metrics, metrics_port, probe)
+        serve_probes(probe, health_port)
         announce(
             "scheduler",
             f"server {server_name(url)}",

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from fairque.cli.common import (
+    HEALTH_PORT_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
     URL_OPTION,
@@ -22,15 +23,18 @@ from fairque.cli.common import (
     redacted,
     say,
     serve_metrics,
+    serve_probes,
     server_name,
+    server_probe,
     setup_logging,
 )
 from fairque.engine.outage import OUTAGE
 from fairque.errors import FairQueueError
-from fairque.metrics import Metrics
+from fairque.metrics import PROBE_TIMEOUT, Metrics, Probe
 from fairque.runners.manager import Manager, serve_manager
 from fairque.runners.storage_worker import StorageWorker, StorageWorkerConfig, serve
-from fairque.storage.connect import open_async_storage, open_storage
+from fairque.storage import TarantoolStorage
+from fairque.storage.connect import is_tarantool, open_async_storage, open_storage
 from fairque.storage.contract import Contract
 
 STORAGE_OPTION = typer.Option(
@@ -40,6 +44,15 @@ STORAGE_OPTION = typer.Option(
     metavar="URL",
     help="Storage URL: tarantool://host:port, or a Redis URL (default: --url).",
 )
+
+
+def storage_probe(target: str | None, namespace: str) -> Probe:
+    """Readiness: the storage's server answers in time (Redis / Valkey: ``PING``;
+    Tarantool: a stats call)."""
+    if not is_tarantool(target):
+        return server_probe(target)
+    timeouts = {"connect_timeout": PROBE_TIMEOUT, "request_timeout": PROBE_TIMEOUT}
+    return TarantoolStorage(target, namespace, **timeouts).get_stat
 
 
 def storage_worker(
@@ -57,6 +70,7 @@ def storage_worker(
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
     metrics_port: int | None = METRICS_PORT_OPTION,
+    health_port: int | None = HEALTH_PORT_OPTION,
     manager: float = typer.Option(
         0.0,
         "--manager",
@@ -82,9 +96,11 @@ def storage_worker(
         raise fail(str(exc)) from None
     table = _handlers(handlers)
     metrics = Metrics()
+    probe = storage_probe(target, namespace)
     if watched is not None:
         metrics.watch_storage(watched)
-        serve_metrics(metrics, metrics_port or 0)
+        serve_metrics(metrics, metrics_port or 0, probe)
+    serve_probes(probe, health_port)
 
     setup_logging()
     served = ", ".join(
@@ -129,6 +145,7 @@ def storage_manager(
         5.0, "--interval", min=0.01, max=3600, metavar="SECONDS", help="Seconds between rounds."
     ),
     once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
+    health_port: int | None = HEALTH_PORT_OPTION,
 ) -> None:
     """Steer storage workers in every process: publish processors per queue per worker.
 
@@ -148,6 +165,7 @@ def storage_manager(
 
     target = storage or url
     if not once:
+        serve_probes(storage_probe(target, namespace), health_port, err=True)
         setup_logging()
         announce("storage-manager", f"storage {_storage_name(target)}",
                  f"namespace {namespace}", f"a plan every {interval:g} s on stdout")  # fmt: skip

@@ -31,6 +31,7 @@ from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.app import create_app
 from fairque.http.batches import pushes
 from fairque.http.dispatch import Dispatcher
+from fairque.http.health import health_routes
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
     ConstraintSaved,
@@ -353,7 +354,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         "fairque JQ master",
         __doc__,
         config.token,
-        [api, ui.router()],
+        [api, ui.router(), *health_routes(ui.ping)],
         [master.running, ui.running],
         document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, worker_api),
         outage=master.outage,

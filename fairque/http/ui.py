@@ -43,10 +43,12 @@ from fairque.engine.records import (
 )
 from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound, TaskNotFound
+from fairque.http.health import health_routes
 from fairque.http.protocol import Done, WorkerStatus
 from fairque.http.wire import (
     EXCEPTION_HANDLERS,
     MSGPACK,
+    PUBLIC,
     WireOperation,
     WireRequest,
     WireResponse,
@@ -84,7 +86,6 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 # The page, its files and /ui/api/access load before the login form: no token.
-PUBLIC = {"public": True}
 MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker holds
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -425,6 +426,7 @@ class Dashboard:
         # Shared with the master when it mounts the UI: one log line per outage in all.
         self.outage = outage or OutageLog(log, "of the queue", "answering 503 until it is back")
         self._shared_executor = executor  # the master's, when it mounts the UI
+        self._executor: AsyncExecutor | None = None
         self._queue: AsyncQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._scheduler: AsyncTaskScheduler | None = None
@@ -444,6 +446,11 @@ class Dashboard:
     def scheduler(self) -> AsyncTaskScheduler:
         assert self._scheduler is not None, "the dashboard has not started"
         return self._scheduler
+
+    async def ping(self) -> None:
+        """Returns once the queue's server answers (the dashboard's readiness)."""
+        assert self._executor is not None, "the dashboard has not started"
+        await self._executor.ping()
 
     async def sample(self) -> None:
         """Records the counters now."""
@@ -473,6 +480,7 @@ class Dashboard:
             url = redis_url(config.url)
             self.outage.server = server_label(url)
             executor = AsyncExecutor.connect(url)
+        self._executor = executor
         name, settings = config.namespace, config.settings
         self._queue = open_async_queue(
             None, name, config.shards, settings=settings, executor=executor
@@ -757,7 +765,7 @@ def create_dashboard(config: DashboardConfig | None = None) -> Litestar:
     config = config or DashboardConfig()
     dashboard = Dashboard(config.ui, token_required=bool(config.token))
     return Litestar(
-        route_handlers=[to_ui, dashboard.router()],
+        route_handlers=[to_ui, dashboard.router(), *health_routes(dashboard.ping)],
         request_class=WireRequest,
         exception_handlers=EXCEPTION_HANDLERS,
         guards=[bearer_guard(config.token)] if config.token else [],

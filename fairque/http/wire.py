@@ -294,6 +294,9 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 }
 
 
+PUBLIC = {"public": True}  # a route the bearer guard lets through (a login page, a probe)
+
+
 def bearer_guard(token: str) -> Guard:
     """A guard that admits only requests bearing ``token``. It is a coroutine function:
     Litestar runs a plain function guard in its thread pool, two thread hops per request."""
