@@ -194,10 +194,26 @@ def from_script_error(message: str) -> FairQueueError:
         return InvalidInput("depends_on", f"no task with id {', '.join(detail.split())}")
     if code == "CANCELED_DEPENDENCY":
         return InvalidInput("depends_on", f"task {detail} was canceled, so this could never run")
+    if code == "NEWER_FORMAT":
+        prefix, recorded, known = detail.split(" ")
+        namespace = prefix[len("fq:{") : -len("}:")]  # the key prefix fq:{name}:
+        return NewerDataFormat(namespace, int(recorded), int(known))
     if code == "INVALID":
         field, _, text = detail.partition(" ")
         return InvalidInput(field, f"refused by the server: {text!r}")
     return FairQueueError(f"script error: {message}")
+
+
+class NewerDataFormat(FairQueueError):  # noqa: N818
+    """The namespace holds data of a format newer than this release reads: it was written
+    by a newer fairque. Nothing was written; upgrade fairque on this host."""
+
+    def __init__(self, namespace: str, recorded: int, known: int) -> None:
+        self.namespace, self.recorded, self.known = namespace, recorded, known
+        super().__init__(
+            f"namespace {namespace} holds data format {recorded}, newer than this fairque "
+            f"reads (format {known}): upgrade fairque here before it uses the namespace"
+        )
 
 
 class NotReplicated(FairQueueError):  # noqa: N818

@@ -8,12 +8,13 @@
 - :mod:`~fairque.cli.http`: ``master``, ``dashboard``, ``http-worker``
 - :mod:`~fairque.cli.storage`: ``storage-worker``, ``storage-manager``
 - :mod:`~fairque.cli.server`: ``server status|stop``
-- :mod:`~fairque.cli.settings`: ``settings show|set``
+- :mod:`~fairque.cli.settings`: ``settings show|set``, ``upgrade``
 """
 
 from __future__ import annotations
 
 import sys
+from importlib.metadata import version
 
 import typer
 from rich.markup import escape
@@ -21,6 +22,7 @@ from rich.markup import escape
 from fairque.cli import http, queue, scheduler, server, settings, storage, tasks, tenants
 from fairque.cli.common import DEBUG_ENV, State, Typer, errors, finish_help
 from fairque.cli.examples import EXAMPLES
+from fairque.engine.settings import DATA_FORMAT
 
 app = Typer(
     help="fairque: a task queue that is fair between tenants, on Redis or Valkey.",
@@ -30,10 +32,23 @@ app = Typer(
 )
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        typer.echo(f"fairque {version('fairque')} (data format {DATA_FORMAT})")
+        raise typer.Exit
+
+
 @app.callback()
 def options(
     debug: bool = typer.Option(
         False, "--debug", envvar=DEBUG_ENV, help="Show the traceback of an error."
+    ),
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the release and the data format it reads and writes, and exit.",
     ),
 ) -> None:
     """fairque: a task queue that is fair between tenants, on Redis or Valkey.
@@ -52,6 +67,7 @@ http.register(app)
 app.add_typer(scheduler.app, name="scheduler")
 app.add_typer(server.app, name="server")
 app.add_typer(settings.app, name="settings")
+settings.register(app)
 finish_help(app, EXAMPLES)
 
 

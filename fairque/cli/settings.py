@@ -1,5 +1,5 @@
 """``fairque settings show|set``: the settings a namespace's scripts apply, held by the
-server for every client of the namespace."""
+server for every client of the namespace; ``fairque upgrade``: its data format."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
-from fairque.errors import FairQueueError, InvalidInput
+from fairque.engine.settings import DATA_FORMAT
+from fairque.errors import FairQueueError, InvalidInput, NewerDataFormat
 from fairque.queue.plans import shard_namespaces
 
 app = Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
@@ -74,3 +75,45 @@ def set_(
     except FairQueueError as exc:
         raise fail(str(exc)) from None
     console.print(f"set {', '.join(f'{k}={v}' for k, v in given.items())} for {namespace}")
+
+
+def _recorded(found: int | None) -> str:
+    return "none recorded (written before formats were, format 1)" if found is None else str(found)
+
+
+def upgrade(
+    url: str | None = URL_OPTION,
+    namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Say what it would change, change nothing."
+    ),
+) -> None:
+    """Bring the namespace's data to this release's format, online (workers may run); safe
+    to run again. Every client does it at its first call too: this says what it changes."""
+    try:
+        executor = Executor.connect(url)
+        try:
+            for ns in _namespaces(namespace, shards):
+                found = executor.execute(settings_store.data_format(ns))
+                if found is not None and found > DATA_FORMAT:
+                    raise NewerDataFormat(ns.name, found, DATA_FORMAT)
+                if found == DATA_FORMAT:
+                    typer.echo(f"{ns.name}: data format {found}, current: nothing to do")
+                    continue
+                change = f"{ns.name}: data format {_recorded(found)} -> {DATA_FORMAT}: records it"
+                if dry_run:
+                    typer.echo(f"{change} (dry run: nothing written)")
+                    continue
+                executor.execute(
+                    settings_store.write(ns, QueueSettings(), writer="fairque upgrade")
+                )
+                typer.echo(f"{change}; done")
+        finally:
+            executor.close()
+    except FairQueueError as exc:
+        raise fail(str(exc)) from None
+
+
+def register(root: Typer) -> None:
+    root.command("upgrade")(upgrade)

@@ -6,6 +6,11 @@ workers, the master, the scheduler and the Web UI always agree. A setting nobody
 reads as its :class:`~fairque.config.QueueSettings` default. A client created with
 ``settings=`` writes them before its first call: the last writer wins, and a writer that
 changes what another wrote says so in a warning naming each change.
+
+The same hash records the namespace's data format (:data:`DATA_FORMAT`). Every client
+writes before its first call to a namespace, settings or not, so that a release that
+meets data of a newer format refuses (:class:`~fairque.errors.NewerDataFormat`) before it
+writes anything.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from fairque.engine.keys import Namespace
 
 log = logging.getLogger("fairque.settings")
 FIELDS: tuple[str, ...] = tuple(QueueSettings.model_fields)
+# The data format this release reads and writes: the layout of a namespace's keys and
+# records. CHANGELOG.md names each change; data from before formats were recorded is 1.
+DATA_FORMAT = 1
 
 
 def _stored(flat: list[bytes]) -> dict[str, str]:
@@ -45,7 +53,7 @@ def write(
     parses to what the namespace had before, logging a warning that names each value it
     changed from another writer's."""
     given = settings.model_dump(exclude_unset=True)
-    args: list[Arg] = ["write"]
+    args: list[Arg] = ["write", DATA_FORMAT]
     for name, value in given.items():
         args += [name, repr(value)]
     args.append(writer or default_worker_id())
@@ -70,10 +78,20 @@ def write(
     return namespace.call("namespace/settings", args, parse)
 
 
+def data_format(namespace: Namespace) -> Call[int | None]:
+    """The data format the namespace records; None if none is (data written before
+    formats were recorded, format 1, or nothing written yet)."""
+
+    def parse(reply: list[Any]) -> int | None:
+        recorded = _stored(reply[1]).get("format")
+        return None if recorded is None else int(recorded)
+
+    return namespace.call("namespace/settings", ("read",), parse)
+
+
 def write_on_first_use(
     executor: Executor | AsyncExecutor, namespace: Namespace, settings: QueueSettings | None
 ) -> None:
-    """Has ``executor`` write ``settings`` (those it was given, if any) before its next call
-    to the namespace: what a client created with ``settings=`` does."""
-    if settings is not None and settings.model_fields_set:
-        executor.send_first(namespace.prefix, write(namespace, settings))
+    """Has ``executor`` write before its next call to the namespace: the data format, and
+    ``settings`` (those it was given, if any)."""
+    executor.send_first(namespace.prefix, write(namespace, settings or QueueSettings()))

@@ -1,0 +1,159 @@
+"""Data-format versions: a namespace records the format that wrote it; a release meeting a
+newer format refuses in one line and writes nothing; ``fairque upgrade`` says what it
+changes and is safe to rerun; data written by the previous release (a dump it made, kept
+under tests/data) is taken over online, under a running drain, losing and repeating
+nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from fairque import FairQueue, NewerDataFormat, Task, TaskState
+from fairque.cli import app
+from fairque.engine.settings import DATA_FORMAT
+from fairque.servers.embedded import LocalServer
+from tests.conftest import Server, wait_for
+
+runner = CliRunner()
+CLI = [sys.executable, "-c", "from fairque.cli import main; main()"]
+# Made by the release before formats were recorded (05fa464): 600 tasks named "record"
+# (args [n], n = 0..599) of 7 tenants, in namespace "format1"; tenant-3 weighs 3.
+PREVIOUS_RELEASE_DUMP = Path(__file__).parent / "data" / "format1.rdb"
+
+
+def recorded(client: Any, namespace: str) -> bytes | None:
+    value: bytes | None = client.hget(f"fq:{{{namespace}}}:settings", "format")
+    return value
+
+
+def snapshot(client: Any) -> dict[bytes, bytes]:
+    """Every key of the server with a dump of its value: what a refusal must not change."""
+    return {key: client.dump(key) for key in client.scan_iter()}
+
+
+def test_a_namespace_records_the_format_at_its_first_call(server: Server, namespace: str) -> None:
+    with FairQueue(server.url, namespace) as queue:
+        assert recorded(queue.redis, namespace) is None
+        queue.stats()
+        assert recorded(queue.redis, namespace) == str(DATA_FORMAT).encode()
+
+
+@pytest.mark.one_engine
+def test_data_of_a_newer_format_is_refused_and_nothing_is_written(
+    server: Server, namespace: str
+) -> None:
+    with FairQueue(server.url, namespace) as first:
+        first.push(Task(user_id="a", name="n"))
+        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
+        before = snapshot(first.redis)
+    with FairQueue(server.url, namespace) as queue:
+        with pytest.raises(NewerDataFormat) as refused:
+            queue.push(Task(user_id="b", name="n"))
+        assert str(refused.value) == (
+            f"namespace {namespace} holds data format {DATA_FORMAT + 1}, newer than this "
+            f"fairque reads (format {DATA_FORMAT}): upgrade fairque here before it uses the "
+            "namespace"
+        )
+        with pytest.raises(NewerDataFormat):  # and at every call after, not only the first
+            queue.pop()
+        assert snapshot(queue.redis) == before
+    shown = runner.invoke(app, ["stats", "--url", server.url, "--namespace", namespace])
+    assert shown.exit_code == 2
+    assert shown.stderr.strip().splitlines() == [f"error: {refused.value}"]
+    upgraded = runner.invoke(app, ["upgrade", "--url", server.url, "--namespace", namespace])
+    assert upgraded.exit_code == 2
+    assert upgraded.stderr.strip() == f"error: {refused.value}"
+
+
+@pytest.mark.one_engine
+def test_upgrade_says_what_it_changes_and_is_safe_to_rerun(server: Server, namespace: str) -> None:
+    args = ["upgrade", "--url", server.url, "--namespace", namespace]
+    dry = runner.invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.strip() == (
+        f"{namespace}: data format none recorded (written before formats were, format 1) "
+        f"-> {DATA_FORMAT}: records it (dry run: nothing written)"
+    )
+    with redis.Redis.from_url(server.url) as client:
+        assert recorded(client, namespace) is None
+        done = runner.invoke(app, args)
+        assert done.exit_code == 0, done.output
+        assert done.stdout.strip().endswith(f"-> {DATA_FORMAT}: records it; done")
+        assert recorded(client, namespace) == str(DATA_FORMAT).encode()
+    again = runner.invoke(app, args)
+    assert again.stdout.strip() == f"{namespace}: data format {DATA_FORMAT}, current: nothing to do"
+
+
+def test_the_version_names_the_release_and_its_data_format() -> None:
+    shown = runner.invoke(app, ["--version"])
+    assert shown.exit_code == 0
+    assert shown.stdout.startswith("fairque ")
+    assert shown.stdout.strip().endswith(f"(data format {DATA_FORMAT})")
+
+
+TASKS = textwrap.dedent("""
+    import os
+
+    import redis
+
+    from fairque import task
+
+    runs = redis.Redis.from_url(os.environ["RUNS_URL"])
+
+
+    @task(name="record")
+    def record(n: int) -> None:
+        runs.hincrby("runs", str(n), 1)
+""")
+
+
+@pytest.fixture
+def previous_release_data() -> Iterator[LocalServer]:
+    """A Valkey started on the previous release's dump (the embedded Valkey reads it)."""
+    server = LocalServer()
+    shutil.copy(PREVIOUS_RELEASE_DUMP, server.folder / "dump.rdb")
+    with server:
+        yield server
+
+
+@pytest.mark.one_engine
+def test_the_previous_release_data_is_taken_over_under_a_running_drain(
+    previous_release_data: LocalServer, tmp_path: Path
+) -> None:
+    url, namespace = previous_release_data.url, "format1"
+    client = redis.Redis.from_url(url)
+    assert recorded(client, namespace) is None
+    (tmp_path / "tasks.py").write_text(TASKS)
+    env = {**os.environ, "RUNS_URL": url, "FAIRQUE_GRACE_SECONDS": "5"}
+    args = ["worker", "--tasks", "tasks", "--url", url, "--namespace", namespace]
+    with (tmp_path / "worker.txt").open("w") as said:
+        drain = subprocess.Popen([*CLI, *args, "--concurrency", "4"], cwd=tmp_path, env=env,
+                                 stdout=said, stderr=said)  # fmt: skip
+    try:
+        wait_for(lambda: client.hlen("runs") > 0, timeout=60)  # it drains: upgrade meanwhile
+        upgraded = runner.invoke(app, ["upgrade", "--url", url, "--namespace", namespace])
+        assert upgraded.exit_code == 0, upgraded.output
+        assert recorded(client, namespace) == str(DATA_FORMAT).encode()
+        with FairQueue(url, namespace) as queue:
+            wait_for(lambda: queue.stats().states[TaskState.FINISHED] == 600, timeout=120)
+            states = queue.stats().states
+            assert states[TaskState.QUEUED] == states[TaskState.FAILED] == 0
+            assert queue.tenant("tenant-3").weight == 3  # what the old release set still holds
+    finally:
+        drain.send_signal(signal.SIGTERM)
+        assert drain.wait(timeout=60) == 0, (tmp_path / "worker.txt").read_text()
+    runs = {int(n): int(count) for n, count in client.hgetall("runs").items()}
+    assert runs == dict.fromkeys(range(600), 1)  # none lost, none run twice
+    client.close()
