@@ -157,3 +157,35 @@ def test_the_previous_release_data_is_taken_over_under_a_running_drain(
     runs = {int(n): int(count) for n, count in client.hgetall("runs").items()}
     assert runs == dict.fromkeys(range(600), 1)  # none lost, none run twice
     client.close()
+
+
+NOOP = "from fairque import task\n\n\n@task\ndef noop() -> None:\n    pass\n"
+COMMANDS = {
+    "worker": ["worker", "--tasks", "tasks"],
+    "scheduler run": ["scheduler", "run"],
+    "master": ["master", "--port", "0"],
+    "dashboard": ["dashboard", "--port", "0"],
+    "storage-worker": ["storage-worker", "--contract", "queues.yaml", "--handlers", "tasks:H"],
+    "storage-manager": ["storage-manager"],
+}
+
+
+@pytest.mark.one_engine
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_long_running_command_refuses_a_newer_format_in_one_line(
+    command: str, server: Server, namespace: str, tmp_path: Path
+) -> None:
+    (tmp_path / "tasks.py").write_text(NOOP + "\n\nH = {'jobs': None}\n")
+    (tmp_path / "queues.yaml").write_text("queues: [{id: 3, name: jobs, fields: {}}]\n")
+    with redis.Redis.from_url(server.url) as client:
+        client.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
+    args = [*COMMANDS[command], "--url", server.url, "--namespace", namespace]
+    ran = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert ran.returncode == 2, ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: namespace {namespace} holds data format {DATA_FORMAT + 1}, newer than this "
+        f"fairque reads (format {DATA_FORMAT}): upgrade fairque here before it uses the namespace"
+    ], ran.stderr
+    assert "Traceback" not in ran.stderr

@@ -32,9 +32,13 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from fairque.config import URL_ENV, redis_url
+from fairque.engine import settings as settings_store
 from fairque.engine.connect import sync_client
+from fairque.engine.executor import Executor
+from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
-from fairque.errors import FairQueueError, ServerTimeout, ServerUnavailable
+from fairque.engine.settings import DATA_FORMAT
+from fairque.errors import FairQueueError, NewerDataFormat, ServerTimeout, ServerUnavailable
 from fairque.metrics import (
     LIVE_PATH,
     PROBE_TIMEOUT,
@@ -44,6 +48,7 @@ from fairque.metrics import (
     serve_health,
 )
 from fairque.queue.client import FairQueue, ShardedQueue, open_queue
+from fairque.queue.plans import shard_namespaces
 
 console = Console()
 errors = Console(stderr=True)
@@ -438,6 +443,25 @@ def unreachable(url: str | None) -> str | None:
     except Exception as exc:
         return explain(exc)
     return None
+
+
+def namespaces_of(namespace: str, shards: int) -> list[Namespace]:
+    """The namespaces of a queue: its own, or each shard's."""
+    names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
+    return [Namespace(name) for name in names]
+
+
+def refuse_newer_format(url: str | None, namespace: str, shards: int = 1) -> None:
+    """Ends a service's start in one line if its namespace holds data of a newer format
+    than this release reads (a client would refuse at its first call)."""
+    executor = Executor.connect(url)
+    try:
+        for each in namespaces_of(namespace, shards):
+            found = executor.execute(settings_store.data_format(each))
+            if found is not None and found > DATA_FORMAT:
+                raise fail(str(NewerDataFormat(each.name, found, DATA_FORMAT)))
+    finally:
+        executor.close()
 
 
 def announce(command: str, *facts: str) -> None:

@@ -25,6 +25,7 @@ from fairque.cli.common import (
     fail,
     import_module,
     listen,
+    refuse_newer_format,
     require_token_off_loopback,
     say,
     server_name,
@@ -53,15 +54,18 @@ def _port_option(default: int, envvar: str) -> Any:
     )
 
 
-def _check_server(url: str | None) -> str:
+def _check_server(url: str | None, namespace: str, shards: int = 1) -> str:
     """Says which server a service reads, and warns if it does not answer now: the
-    service starts anyway and answers 503 until the server is back."""
+    service starts anyway and answers 503 until the server is back. Data of a newer
+    format ends the start in one line."""
     name = server_name(url)
     problem = unreachable(url)
     if problem is not None:
         warn(
             f"{problem}; serving anyway: requests that need the server answer 503 until it is back"
         )
+    else:
+        refuse_newer_format(url, namespace, shards)
     return name
 
 
@@ -118,7 +122,7 @@ def master(
     require_token_off_loopback(host, token)
     setup_logging()
     listening = listen(host, port)
-    server = _check_server(url)
+    server = _check_server(url, namespace)
     where = _where(listening)
     announce(
         "master",
@@ -144,7 +148,7 @@ def dashboard(
     require_token_off_loopback(host, token)
     setup_logging()
     listening = listen(host, port)
-    server = _check_server(url)
+    server = _check_server(url, namespace, shards)
     config = DashboardConfig(UiConfig(url=url, namespace=namespace, shards=shards), token=token)
     announce(
         "dashboard",

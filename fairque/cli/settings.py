@@ -8,21 +8,22 @@ import json
 import typer
 from pydantic import ValidationError
 
-from fairque.cli.common import NAMESPACE_OPTION, SHARDS_OPTION, URL_OPTION, Typer, console, fail
+from fairque.cli.common import (
+    NAMESPACE_OPTION,
+    SHARDS_OPTION,
+    URL_OPTION,
+    Typer,
+    console,
+    fail,
+    namespaces_of,
+)
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.executor import Executor
-from fairque.engine.keys import Namespace
 from fairque.engine.settings import DATA_FORMAT
 from fairque.errors import FairQueueError, InvalidInput, NewerDataFormat
-from fairque.queue.plans import shard_namespaces
 
 app = Typer(help="The settings of a namespace (TTLs, backoff, limits), held by the server.")
-
-
-def _namespaces(namespace: str, shards: int) -> list[Namespace]:
-    names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
-    return [Namespace(name) for name in names]
 
 
 @app.command("show")
@@ -36,7 +37,7 @@ def show(
         executor = Executor.connect(url)
         try:
             found = [
-                executor.execute(settings_store.read(ns)) for ns in _namespaces(namespace, shards)
+                executor.execute(settings_store.read(ns)) for ns in namespaces_of(namespace, shards)
             ]
         finally:
             executor.close()
@@ -68,7 +69,7 @@ def set_(
     try:
         executor = Executor.connect(url)
         try:
-            for ns in _namespaces(namespace, shards):
+            for ns in namespaces_of(namespace, shards):
                 executor.execute(settings_store.write(ns, settings, writer="fairque settings set"))
         finally:
             executor.close()
@@ -94,7 +95,7 @@ def upgrade(
     try:
         executor = Executor.connect(url)
         try:
-            for ns in _namespaces(namespace, shards):
+            for ns in namespaces_of(namespace, shards):
                 found = executor.execute(settings_store.data_format(ns))
                 if found is not None and found > DATA_FORMAT:
                     raise NewerDataFormat(ns.name, found, DATA_FORMAT)

@@ -8,6 +8,7 @@ Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -150,6 +151,8 @@ class Master:
         self._jobs = AsyncJobQueue(
             self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
         )
+        with contextlib.suppress(*OUTAGE):  # the first call: a newer data format ends it here
+            await self._queue.namespace_settings()
         self._pushes = pushes(self._jobs)
         self._dispatcher = Dispatcher(
             self._jobs, config.heartbeat, config.poll, config.token, self.outage

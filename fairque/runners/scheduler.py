@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from fairque.config import QueueSettings
+from fairque.engine import settings as settings_store
 from fairque.engine.calls import MICROS
 from fairque.engine.connect import server_address
 from fairque.engine.eviction import async_eviction_warning
@@ -266,6 +267,7 @@ class TaskScheduler(Schedules):
 
         async def main() -> None:
             executor = AsyncExecutor.connect(self.url)
+            settings_store.write_on_first_use(executor, self.ops.namespace, self.settings)
             try:
                 runner = SchedulerRunner(executor, self.ops, self.config, self.metrics)
                 with self._guard:

@@ -52,6 +52,7 @@ class AsyncSchedules(AsyncClosing):
         executor: AsyncExecutor | None = None,
     ) -> None:
         self.url = url
+        self.settings = settings  # written before the first call, here and by run()
         self.ops = SchedulerOps(Namespace(namespace))
         self.owns_executor = executor is None
         self.executor = executor or AsyncExecutor.connect(url)

@@ -53,6 +53,7 @@ class Schedules(Closing):
         executor: Executor | None = None,
     ) -> None:
         self.url = url
+        self.settings = settings  # written before the first call, here and by run()
         self.ops = SchedulerOps(Namespace(namespace))
         self.owns_executor = executor is None
         self.executor = executor or Executor.connect(url)
