@@ -108,12 +108,15 @@ def result(
     print_json(value)
 
 
-def _act_on(task_id: str, queue: Queue, act: Callable[[str], bool], done: str, verb: str) -> None:
+def _act_on(
+    target: QueueTarget, task_id: str, act: Callable[[Queue, str], bool], done: str, verb: str
+) -> None:
     """Prints ``done`` if ``act`` took the task; else says what it is, and exit 1."""
-    if act(task_id):
-        typer.echo(done)
-        return
-    info = queue.get_record(task_id)
+    with target.open() as queue:
+        if act(queue, task_id):
+            typer.echo(done)
+            return
+        info = queue.get_record(task_id)
     state = info.state.value if info is not None else "gone"
     errors.print(f"not {verb}: task {task_id!r} is {state}", soft_wrap=True, markup=False)
     raise typer.Exit(1)
@@ -121,24 +124,16 @@ def _act_on(task_id: str, queue: Queue, act: Callable[[str], bool], done: str, v
 
 @app.command("cancel")
 @on_queue
-def cancel(
-    target: QueueTarget,
-    task_id: str = TASK_ID,
-) -> None:
+def cancel(target: QueueTarget, task_id: str = TASK_ID) -> None:
     """Cancel a task that has not started (and its dependents); exit 1 if it had."""
-    with target.open() as queue:
-        _act_on(task_id, queue, queue.cancel, "canceled", "canceled")
+    _act_on(target, task_id, Queue.cancel, "canceled", "canceled")
 
 
 @app.command("retry")
 @on_queue
-def retry(
-    target: QueueTarget,
-    task_id: str = TASK_ID,
-) -> None:
+def retry(target: QueueTarget, task_id: str = TASK_ID) -> None:
     """Queue a failed task again now; exit 1 if it had not failed."""
-    with target.open() as queue:
-        _act_on(task_id, queue, queue.retry, "queued", "retried")
+    _act_on(target, task_id, Queue.retry, "queued", "retried")
 
 
 @on_queue

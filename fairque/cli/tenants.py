@@ -122,28 +122,29 @@ def set_(
         _print([shares], f"tenant {tenant} of {target.namespace}")
 
 
+def _pause(target: QueueTarget, tenant: str, paused: bool) -> None:
+    with target.open() as queue:
+        ready = queue.set_tenant(tenant, paused=paused).ready
+    said = (
+        f"paused {tenant}: {ready} ready tasks wait"
+        if paused
+        else f"resumed {tenant}: {ready} ready tasks"
+    )
+    console.print(said, highlight=False)
+
+
 @app.command("pause")
 @on_queue
-def pause(
-    target: QueueTarget,
-    tenant: str = TENANT,
-) -> None:
+def pause(target: QueueTarget, tenant: str = TENANT) -> None:
     """Nobody pops the tenant's tasks until it is resumed; they stay queued."""
-    with target.open() as queue:
-        shares = queue.set_tenant(tenant, paused=True)
-    console.print(f"paused {tenant}: {shares.ready} ready tasks wait", highlight=False)
+    _pause(target, tenant, paused=True)
 
 
 @app.command("resume")
 @on_queue
-def resume(
-    target: QueueTarget,
-    tenant: str = TENANT,
-) -> None:
+def resume(target: QueueTarget, tenant: str = TENANT) -> None:
     """Workers pop the tenant's tasks again."""
-    with target.open() as queue:
-        shares = queue.set_tenant(tenant, paused=False)
-    console.print(f"resumed {tenant}: {shares.ready} ready tasks", highlight=False)
+    _pause(target, tenant, paused=False)
 
 
 @on_queue
