@@ -27,7 +27,8 @@ if ARGV[2] == 'write' then
   if format == nil or pairs_and_writer % 2 ~= 1 then
     return redis.error_reply('INVALID settings odd arguments')
   end
-  local recorded = tonumber(redis.call('HGET', K.settings, 'format')) or 1
+  local raw = redis.call('HGET', K.settings, 'format')
+  local recorded = tonumber(raw) or 1
   if recorded > format then
     return redis.error_reply('NEWER_FORMAT ' .. PREFIX .. ' ' .. recorded .. ' ' .. format)
   end
@@ -36,7 +37,7 @@ if ARGV[2] == 'write' then
       return redis.error_reply('INVALID ' .. ARGV[i] .. ' must be a number')
     end
   end
-  redis.call('HSET', K.settings, 'format', format)
+  if raw ~= tostring(format) then redis.call('HSET', K.settings, 'format', format) end
   for i = 4, #ARGV - 1, 2 do redis.call('HSET', K.settings, ARGV[i], ARGV[i + 1]) end
   if pairs_and_writer > 1 then
     redis.call('HSET', K.settings, 'changed_at', now, 'changed_by', ARGV[#ARGV])
