@@ -9,6 +9,7 @@ the liveness and readiness answers an orchestrator probes (``/livez``, ``/readyz
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -61,6 +62,8 @@ class _QueueCollector:
     def collect(self) -> Iterable[Metric]:
         try:
             stats = self.queue.stats()
+            live = self._live_workers()
+            backlog = self._backlog()
         except (FairQueueError, RedisError) as exc:
             log.warning("cannot read fairque_tasks: %s", exc)  # the other metrics still serve
             return []
@@ -88,13 +91,54 @@ class _QueueCollector:
             labels=["namespace"],
         )
         dropped.add_metric(labels, maintenance.dropped)
-        families = [tasks, last_run, rounds, dropped]
+        events = CounterMetricFamily(
+            "fairque_task_events",
+            "Task events since the namespace began: pushed, started, finished, failed (for "
+            "good), retried, canceled, expired (leases that ran out: work of dead workers)...",
+            labels=["namespace", "event"],
+        )
+        for event, count in sorted(stats.counters.items()):
+            events.add_metric([*labels, event], count)
+        families = [tasks, last_run, rounds, dropped, events, live, *backlog]
         if stats.fairness is not None:
             families += _fairness_families(self.namespace, stats.fairness)
         return families
 
+    def _backlog(self) -> list[Metric]:
+        backlog = self.queue.backlog(BACKLOG_TENANTS)
+        oldest = GaugeMetricFamily(
+            "fairque_oldest_ready_age_seconds",
+            "How long the oldest ready task has waited (queue latency; 0 with none ready): of "
+            "the busiest tenants and of those served longest ago.",
+            labels=["namespace"],
+        )
+        oldest.add_metric([self.namespace], backlog.oldest or 0.0)
+        per_tenant = GaugeMetricFamily(
+            "fairque_tenant_oldest_ready_age_seconds",
+            "How long a tenant's oldest ready task has waited (the busiest tenants and those "
+            "served longest ago, at most 40).",
+            labels=["namespace", "tenant"],
+        )
+        for tenant, age in sorted(backlog.ages.items()):
+            per_tenant.add_metric([self.namespace, tenant], age)
+        return [oldest, per_tenant]
+
+    def _live_workers(self) -> Metric:
+        family = GaugeMetricFamily(
+            "fairque_live_workers",
+            "Live workers of the namespace that serve a task name.",
+            labels=["namespace", "name"],
+        )
+        serving = collections.Counter(
+            name for worker in self.queue.workers() for name in worker.functions
+        )
+        for name in sorted(serving):
+            family.add_metric([self.namespace, name], serving[name])
+        return family
+
 
 OTHER_TENANTS = "other"  # the label of every tenant outside the busiest 20
+BACKLOG_TENANTS = 20  # tenants of each kind whose oldest ready task a scrape reads
 
 
 def _fairness_families(namespace: str, view: FairnessView) -> list[Metric]:
@@ -166,6 +210,13 @@ class _SchedulerCollector:
         yield GaugeMetricFamily(
             "fairque_scheduler_running", "1 while the instance runs.", value=self.metrics.running
         )
+        last_cycle = GaugeMetricFamily(
+            "fairque_scheduler_last_cycle_timestamp_seconds",
+            "When the instance last completed a cycle (epoch seconds; absent before the first).",
+        )
+        if self.metrics.last_cycle_at is not None:
+            last_cycle.add_metric([], self.metrics.last_cycle_at)
+        yield last_cycle
         for name, help_text in (
             ("latency", "Due time to queued (server clock), recent runs."),
             ("lock_time", "Round trip that claims a cycle's schedule locks, recent cycles."),

@@ -44,9 +44,9 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
     assert SCRIPTS == [
         "jobs/complete", "jobs/constraint_set", "jobs/constraints", "jobs/list", "jobs/pop",
         "jobs/push", "jobs/result",
-        "namespace/cancel", "namespace/due", "namespace/fairness", "namespace/get",
-        "namespace/promote", "namespace/reap", "namespace/retry", "namespace/settings",
-        "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
+        "namespace/backlog", "namespace/cancel", "namespace/due", "namespace/fairness",
+        "namespace/get", "namespace/promote", "namespace/reap", "namespace/retry",
+        "namespace/settings", "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
         "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
         "queue/push", "queue/release", "queue/retry_failed", "queue/tenant", "queue/workers",
         "queue/xcom_pull", "queue/xcom_push",
@@ -126,7 +126,8 @@ def test_a_librarys_call_starts_from_fresh_state(server: Server) -> None:
 
 
 READ_ONLY = [
-    "jobs/constraints", "jobs/list", "namespace/due", "namespace/fairness", "namespace/get",
+    "jobs/constraints", "jobs/list", "namespace/backlog", "namespace/due", "namespace/fairness",
+    "namespace/get",
     "namespace/stats", "namespace/tasks", "namespace/tenant_stats", "queue/xcom_pull",
 ]  # fmt: skip
 
@@ -238,6 +239,7 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     ),
     "namespace reap": lambda: QUEUE.reap(100),
     "namespace due": QUEUE.next_due,
+    "namespace backlog": lambda: QUEUE.backlog(20),
     "namespace promote": lambda: QUEUE.promote(100),
     "jobs push": lambda: JOBS.push([Job(name="a"), Job(name="b", argument=[1])]),
     "jobs pop": lambda: JOBS.pop("w1", 2, ["a", "b"]),

@@ -192,6 +192,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("namespace_settings", (), {}),
         ("hand_over", ([_leased()], 0.5, 30.0), {}),
         ("next_due", (), {}),
+        ("backlog", (7,), {}),
         ("promote", (50,), {}),
     ],
     "jobs": [

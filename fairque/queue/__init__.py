@@ -10,6 +10,7 @@ and :class:`AsyncQueue` are their asyncio twins.
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, AsyncShardedQueue
 from fairque.queue.client import FairQueue, Queue, ShardedQueue
 from fairque.queue.models import (
+    Backlog,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -35,6 +36,7 @@ __all__ = [
     "AsyncFairQueue",
     "AsyncQueue",
     "AsyncShardedQueue",
+    "Backlog",
     "FairQueue",
     "FairnessView",
     "LeasedTask",

@@ -25,6 +25,7 @@ from fairque.engine.notify import RECHECK_SECONDS, Listener
 from fairque.engine.records import Record, TaskState
 from fairque.queue.batching import Pushes
 from fairque.queue.models import (
+    Backlog,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -273,6 +274,12 @@ class Queue(Closing):
     def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
         return self._run(self.plans.next_due())
+
+    def backlog(self, tenants: int = 20) -> Backlog:
+        """How long ready tasks have waited: the age of the oldest ready task of the
+        ``tenants`` busiest tenants and of the ``tenants`` served longest ago (1 to 100);
+        ``.oldest`` is the queue's latency. Fair tasks only."""
+        return self._run(self.plans.backlog(tenants))
 
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""

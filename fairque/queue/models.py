@@ -315,6 +315,19 @@ class SharesPage:
 
 
 @dataclass(frozen=True)
+class Backlog:
+    """How long ready fair tasks have waited (``FairQueue.backlog``): per tenant looked at
+    (the busiest and those served longest ago), the age of its oldest ready task."""
+
+    ages: dict[str, float]  # tenant: seconds its oldest ready task has waited
+
+    @property
+    def oldest(self) -> float | None:
+        """The oldest ready task's age among them (seconds); None with nothing ready."""
+        return max(self.ages.values(), default=None)
+
+
+@dataclass(frozen=True)
 class WorkerInfo:
     """A live worker of the namespace, as it registered itself (see ``FairQueue.workers``)."""
 

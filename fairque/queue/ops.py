@@ -51,6 +51,7 @@ from fairque.errors import (
 )
 from fairque.queue.models import (
     STATS_TENANTS,
+    Backlog,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -540,6 +541,19 @@ class QueueOps:
             "namespace/due", ("" if leases else "ready",),
             lambda reply: None if reply < 0 else reply / MICROS,
         )  # fmt: skip
+
+    def backlog(self, tenants: int) -> Call[Backlog]:
+        """The age of the oldest ready task of the ``tenants`` busiest tenants and of the
+        ``tenants`` the ring served longest ago."""
+        if isinstance(tenants, bool) or not isinstance(tenants, int) or not 1 <= tenants <= 100:
+            raise InvalidInput("tenants", f"must be an integer from 1 to 100, got {tenants!r}")
+
+        def parse(reply: list[Any]) -> Backlog:
+            now = int(reply[0])
+            pairs = flat_rows(reply[1:], 2)
+            return Backlog({t.decode(): max(0, now - int(at)) / MICROS for t, at in pairs})
+
+        return self.namespace.call("namespace/backlog", (tenants,), parse)
 
     def promote(self, limit: int) -> Call[int]:
         """Makes up to ``limit`` due scheduled tasks ready."""

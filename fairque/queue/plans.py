@@ -37,6 +37,7 @@ from fairque.engine.records import Record, TaskState, check_identifier
 from fairque.errors import InvalidInput
 from fairque.queue.models import (
     STATS_TENANTS,
+    Backlog,
     FairnessView,
     LeasedTask,
     Maintenance,
@@ -425,6 +426,13 @@ class QueuePlans:
     def next_due(self) -> Plan[float | None]:
         """The soonest of the shards' next due times."""
         return self._each(lambda ops: ops.next_due(), soonest)
+
+    def backlog(self, tenants: int) -> Plan[Backlog]:
+        """The shards' backlogs as one (a tenant lives on one shard)."""
+        return self._each(
+            lambda ops: ops.backlog(tenants),
+            lambda parts: Backlog({t: age for part in parts for t, age in part.ages.items()}),
+        )
 
     def promote(self, limit: int) -> Plan[int]:
         """Promotes due tasks on every shard."""

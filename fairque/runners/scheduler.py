@@ -173,6 +173,7 @@ class SchedulerRunner:
         await self._fire(claim.grants)
         self.metrics.cycles += 1
         self.metrics.last_cycle = time.monotonic()
+        self.metrics.last_cycle_at = time.time()
         if claim.grants:
             return 0.0  # look again at once: more may be due, and the earliest has moved
         if claim.busy:  # due, but held by another instance (or a dead one's lock)

@@ -38,6 +38,7 @@ class SchedulerMetrics:
     outages: int = 0  # times the server was found unreachable
     running: bool = False
     last_cycle: float | None = None  # monotonic time of the last completed cycle
+    last_cycle_at: float | None = None  # the same, in epoch seconds (for alerts)
     latency: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     lock_time: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     _outcomes: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, ok)
