@@ -79,3 +79,17 @@ def test_the_scheduler_says_when_it_last_completed_a_cycle() -> None:
     assert metrics.registry.get_sample_value(name) is None  # no cycle yet: no sample
     figures.last_cycle_at = 1_800_000_000.0
     assert metrics.registry.get_sample_value(name) == 1_800_000_000.0
+
+
+def test_tasks_no_live_worker_serves_are_counted(queue: FairQueue) -> None:
+    queue.push(Task(user_id="a", name="orphan"))
+    leased = queue.pop()
+    queue.hand_over(leased, 0.05, 30.0)  # leased by a worker without the function
+    counters = queue.stats().counters
+    assert (counters["handed_over"], counters["unserved"]) == (1, 1)
+    serving = WorkerInfo("w", "host", 1, ("orphan",), 1, 0, time.time())
+    queue.register_worker(serving, ttl=30)  # now a live worker serves it
+    again = wait_for(queue.pop, timeout=30)  # due again after the delay
+    queue.hand_over(again, 0.05, 30.0)
+    counters = queue.stats().counters
+    assert (counters["handed_over"], counters["unserved"]) == (2, 1)

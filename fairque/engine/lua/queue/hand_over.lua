@@ -2,6 +2,7 @@
 -- deployment's). Each goes back without counting an attempt, due again after `delay`, so
 -- that a worker that serves its function takes it; when no live worker has served it for
 -- `grace`, it fails for good ("no live worker serves NAME") instead of waiting forever.
+-- Counted: handed_over, and unserved for those no live worker serves.
 -- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants wakeups
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
@@ -37,5 +38,6 @@ local handed = each_held_lease(rows, 2, wanted, function(row, f)
   redis.call('HSET', key, 'state', 'scheduled', 'execute_after', now + delay)
   redis.call('ZADD', K.scheduled, now + delay, id)
   count('handed_over')
+  if since ~= nil then count('unserved') end -- no live worker serves its name
 end)
 return flush(now, handed)
