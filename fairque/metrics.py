@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
+from fairque.engine.eviction import may_evict
 from fairque.errors import FairQueueError
 from fairque.queue.client import FairQueue, Queue, ShardedQueue
 from fairque.queue.models import FairnessView, wait_percentile
@@ -64,6 +65,7 @@ class _QueueCollector:
             stats = self.queue.stats()
             live = self._live_workers()
             backlog = self._backlog()
+            policy = may_evict(self.queue.redis)
         except (FairQueueError, RedisError) as exc:
             log.warning("cannot read fairque_tasks: %s", exc)  # the other metrics still serve
             return []
@@ -99,7 +101,15 @@ class _QueueCollector:
         )
         for event, count in sorted(stats.counters.items()):
             events.add_metric([*labels, event], count)
-        families = [tasks, last_run, rounds, dropped, events, live, *backlog]
+        evicts = GaugeMetricFamily(
+            "fairque_server_may_evict",
+            "1 if the server's maxmemory-policy may evict keys (tasks among them), 0 if it "
+            "is noeviction; absent where CONFIG GET is refused.",
+            labels=["namespace"],
+        )
+        if policy is not None:
+            evicts.add_metric(labels, float(policy))
+        families = [tasks, last_run, rounds, dropped, events, live, *backlog, evicts]
         if stats.fairness is not None:
             families += _fairness_families(self.namespace, stats.fairness)
         return families

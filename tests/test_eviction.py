@@ -128,3 +128,16 @@ def test_the_embedded_server_never_evicts() -> None:
             assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
     finally:
         stop_server(folder)
+
+
+def test_a_server_that_may_evict_is_a_metric(lru_server: LocalServer) -> None:
+    from fairque import FairQueue
+    from fairque.metrics import Metrics
+
+    with FairQueue(lru_server.url, "evicting") as queue:
+        metrics = Metrics()
+        metrics.watch_queue(queue)
+        found = metrics.registry.get_sample_value(
+            "fairque_server_may_evict", {"namespace": "evicting"}
+        )
+    assert found == 1.0

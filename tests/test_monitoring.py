@@ -56,6 +56,7 @@ def test_the_queue_metrics_answer_the_first_questions(queue: FairQueue) -> None:
     metrics.watch_queue(queue)
     ns, registry = queue.name, metrics.registry
     assert sample(registry, "fairque_oldest_ready_age_seconds", namespace=ns) == 0.0
+    assert sample(registry, "fairque_server_may_evict", namespace=ns) == 0.0  # noeviction
     queue.push_many([Task(user_id="a", name="report"), Task(user_id="b", name="report")])
     wait_for(lambda: (sample(registry, "fairque_oldest_ready_age_seconds", namespace=ns) or 0) > 0)
     assert sample(registry, "fairque_tenant_oldest_ready_age_seconds", namespace=ns, tenant="a")

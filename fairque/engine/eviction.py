@@ -62,6 +62,14 @@ def eviction_warning(client: SyncClient) -> str | None:
         return _unchecked(exc)
 
 
+def may_evict(client: SyncClient) -> bool | None:
+    """Whether the server (a node of a cluster) may evict keys; None if it would not say."""
+    try:
+        return _problem(client.config_get("maxmemory-policy")) is not None
+    except REFUSED:
+        return None
+
+
 async def async_eviction_warning(client: AsyncClient) -> str | None:
     """:func:`eviction_warning` for an asyncio client."""
     try:
