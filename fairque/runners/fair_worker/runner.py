@@ -448,15 +448,22 @@ class Worker:
                         leased.task_id)  # fmt: skip
 
     async def _acknowledge(self, queue: AsyncQueue) -> None:
+        """Sends acknowledgements as they come, until the worker closes and none is left:
+        results that came in while a flush was in flight at the stop are sent too (they
+        were left, and their tasks ran again once their lease expired)."""
         backoff = Backoff()
-        while not self._closing:
+        while True:
             await self._acks_waiting.wait()
             try:
                 await self._flush_acks(queue)
                 backoff.reset()
             except OUTAGE as exc:
+                if self._closing:
+                    return  # the server is away at the stop: the leases bring them back
                 log.warning("cannot acknowledge (%s); trying again", exc)
                 await asyncio.sleep(backoff.next())
+            if self._closing and not self._acks:
+                return
 
     async def _flush_acks(self, queue: AsyncQueue) -> None:
         """Sends every pending acknowledgement in one call (kept for later if it fails)."""
