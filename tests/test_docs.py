@@ -44,10 +44,15 @@ from fairque.servers.embedded import HOME_ENV, LocalServer, free_port, stop_serv
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).parent.parent
-DOCS = [ROOT / "README.md", ROOT / "docs" / "usage.md"]
+DOCS = [
+    ROOT / "README.md",
+    *(ROOT / "docs" / f"{page}.md" for page in ("usage", "operate", "troubleshooting")),
+]
 LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
 RUNNABLE = {"python", "bash", "sh"}
 FLAGS = {"no-run", "long-running"}
+# Runnable blocks a document holds at least (a page of tables holds none).
+RUNNABLE_AT_LEAST = {"operate.md": 3, "troubleshooting.md": 0}
 PORTS = ("8080", "8081", "8082", "8090", "9102", "9110")
 PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",
             "8082": "FAIRQUE_HTTP_WORKER_PORT"}  # fmt: skip
@@ -125,7 +130,7 @@ def anchors(doc: Path) -> set[str]:
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
 def test_the_markdown_is_well_formed(doc: Path) -> None:
     blocks, links = parse(doc)
-    assert blocks
+    assert blocks or RUNNABLE_AT_LEAST.get(doc.name) == 0
     for block in blocks:
         assert block.closed, f"{block.where}: the code block is never closed"
         assert not re.search(r"^\s*```", block.code, re.MULTILINE), f"{block.where}: a fence inside"
@@ -260,7 +265,7 @@ def test_every_block_meant_to_run_runs(doc: Path, session: Session) -> None:
             session.run_shell(block)
         ran += 1
     session.stop_services()
-    assert ran >= 5  # the documents show runnable examples, and they ran
+    assert ran >= RUNNABLE_AT_LEAST.get(doc.name, 5)  # the examples are there, and they ran
     if doc.name == "README.md":  # followed in order, it leaves nothing behind
         with FairQueue(session.env[URL_ENV]) as queue:
             states = queue.stats().states

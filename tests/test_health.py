@@ -226,13 +226,13 @@ def test_a_taken_health_port_is_one_line(home: Path) -> None:
     )
 
 
-USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
+OPERATE = Path(__file__).resolve().parent.parent / "docs" / "operate.md"
 UNIT_NAME = "fairque-worker.service"
 
 
 def documented_unit() -> str:
-    """The systemd unit usage.md gives (its ``ini`` block that names the file)."""
-    blocks = USAGE.read_text().split("```ini\n")[1:]
+    """The systemd unit operate.md gives (its ``ini`` block that names the file)."""
+    blocks = OPERATE.read_text().split("```ini\n")[1:]
     return next(block.split("```")[0] for block in blocks if UNIT_NAME in block.splitlines()[0])
 
 
