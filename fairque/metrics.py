@@ -1,4 +1,4 @@
-"""Prometheus metrics: seed 004's job-processor metrics, task counts by state (storage
+"""Prometheus metrics: the storage's job-processor metrics, task counts by state (storage
 queues and the fair queue) and fair task durations, served over HTTP on 127.0.0.1, with
 the liveness and readiness answers an orchestrator probes (``/livez``, ``/readyz``).
 
@@ -193,7 +193,7 @@ def _fairness_families(namespace: str, view: FairnessView) -> list[Metric]:
 
 
 class _SchedulerCollector:
-    """Seed 002's scheduler figures, read from the instance's in-process metrics."""
+    """The scheduler's figures, read from the instance's in-process metrics."""
 
     def __init__(self, metrics: SchedulerMetrics) -> None:
         self.metrics = metrics

@@ -35,7 +35,7 @@ LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
 
 
 class TaskState(str, Enum):
-    """Where a task is in its life (seed 000)."""
+    """Where a task is in its life."""
 
     SCHEDULED = "scheduled"
     DEFERRED = "deferred"

@@ -1,1 +1,1 @@
-"""The JQ master and the HTTP worker (seed 003): HTTP + MessagePack + OpenAPI."""
+"""The JQ master and the HTTP worker: HTTP + MessagePack + OpenAPI."""

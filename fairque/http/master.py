@@ -1,4 +1,4 @@
-"""The JQ master (seed 003): an ASGI app for pushers, workers and a Web UI.
+"""The JQ master: an ASGI app for pushers, workers and a Web UI.
 
 Run it with ``fairque master``, or serve :func:`create_master` with any ASGI server.
 Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
@@ -188,7 +188,7 @@ class Master:
             self.outage.failed(exc)
 
 
-JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue (seed 003).")]
+JobBody = Annotated[Job, Body(media_type=MSGPACK, description="The job to enqueue.")]
 JobId = Annotated[str, PathParameter(max_length=256, description="A job id.")]
 
 

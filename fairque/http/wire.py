@@ -4,7 +4,7 @@ asked for), error bodies naming the field, bearer-token auth, OpenAPI media type
 Request bodies are decoded by their Content-Type (``application/msgpack``, also
 ``application/x-msgpack`` and ``application/vnd.msgpack``, or ``application/json``);
 responses are MessagePack unless the client accepts JSON and not MessagePack. Times go
-out as ISO 8601 strings in both encodings (seed 003's ``finished_at``).
+out as ISO 8601 strings in both encodings (the result's ``finished_at``).
 """
 
 from __future__ import annotations

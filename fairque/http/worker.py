@@ -1,8 +1,8 @@
-"""The HTTP worker (seed 003): runs ``@task`` functions behind the worker API.
+"""The HTTP worker: runs ``@task`` functions behind the worker API.
 
 The master POSTs a :class:`JobRequest` to ``/run``; the worker runs the function named
 by the job (its ``argument`` is ``{"args": [...], "kwargs": {...}}``, or null) and
-answers with the seed 003 result object. While it runs, the worker registers with the
+answers with the result object. While it runs, the worker registers with the
 master and heartbeats (``PUT {master}/workers/{id}``), and unregisters when it stops.
 Any program that serves ``/run`` the same way is a worker: see ``examples/``.
 
@@ -172,7 +172,7 @@ def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
         status_code=200,
         media_type=MSGPACK,
         operation_class=WireOperation,
-        summary="Run one job; answer with the seed 003 result object",
+        summary="Run one job; answer with the result object",
         description="The master POSTs each job it hands this worker here and waits up to "
         "the job's `timeout` seconds for the answer. When the master runs with a token, it "
         "sends `Authorization: Bearer <token>`, and a worker should check it.",

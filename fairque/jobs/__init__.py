@@ -1,4 +1,4 @@
-"""Strict-policy jobs (seed 003): the smallest int32 priority first, with constraints.
+"""Strict-policy jobs: the smallest int32 priority first, with constraints.
 
 :class:`JobQueue` and :class:`AsyncJobQueue` send the calls of
 :class:`~fairque.jobs.ops.JobOps`; the JQ master (:mod:`fairque.http`) serves them over

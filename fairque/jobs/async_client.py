@@ -1,4 +1,4 @@
-"""Strict-policy job clients (seed 003): :class:`AsyncJobQueue`.
+"""Strict-policy job clients: :class:`AsyncJobQueue`.
 
 Facades over :class:`~fairque.jobs.ops.JobOps`. Jobs share their namespace's key space,
 leases and stats with the fair queue; pass a fair queue (or an executor) to share its

@@ -1,5 +1,5 @@
 # Generated from fairque/jobs/async_client.py by tools/unasync.py: edit that file instead.
-"""Strict-policy job clients (seed 003): :class:`JobQueue`.
+"""Strict-policy job clients: :class:`JobQueue`.
 
 Facades over :class:`~fairque.jobs.ops.JobOps`. Jobs share their namespace's key space,
 leases and stats with the fair queue; pass a fair queue (or an executor) to share its

@@ -1,4 +1,4 @@
-"""Strict-policy jobs (seed 003): what a pusher sends, what a worker answers, and
+"""Strict-policy jobs: what a pusher sends, what a worker answers, and
 constraints on the jobs a matcher selects.
 
 A :class:`Job` runs before every job of a larger ``priority``; ties go to the earliest
@@ -52,7 +52,7 @@ Value = Annotated[Any, Meta(extra_json_schema=VALUE_REF)]
 
 
 class Job(msgspec.Struct, forbid_unknown_fields=True):
-    """A job as a pusher sends it (seed 003)."""
+    """A job as a pusher sends it."""
 
     name: Name
     argument: Value = None  # any MessagePack value a reader gets back as sent
@@ -63,14 +63,14 @@ class Job(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Success(msgspec.Struct, tag_field="type", tag="success", forbid_unknown_fields=True):
-    """A job that succeeded (seed 003 result object)."""
+    """A job that succeeded (a result object)."""
 
     finished_at: datetime
     result: Value = None
 
 
 class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fields=True):
-    """A job that failed (seed 003 result object)."""
+    """A job that failed (a result object)."""
 
     finished_at: datetime
     reason: Literal["other", "timeout"]
@@ -79,7 +79,7 @@ class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fi
     message: Annotated[str, Meta(max_length=MAX_ERROR_LENGTH)] = ""
 
 
-JobOutcome = Success | Failure  # seed 003's result object
+JobOutcome = Success | Failure  # what a worker answers for a job
 
 
 def failure(reason: Literal["other", "timeout"], message: str, retry: bool = True) -> Failure:

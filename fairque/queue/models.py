@@ -22,7 +22,7 @@ from fairque.errors import InvalidInput, validated
 
 
 class Priority(IntEnum):
-    """Priority of a task within its tenant (seed 001: 1 lowest .. 5 highest).
+    """Priority of a task within its tenant (1 lowest .. 5 highest).
 
     ``CRITICAL`` tasks go first, in FIFO order; the others are chosen by urgency
     ``(p / 5) * waiting time``, so a low priority task is delayed, never starved.
@@ -129,7 +129,7 @@ class LeasedTask:
     timeout: float
     max_retries: int | None
     created_at: float
-    start_time: float  # when this attempt became available (seed 004 StartTime)
+    start_time: float  # when this attempt became available
     prev_start_time: float | None  # when the previous attempt did
 
 

@@ -1,4 +1,4 @@
-"""The Manager (seed 004): moves storage workers' processors toward queues with backlog.
+"""The Manager: moves storage workers' processors toward queues with backlog.
 
 It talks to workers only through the storage's server (the board of
 :mod:`fairque.storage.plan`): each round it reads the live workers' reports and the
@@ -82,7 +82,7 @@ def plan_workers(reports: Sequence[WorkerReport], stats: Stats) -> dict[str, lis
 
 
 class Manager:
-    """Moves processors toward queues with backlog (seed 004's Manager), in whichever
+    """Moves processors toward queues with backlog (the storage's Manager), in whichever
     process it runs: each round reads the live workers' reports and ``get_stat()`` from
     the storage, and publishes the plan there (:func:`plan_workers`); workers take their
     part at their next beat. With no backlog it tells nobody anything, and workers keep

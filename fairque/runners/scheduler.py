@@ -1,4 +1,4 @@
-"""The scheduler's execution cycle (seed 002, section 3), run by any number of instances.
+"""The scheduler's execution cycle, run by any number of instances.
 
 Each cycle is two round trips for up to ``batch`` due schedules. The claim script records
 the instance's heartbeat and takes the lock (SET NX PX with an owner token) of each due
@@ -11,7 +11,7 @@ work; the fire script's checks make each run submitted exactly once even when a 
 expires mid-way. The instance's record, written with every cycle's heartbeat, is what
 ``health_check()`` judges from outside.
 
-:class:`TaskScheduler` and :class:`AsyncTaskScheduler` are seed 002's API: the schedules'
+:class:`TaskScheduler` and :class:`AsyncTaskScheduler` are the scheduler's API: the schedules'
 clients (:mod:`fairque.scheduler.async_client`) that also run an instance. The blocking
 ``run()`` runs the cycle in asyncio, in any thread (``stop()`` and ``shutdown()`` may be
 called from another).
@@ -229,7 +229,7 @@ def _current_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class TaskScheduler(Schedules):
-    """Cron and interval schedules of one queue namespace (seed 002).
+    """Cron and interval schedules of one queue namespace.
 
     >>> scheduler = TaskScheduler()  # doctest: +SKIP
     >>> scheduler.add_schedule(cron="0 7 * * mon-fri", timezone="Asia/Tokyo",

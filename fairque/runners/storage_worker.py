@@ -1,4 +1,4 @@
-"""Contract workers (seed 004): job processors that take batches from numbered queues
+"""Contract workers: job processors that take batches from numbered queues
 and hand them, typed, to handlers (the Manager that moves them to backlog is
 :mod:`fairque.runners.manager`).
 
@@ -59,7 +59,7 @@ UNDECODABLE_BACKOFF_MAX = 3600.0  # seconds: tasks the contract cannot read come
 
 @dataclass
 class HandlerStats:
-    """What a handler did with a batch (seed 004); also summed per queue by the worker."""
+    """What a handler did with a batch; also summed per queue by the worker."""
 
     processed: int = 0
     errors: int = 0
@@ -92,7 +92,7 @@ class QueueConfig(BaseModel):
 
 
 class StorageWorkerConfig(BaseModel):
-    """Seed 004's worker settings (``max_processors``, ``visibility_timeout``, per-queue
+    """The storage worker's settings (``max_processors``, ``visibility_timeout``, per-queue
     ``batch_size``), plus how long to wait when every queue was empty, and how often the
     worker beats to the Manager's board (a worker silent for ``heartbeat_ttl`` seconds
     drops out of the plan)."""
@@ -217,7 +217,7 @@ class StorageWorker:
 
     async def _beats(self) -> None:
         """Beats every ``heartbeat`` seconds and follows the plan the reply carries; no
-        plan means no instruction, so the processors go on as they were (seed 004)."""
+        plan means no instruction, so the processors go on as they were."""
         backoff = Backoff()
         while not self._stopping.is_set():
             try:

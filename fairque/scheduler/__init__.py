@@ -1,4 +1,4 @@
-"""The TaskScheduler (seed 002): cron and interval schedules, run by many instances
+"""The TaskScheduler: cron and interval schedules, run by many instances
 without duplicates.
 
 >>> from fairque.scheduler import TaskScheduler  # doctest: +SKIP

@@ -40,7 +40,7 @@ def _one(snapshot: Snapshot, schedule_id: str) -> ScheduleInfo:
 
 
 class Schedules(Closing):
-    """Cron and interval schedules of one queue namespace (seed 002): add, change, pause,
+    """Cron and interval schedules of one queue namespace: add, change, pause,
     list, and the health of the instances that run them."""
 
     def __init__(

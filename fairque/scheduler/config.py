@@ -1,4 +1,4 @@
-"""Settings of a scheduler instance (seed 002's configuration parameters)."""
+"""Settings of a scheduler instance (its configuration parameters)."""
 
 from __future__ import annotations
 

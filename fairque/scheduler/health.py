@@ -1,4 +1,4 @@
-"""Seed 002's health check: OK, WARNING or ERROR, with the details it is based on.
+"""The scheduler's health check: OK, WARNING or ERROR, with the details it is based on.
 
 It judges what the server holds, so it is true from any process (``fairque scheduler
 health`` runs no instance): the instances' records, each with its last heartbeat in
@@ -6,7 +6,7 @@ server time (live = running and beating within ``live_window`` of its poll inter
 :mod:`fairque.scheduler.config`), and the schedules. An instance running in the same
 process adds what only it knows: the age of its last cycle and its recent error rate.
 
-ERROR (critical, seed 002 6.1): the server does not answer; or schedules are active and
+ERROR (critical): the server does not answer; or schedules are active and
 no instance is live, so nothing submits their runs (the scheduler's one job is not being
 done, as surely as with the server gone); or this process's running instance has not
 completed a cycle for ``stale_cycles_error`` polls, or half its recent submissions

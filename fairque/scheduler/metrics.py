@@ -1,4 +1,4 @@
-"""Seed 002's performance metrics of one scheduler instance, kept in process.
+"""The performance metrics of one scheduler instance, kept in process.
 
 Submission latency is from a run's due time to the moment the server queued its task
 (both server clock); lock time is the round trip that claims a cycle's locks (one batch of

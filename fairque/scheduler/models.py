@@ -1,4 +1,4 @@
-"""What a schedule is (seed 002): when it runs, and the task each run submits."""
+"""What a schedule is: when it runs, and the task each run submits."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ class ScheduleInfo:
 
 
 class HealthStatus(str, Enum):
-    """Seed 002's health levels."""
+    """The scheduler's health levels."""
 
     OK = "ok"
     WARNING = "warning"

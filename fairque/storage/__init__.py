@@ -1,4 +1,4 @@
-"""Seed 004: numbered queues behind a ``Storage`` interface, and contract workers.
+"""The storage: numbered queues behind a ``Storage`` interface, and contract workers.
 
 Three storages, one behaviour: :class:`RedisStorage` / :class:`AsyncRedisStorage` on the
 fairque engine, :class:`TarantoolStorage` / :class:`AsyncTarantoolStorage` in Tarantool

@@ -1,4 +1,4 @@
-"""Seed 004's storage in Tarantool: the facade that sends the calls
+"""The storage in Tarantool: the facade that sends the calls
 :class:`~fairque.storage.tarantool.TarantoolOps` builds through one connection
 (:mod:`fairque.storage.tarantool`). The asyncio facade, in
 :mod:`fairque.storage.async_tarantool` (``asynctnt``: many calls in flight on one

@@ -1,5 +1,5 @@
 # Generated from fairque/storage/async_client.py by tools/unasync.py: edit that file instead.
-"""The storage of seed 004 on the fairque engine: numbered queues in a namespace.
+"""The storage on the fairque engine: numbered queues in a namespace.
 
 The facade sends :class:`~fairque.storage.ops.StorageOps` calls through an executor;
 storage tasks share their namespace's key space, leases, maintenance and stats with the

@@ -1,4 +1,4 @@
-"""Queue contracts (seed 004): a YAML file declares numbered queues and their fields.
+"""Queue contracts: a YAML file declares numbered queues and their fields.
 
 .. code-block:: yaml
 

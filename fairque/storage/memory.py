@@ -1,4 +1,4 @@
-"""The in-memory storage of seed 004: pure Python, for tests and development.
+"""The in-memory storage: pure Python, for tests and development.
 
 The one place the semantics are written a second time (design section 2); the
 conformance tests run the same cases against it and the Redis storage. Give it a
@@ -80,7 +80,7 @@ class MemoryStorage:
         heapq.heappush(heap, (record.start_time, record.turn, task_id))
 
     def _reap(self, now: float) -> None:
-        """Expired leases go back to their queue, now, with attempts + 1 (seed 004)."""
+        """Expired leases go back to their queue, now, with attempts + 1."""
         while self._leases and self._leases[0][0] <= now:
             _, turn, task_id = heapq.heappop(self._leases)
             record = self._tasks.get(task_id)

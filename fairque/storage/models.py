@@ -1,4 +1,4 @@
-"""Seed 004's data types, and the checks both storages apply to what they are given."""
+"""The storage's data types, and the checks both storages apply to what they are given."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from fairque.errors import InvalidInput
 
 MAX_QUEUE_NUM = 2**31 - 1
 MAX_COUNT = 10_000  # tasks per get_task, ids per done_task, retries per retry_task
-DEFAULT_VISIBILITY_TIMEOUT = 60.0  # seconds (seed 004)
+DEFAULT_VISIBILITY_TIMEOUT = 60.0  # seconds
 MAX_VISIBILITY_TIMEOUT = 7 * 24 * 3600.0
 MAX_DATA_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class StorageTask:
-    """A task taken from a numbered queue (seed 004 ``Task``)."""
+    """A task taken from a numbered queue."""
 
     id: int
     queue_num: int
@@ -31,7 +31,7 @@ class StorageTask:
 
 @dataclass(frozen=True, slots=True)
 class RetryInfo:
-    """Put a taken task back, available again at ``next_start_time`` (seed 004)."""
+    """Put a taken task back, available again at ``next_start_time``."""
 
     task_id: int
     next_start_time: datetime
@@ -55,7 +55,7 @@ class PutTaskRequest:
 
 @dataclass(frozen=True, slots=True)
 class QueueStat:
-    """Tasks of one queue now (seed 004): total = ready + taken + delayed."""
+    """Tasks of one queue now: total = ready + taken + delayed."""
 
     queue_num: int
     total: int = 0

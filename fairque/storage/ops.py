@@ -1,4 +1,4 @@
-"""The sans-IO core of the Redis storage: seed 004 requests as engine script calls."""
+"""The sans-IO core of the Redis storage: storage requests as engine script calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What workers and the Manager exchange through the storage's server (seed 004's Manager
+"""What workers and the Manager exchange through the storage's server (the Manager
 across processes and hosts).
 
 Every storage keeps a small board next to its queues:

@@ -1,4 +1,4 @@
-"""The ``Storage`` interface of seed 004, blocking and asyncio."""
+"""The ``Storage`` interface, blocking and asyncio."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fairque.storage.plan import WorkerReport
 
 
 class Storage(Protocol):
-    """Numbered queues of byte payloads with a visibility timeout (seed 004)."""
+    """Numbered queues of byte payloads with a visibility timeout."""
 
     def get_task(
         self, queue_num: int, count: int, visibility_timeout: float | None = None

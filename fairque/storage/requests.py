@@ -1,4 +1,4 @@
-"""Seed 004's requests, checked once: :class:`Requests`, in front of every backend.
+"""The storage's requests, checked once: :class:`Requests`, in front of every backend.
 
 Each storage (Redis, Tarantool, in memory) hands a request's arguments to one method
 here before anything else and works on what it returns: numbers in range, times aware,

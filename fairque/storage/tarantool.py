@@ -1,4 +1,4 @@
-"""Seed 004's storage in Tarantool: numbered queues kept by Lua stored procedures.
+"""The storage in Tarantool: numbered queues kept by Lua stored procedures.
 
 Each operation is one call of the persistent function ``fairque_storage`` (the source is
 ``tarantool_procedures.lua`` beside this module), which runs it in one memtx transaction
@@ -138,7 +138,7 @@ def _text(value: bytes | str) -> str:
 
 
 class TarantoolOps:
-    """The sans-IO core: seed 004 requests (and the Manager's board) as calls of
+    """The sans-IO core: storage requests (and the Manager's board) as calls of
     ``fairque_storage(op, namespace, ...)``, and their replies as fairque types."""
 
     def __init__(self, namespace: str = "default", visibility_timeout: float | None = None):

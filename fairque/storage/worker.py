@@ -1,4 +1,4 @@
-"""The public path of seed 004's contract workers and Manager, which live with the other
+"""The public path of the storage's contract workers and Manager, which live with the other
 runners (:mod:`fairque.runners.storage_worker`, :mod:`fairque.runners.manager`)."""
 
 from fairque.runners.manager import Manager

@@ -1,4 +1,4 @@
-"""Worker configuration: YAML (seed 001's layout) overridden by ``FAIRQUE_*`` variables.
+"""Worker configuration: YAML overridden by ``FAIRQUE_*`` variables.
 
 ```yaml
 worker:
@@ -112,7 +112,7 @@ _SECTIONS = ("worker", "redis", "settings")
 
 
 def _url_of(redis: Mapping[str, Any]) -> str:
-    """The URL of seed 001's host / port / db section (and credentials, if given)."""
+    """The URL of the YAML's host / port / db section (and credentials, if given)."""
     host, port, db = redis.get("host", "127.0.0.1"), redis.get("port", 6379), redis.get("db", 0)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise InvalidInput("redis.port", f"must be a port number, got {port!r}")

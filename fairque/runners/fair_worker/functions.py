@@ -26,7 +26,7 @@ from fairque.queue.models import Priority, Task
 class TaskFunction:
     """A registered function: call it directly, or ``build`` a Task that runs it.
 
-    ``step`` and ``depends_on`` place it in a :class:`Pipeline` (seed 000's ``task_id``
+    ``step`` and ``depends_on`` place it in a :class:`Pipeline` (its ``task_id``
     and ``depends_on``, naming other steps).
     """
 
@@ -113,7 +113,7 @@ def task(
     depends_on: Sequence[str] = (),
 ) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
     """Registers a sync or async function as a task: ``@task`` or ``@task(name="x")``;
-    ``task_id`` and ``depends_on`` make it a pipeline step (seed 000)."""
+    ``task_id`` and ``depends_on`` make it a pipeline step."""
     target = into or registry
 
     def decorate(function: Callable[..., Any]) -> TaskFunction:
