@@ -1,8 +1,8 @@
 """Sphinx configuration of fairque's documentation site.
 
-Two extensions beyond Sphinx's own: myst-parser, so that usage.md and internals.md stay
-Markdown that GitHub renders too (maintained by the Executable Books project, the usual
-way to read Markdown in Sphinx), and sphinx.ext.autodoc (part of Sphinx) for the API
+Two extensions beyond Sphinx's own: myst-parser, so that the pages stay Markdown that
+GitHub renders too (maintained by the Executable Books project, the usual way to read
+Markdown in Sphinx), and sphinx.ext.autodoc (part of Sphinx) for the API
 reference from the docstrings. The OpenAPI page is rendered by ``_ext/openapi_page.py``
 (no third-party extension: the document's shape is known). Built in CI with warnings as
 errors: ``uv run sphinx-build -W -q docs docs/_build``.
@@ -26,11 +26,11 @@ author = "fairque contributors"
 extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]
-myst_heading_anchors = 3  # [text](usage.md#web-ui) links reach headings, as on GitHub
+myst_heading_anchors = 3  # [text](client.md#tasks) links reach headings, as on GitHub
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 html_theme = "alabaster"
 html_title = "fairque"
 html_static_path: list[str] = []
-suppress_warnings = ["myst.header"]  # usage.md starts at "#" and skips no level on GitHub
+suppress_warnings = ["myst.header"]  # each page starts at "#" and skips no level on GitHub

@@ -1,6 +1,7 @@
-"""The documentation works when pasted: README.md and docs/usage.md are parsed as Markdown
-(every code block closed, every local link and anchor there), and every shell and Python
-block meant to run is run, in order, against a throwaway server.
+"""The documentation works when pasted: README.md, CHANGELOG.md and every page of docs/ are
+parsed as Markdown (every code block closed, every local link and anchor there), and in
+the pages of ``DOCS`` every shell and Python block meant to run is run, in order, against
+a throwaway server.
 
 How a block is treated is in its info string, which GitHub ignores after the language:
 
@@ -44,15 +45,25 @@ from fairque.servers.embedded import HOME_ENV, LocalServer, free_port, stop_serv
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).parent.parent
+# Every page: the README, the changelog and the site's pages (not the generated ones).
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The pages whose blocks are run (a no-run Python block: its imports), each in its own
+# session: every page that holds a shell or Python block.
 DOCS = [
     ROOT / "README.md",
-    *(ROOT / "docs" / f"{page}.md" for page in ("usage", "operate", "troubleshooting")),
-]
+    *(ROOT / "docs" / f"{page}.md" for page in (
+        "client", "workers", "scheduler", "storage", "http", "web-ui", "clusters",
+        "operate",
+    )),
+]  # fmt: skip
 LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
 RUNNABLE = {"python", "bash", "sh"}
 FLAGS = {"no-run", "long-running"}
-# Runnable blocks a document holds at least (a page of tables holds none).
-RUNNABLE_AT_LEAST = {"operate.md": 3, "troubleshooting.md": 0}
+# Runnable blocks a document holds at least (5 unless named here).
+RUNNABLE_AT_LEAST = {
+    "workers.md": 1, "scheduler.md": 2, "storage.md": 1, "http.md": 1, "web-ui.md": 1,
+    "clusters.md": 0, "operate.md": 3,
+}  # fmt: skip
 PORTS = ("8080", "8081", "8082", "8090", "9102", "9110")
 PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",
             "8082": "FAIRQUE_HTTP_WORKER_PORT"}  # fmt: skip
@@ -127,13 +138,14 @@ def anchors(doc: Path) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
+@pytest.mark.parametrize("doc", PAGES, ids=lambda doc: doc.name)
 def test_the_markdown_is_well_formed(doc: Path) -> None:
     blocks, links = parse(doc)
-    assert blocks or RUNNABLE_AT_LEAST.get(doc.name) == 0
     for block in blocks:
         assert block.closed, f"{block.where}: the code block is never closed"
         assert not re.search(r"^\s*```", block.code, re.MULTILINE), f"{block.where}: a fence inside"
+        if block.language.startswith("{"):  # a Sphinx directive ({toctree}), not code
+            continue
         assert block.language in LANGUAGES, f"{block.where}: language {block.language!r}"
         assert block.flags <= FLAGS, f"{block.where}: unknown flags {block.flags - FLAGS}"
         if block.language == "python":  # no-run blocks too, as a script (no top-level await)
@@ -146,6 +158,13 @@ def test_the_markdown_is_well_formed(doc: Path) -> None:
         assert path.exists(), f"{doc.name}: link to {link}: no such file"
         if anchor and path.suffix == ".md":
             assert anchor in anchors(path), f"{doc.name}: link to {link}: no such heading"
+
+
+def test_every_page_with_commands_is_run() -> None:
+    for page in PAGES:
+        blocks, _links = parse(page)
+        if any(block.language in RUNNABLE for block in blocks):
+            assert page in DOCS, f"{page.name} holds commands: add it to DOCS"
 
 
 @dataclass
