@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "one_engine: the code it tests is the same on every engine (the HTTP "
         "layer, a long stress run): run it on the embedded Valkey only",
     )  # fmt: skip
-    config.addinivalue_line("markers", "long: takes half a minute or more: run it first")
+    config.addinivalue_line("markers", "long: takes twenty seconds or more: run it first")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -151,7 +151,8 @@ async def test_fair_task_durations(metrics: Metrics, server: LocalServer, namesp
     assert samples[("fairque_task_duration_seconds_count", failed)] == 1
 
 
-@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.one_engine  # a worker process's metrics endpoint: the engine's figures are
+@pytest.mark.parametrize("shards", [1, 3])  # tested on each in-process
 def test_fair_worker_process_serves_metrics(
     tmp_path: Path, server: LocalServer, namespace: str, shards: int
 ) -> None:

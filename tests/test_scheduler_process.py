@@ -57,12 +57,12 @@ def stop(processes: list[subprocess.Popen[str]]) -> None:
         assert process.wait(timeout=20) == 0, process.stderr and process.stderr.read()
 
 
-# Half a minute of wall time, once: the scheduler's scripts are the same on every engine,
+# Twenty seconds of wall time, once: the scheduler's scripts are the same on every engine,
 # and racing instances are tested on each (test_scheduler.py).
 @pytest.mark.one_engine
 @pytest.mark.long
 @pytest.mark.timeout(240)
-def test_three_instances_for_half_a_minute_submit_every_run_exactly_once(
+def test_three_instances_for_twenty_seconds_submit_every_run_exactly_once(
     start_scheduler: Start, server: LocalServer, namespace: str
 ) -> None:
     with TaskScheduler(server.url, namespace) as scheduler, FairQueue(server.url, namespace) as q:
@@ -73,15 +73,15 @@ def test_three_instances_for_half_a_minute_submit_every_run_exactly_once(
             for n in range(4)
         ]
         began = time.monotonic()
-        # 60 runs of each schedule, raced for by three instances polling every 0.2 s.
-        wait_for(lambda: time.monotonic() - began > 30, timeout=60, interval=1.0)
+        # 40 runs of each schedule, raced for by three instances polling every 0.2 s.
+        wait_for(lambda: time.monotonic() - began > 20, timeout=60, interval=1.0)
         stop(processes)
         infos = {info.schedule_id: info for info in scheduler.list_schedules()}
         runs = queued_runs(q)
         records = scheduler.instances()
     assert sorted(runs) == sorted(ids)
     for schedule_id, times in runs.items():
-        assert len(times) >= 55, f"only {len(times)} runs in half a minute"
+        assert len(times) >= 36, f"only {len(times)} runs in twenty seconds"
         assert len(set(times)) == len(times)  # no duplicate
         gaps = {later - earlier for earlier, later in itertools.pairwise(times)}
         assert gaps == {SECOND // 2}  # no missed run

@@ -512,6 +512,7 @@ async def test_the_worker_waits_while_its_master_is_a_replica(namespace: str) ->
     assert calls == [(1, 1), (2, 2)]
 
 
+@pytest.mark.one_engine  # task processes run functions only: the same on every engine
 async def test_process_mode_runs_sync_functions_in_task_processes(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:

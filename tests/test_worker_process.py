@@ -68,6 +68,11 @@ _register()
 
 Start = Callable[..., subprocess.Popen[str]]
 
+# Signals, timeouts and task processes: the worker's own process handling, the same on
+# every engine (what the engine does with a handed-back or expired lease is tested on each:
+# here by the killed-worker tests, and in-process in test_worker.py).
+PROCESS_HANDLING = pytest.mark.one_engine
+
 
 @pytest.fixture
 def start_worker(tmp_path: Path, server: LocalServer, namespace: str, start_cli: StartCli) -> Start:
@@ -136,6 +141,7 @@ def test_several_worker_processes_run_each_task_once(
         assert worker.wait(timeout=15) == 0
 
 
+@PROCESS_HANDLING
 def test_sigterm_hands_running_tasks_back_at_once(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -168,6 +174,7 @@ def test_a_killed_worker_loses_nothing(
     assert info.last_error == "lease expired"
 
 
+@PROCESS_HANDLING
 def test_a_bad_configuration_stops_the_worker_with_the_field_named(start_worker: Start) -> None:
     worker = start_worker(CONCURRENCY="0")
     _, errors = worker.communicate(timeout=30)
@@ -175,6 +182,7 @@ def test_a_bad_configuration_stops_the_worker_with_the_field_named(start_worker:
     assert "concurrency" in errors
 
 
+@PROCESS_HANDLING
 def test_processes_run_one_worker_each_and_stop_together(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -195,6 +203,7 @@ def test_processes_run_one_worker_each_and_stop_together(
     wait_for(lambda: waiting_workers(queue) == 0, timeout=10)
 
 
+@PROCESS_HANDLING
 def test_a_sync_task_past_its_timeout_on_a_thread_never_runs_twice_at_once(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -216,6 +225,7 @@ def test_a_sync_task_past_its_timeout_on_a_thread_never_runs_twice_at_once(
     assert worker.wait(timeout=15) == 0
 
 
+@PROCESS_HANDLING
 def test_process_mode_kills_a_run_at_its_timeout_and_retries_it(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -244,6 +254,7 @@ def test_process_mode_kills_a_run_at_its_timeout_and_retries_it(
     assert worker.wait(timeout=15) == 0
 
 
+@PROCESS_HANDLING
 def test_process_mode_refuses_a_function_a_task_process_cannot_import(
     start_worker: Start,
 ) -> None:
@@ -255,6 +266,7 @@ def test_process_mode_refuses_a_function_a_task_process_cannot_import(
     assert "Traceback" not in errors
 
 
+@PROCESS_HANDLING
 def test_a_second_sigint_stops_at_once(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -276,6 +288,7 @@ def test_a_second_sigint_stops_at_once(
     assert blocked.state is TaskState.STARTED
 
 
+@PROCESS_HANDLING
 def test_process_mode_kills_a_run_at_shutdown_after_the_grace_and_hands_it_back(
     start_worker: Start, queue: FairQueue, tmp_path: Path
 ) -> None:
@@ -330,6 +343,7 @@ if __name__ == "__main__":
 """
 
 
+@PROCESS_HANDLING
 def test_process_mode_finds_functions_of_a_worker_script(
     server: LocalServer, namespace: str, tmp_path: Path
 ) -> None:
