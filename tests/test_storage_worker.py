@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fairque.errors import InvalidInput
-from fairque.runners.manager import Manager, plan_processors, plan_workers
+from fairque.runners.manager import Manager, PlanHistory, plan_workers
 from fairque.runners.storage_worker import (
     Handler,
     HandlerStats,
@@ -271,14 +271,21 @@ def test_worker_config_file(tmp_path: Any) -> None:
         StorageWorkerConfig.load(path)
 
 
+def one_worker(processors: int, ready: dict[int, int], **costs: tuple[int, float]) -> list[int]:
+    """The plan of a lone worker serving ``ready``'s queues in batches of 10 (``costs``:
+    ``q<queue>=(handled, seconds)``)."""
+    figures = {queue: QueueReport(10, *costs.get(f"q{queue}", (0, 0.0))) for queue in ready}
+    stats = Stats({queue: QueueStat(queue, count, count) for queue, count in ready.items()})
+    return plan_workers([WorkerReport("w", processors, figures)], stats).get("w", [])
+
+
 def test_plan_follows_backlog_and_cost() -> None:
-    batches = {1: 10, 2: 10, 3: 10}
-    assert plan_processors(4, {1: 0, 2: 0}, batches, {}) is None
-    assert plan_processors(4, {1: 500, 2: 100, 3: 0}, batches, {}) == [1, 1, 1, 2]
+    assert one_worker(4, {1: 0, 2: 0}) == []  # no backlog: no instruction
+    assert one_worker(4, {1: 500, 2: 100, 3: 0}) == [1, 1, 1, 2]
     # A queue whose tasks take 20 times longer needs the processors more.
-    assert plan_processors(4, {1: 500, 2: 100}, batches, {1: 0.01, 2: 0.2}) == [1, 2, 2, 2]
+    assert one_worker(4, {1: 500, 2: 100}, q1=(100, 1.0), q2=(10, 2.0)) == [1, 2, 2, 2]
     # Never more processors than a queue has batches ready: the rest go round robin.
-    assert plan_processors(8, {1: 15, 2: 3}, batches, {}) == [1, 1, 2]
+    assert one_worker(8, {1: 15, 2: 3}) == [1, 1, 2]
 
 
 def test_plan_workers_splits_the_backlog_between_workers() -> None:
@@ -286,15 +293,45 @@ def test_plan_workers_splits_the_backlog_between_workers() -> None:
     a, b = WorkerReport("a", 2, both), WorkerReport("b", 2, both)
     c = WorkerReport("c", 1, {3: QueueReport(10)})
     stats = Stats({1: QueueStat(1, 30, 30), 2: QueueStat(2, 5, 5)})
-    # a takes a batch of each; b what is left of queue 1; c has no backlog: no instruction.
-    assert plan_workers([c, b, a], stats) == {"a": [1, 2], "b": [1, 1]}
+    # Queue 2 gets a processor, on the worker with more free; queue 1 the rest (3 batches);
+    # c has no backlog: no instruction.
+    assert plan_workers([c, b, a], stats) == {"a": [1, 1], "b": [1, 2]}
     # a claims queue 2's only batch: b goes round robin.
     assert plan_workers([a, b], Stats({2: QueueStat(2, 5, 5)})) == {"a": [2], "b": []}
-    # Costs measured by every worker count: queue 2's tasks are 20 times dearer.
-    costly = {1: QueueReport(10, 100, 1.0), 2: QueueReport(10, 10, 2.0)}
-    stats = Stats({1: QueueStat(1, 500, 500), 2: QueueStat(2, 100, 100)})
-    assert plan_workers([WorkerReport("a", 4, costly)], stats) == {"a": [1, 2, 2, 2]}
     assert plan_workers([], stats) == {}
+
+
+def test_every_queue_with_backlog_gets_a_processor_and_plans_hold_while_backlogs_do() -> None:
+    """Two workers of two processors and three queues with backlog: each worker ranking
+    the queues for itself gave both [1, 2], and queue 3 nothing for as long as that lasted;
+    small changes in the backlogs moved processors from round to round."""
+    three = {queue: QueueReport(10) for queue in (1, 2, 3)}
+    workers = [WorkerReport("w1", 2, three), WorkerReport("w2", 2, three)]
+    history = PlanHistory()
+    plans = []
+    for ready in ([760, 700, 760], [740, 690, 750], [700, 720, 730], [690, 700, 650]):
+        stats = Stats({q: QueueStat(q, n, n) for q, n in zip((1, 2, 3), ready, strict=True)})
+        plans.append(plan_workers(workers, stats, history))
+    assert {queue for plan in plans[0].values() for queue in plan} == {1, 2, 3}
+    assert all(len(plan) == 2 for plan in plans[0].values())
+    assert plans == [plans[0]] * 4, plans
+
+
+def test_with_more_queues_than_processors_each_waits_a_bounded_number_of_rounds() -> None:
+    queues = {queue: QueueReport(10) for queue in range(1, 6)}
+    workers = [WorkerReport("w1", 1, queues), WorkerReport("w2", 1, queues)]
+    stats = Stats({queue: QueueStat(queue, 100 * queue, 100 * queue) for queue in queues})
+    history = PlanHistory()
+    served: list[set[int]] = []
+    for _ in range(6):
+        plan = plan_workers(workers, stats, history)
+        assert sorted(len(queues) for queues in plan.values()) == [1, 1]
+        served.append({queue for queues in plan.values() for queue in queues})
+    # 5 queues, 2 processors: every queue within 3 rounds (ceil(5 / 2)), from any round on;
+    # the most work first.
+    assert served[0] == {5, 4}
+    for first in range(4):
+        assert set().union(*served[first : first + 3]) == set(queues), served
 
 
 def test_reports_a_version_cannot_read_are_skipped() -> None:
@@ -329,6 +366,38 @@ async def test_manager_moves_processors_to_the_backlog() -> None:
     worker.assign([])  # back to round robin, and no plan brings it back to sms
     await run_until(worker, lambda: worker.stats[1].processed == 3)
     assert worker.plan == []
+
+
+async def test_a_manager_pins_every_queue_in_turn_with_fewer_processors_than_queues() -> None:
+    """Two workers of one processor, three queues with backlog: the published plans reach
+    every queue within two rounds, and the workers drain all three under the Manager."""
+    storage = AsyncMemoryStorage()
+    recorder = Recorder()
+    handlers: dict[int | str, Handler] = {
+        name: recorder(name) for name in ("emails", "sms", "unused")
+    }
+    workers = [
+        StorageWorker(storage, CONTRACT, handlers, config(max_processors=1), worker_id=name)
+        for name in ("w1", "w2")
+    ]
+    for worker in workers:
+        await storage.beat(worker.report(), 60)
+    await put(storage, "emails", 30)
+    await put(storage, "sms", 20)
+    await storage.put_tasks([CONTRACT.queue("unused").request({}) for _ in range(10)])
+    manager = Manager(storage, interval=0.02)
+    rounds = [await manager.rebalance() for _ in range(2)]
+    assert {queue for plan in rounds for queues in plan.values() for queue in queues} == {1, 2, 3}
+    managing = asyncio.create_task(manager.run())
+    running = [asyncio.create_task(worker.run()) for worker in workers]
+    try:
+        await until(lambda: sum(len(tasks) for _, tasks in recorder.batches) == 60)
+    finally:
+        manager.stop()
+        for worker in workers:
+            worker.stop()
+        await asyncio.gather(managing, *running)
+    assert {name for name, _ in recorder.batches} == {"emails", "sms", "unused"}
 
 
 async def test_a_worker_ignores_a_plan_for_queues_it_has_no_handler_for(

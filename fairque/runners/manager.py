@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
@@ -23,43 +23,37 @@ from fairque.storage.protocol import AsyncStorage
 log = logging.getLogger("fairque.storage")
 
 
-def plan_processors(
-    processors: int,
-    ready: Mapping[int, int],
-    batch_sizes: Mapping[int, int],
-    seconds_per_task: Mapping[int, float],
-) -> list[int] | None:
-    """Which queue each processor should serve: one for each queue with ready work (the
-    most work first, while processors last), the rest where there is more work (ready
-    tasks times their measured cost) by highest averages; never more processors on a
-    queue than it has batches ready. None when no queue has ready work."""
-    known = [cost for cost in seconds_per_task.values() if cost > 0]
-    default_cost = sum(known) / len(known) if known else 1.0
-    work = {
-        queue: count * (seconds_per_task.get(queue) or default_cost)
-        for queue, count in ready.items()
-        if count > 0
-    }
-    if not work:
-        return None
-    given = dict.fromkeys(work, 0)
-    for queue in sorted(work, key=lambda q: -work[q])[:processors]:
-        given[queue] = 1  # no queue with backlog waits for another to drain
-    for _ in range(processors - sum(given.values())):
-        open_queues = [q for q in work if given[q] < math.ceil(ready[q] / batch_sizes[q])]
-        if not open_queues:
-            break
-        best = max(open_queues, key=lambda q: (work[q] / (given[q] + 1), -q))
-        given[best] += 1
-    return [queue for queue in sorted(given) for _ in range(given[queue])]
+# A processor stays on the queue it serves unless another queue needs it this many times
+# more: backlogs that change a little from round to round do not move workers about.
+STICKINESS = 1.5
 
 
-def plan_workers(reports: Sequence[WorkerReport], stats: Stats) -> dict[str, list[int]]:
-    """The plan for every live worker: worker by worker (by id), :func:`plan_processors`
-    over the ready tasks the workers before it have not claimed yet (a batch per pinned
-    processor), with per-queue costs measured by all of them. A worker none of whose
-    queues has ready work gets no instruction (it goes on as it was); one whose ready
-    work the others already claimed gets ``[]``, round robin."""
+@dataclass
+class PlanHistory:
+    """What the Manager remembers from one round to the next."""
+
+    plans: dict[str, list[int]] = field(default_factory=dict)  # the last plan published
+    waited: dict[int, int] = field(default_factory=dict)  # rounds with ready work, no processor
+
+
+def plan_workers(
+    reports: Sequence[WorkerReport], stats: Stats, history: PlanHistory | None = None
+) -> dict[str, list[int]]:
+    """The plan for every live worker with ready work in a queue it serves (worker id: the
+    queue of each processor), made over all the workers' processors at once:
+
+    1. A processor for every queue with ready work, the queues that waited the most rounds
+       without one first, then the most work (ready tasks times their measured cost):
+       with more such queues than processors, those left out this round come first in
+       the next, so each waits at most ``ceil(queues / processors) - 1`` rounds.
+    2. The rest where work per processor is highest, never more processors on a queue than
+       it has ready batches.
+
+    A processor stays where the last plan (``history``) put it unless another queue needs
+    it :data:`STICKINESS` times more, so plans hold while backlogs do. ``history`` is
+    updated for the next round. A worker none of whose queues has ready work gets no
+    entry (it goes on as it was); one left with nothing to pin gets ``[]``, round robin."""
+    history = history if history is not None else PlanHistory()
     handled: dict[int, int] = {}
     seconds: dict[int, float] = {}
     for report in reports:
@@ -67,17 +61,50 @@ def plan_workers(reports: Sequence[WorkerReport], stats: Stats) -> dict[str, lis
             handled[queue] = handled.get(queue, 0) + figures.handled
             seconds[queue] = seconds.get(queue, 0.0) + figures.seconds
     costs = {queue: seconds[queue] / count for queue, count in handled.items() if count}
-    unclaimed = {queue: stats.of(queue).ready for queue in handled}
-    plans: dict[str, list[int]] = {}
-    for report in sorted(reports, key=lambda r: r.worker_id):
-        if not any(stats.of(queue).ready for queue in report.queues):
-            continue
-        batches = {queue: figures.batch_size for queue, figures in report.queues.items()}
-        ready = {queue: unclaimed[queue] for queue in report.queues}
-        plan = plan_processors(report.processors, ready, batches, costs) or []
-        for queue in plan:
-            unclaimed[queue] = max(0, unclaimed[queue] - batches[queue])
-        plans[report.worker_id] = plan
+    default_cost = sum(costs.values()) / len(costs) if costs else 1.0
+    ready = {queue: stats.of(queue).ready for queue in handled}
+    work = {q: n * (costs.get(q) or default_cost) for q, n in ready.items() if n > 0}
+    planned = sorted(
+        (report for report in reports if any(queue in work for queue in report.queues)),
+        key=lambda report: report.worker_id,
+    )
+    free = {report.worker_id: report.processors for report in planned}
+    given: dict[str, list[int]] = {report.worker_id: [] for report in planned}
+    kept = {report.worker_id: list(history.plans.get(report.worker_id, [])) for report in planned}
+    unclaimed = {queue: ready[queue] for queue in work}  # ready tasks no processor claims yet
+    processors_on = dict.fromkeys(work, 0)
+
+    def assign(report: WorkerReport, queue: int) -> None:
+        worker = report.worker_id
+        given[worker].append(queue)
+        free[worker] -= 1
+        unclaimed[queue] = max(0, unclaimed[queue] - report.queues[queue].batch_size)
+        processors_on[queue] += 1
+        if queue in kept[worker]:
+            kept[worker].remove(queue)
+
+    for queue in sorted(work, key=lambda q: (-history.waited.get(q, 0), -work[q], q)):
+        serving = [r for r in planned if queue in r.queues and free[r.worker_id]]
+        if serving:
+            assign(min(serving, key=lambda r: (
+                queue not in kept[r.worker_id], -free[r.worker_id], r.worker_id,
+            )), queue)  # fmt: skip
+    while True:
+        options = [
+            (-work[queue] / (processors_on[queue] + 1)
+             * (STICKINESS if queue in kept[report.worker_id] else 1.0),
+             queue, -free[report.worker_id], report.worker_id, report)
+            for report in planned if free[report.worker_id]
+            for queue in report.queues if unclaimed.get(queue)
+        ]  # fmt: skip
+        if not options:
+            break
+        *_, queue, _, _, report = min(options, key=lambda option: option[:4])
+        assign(report, queue)
+    history.waited = {q: 0 if processors_on[q] else history.waited.get(q, 0) + 1 for q in work}
+    plans = {worker: sorted(queues) for worker, queues in given.items()}
+    live = {report.worker_id for report in reports}
+    history.plans = {w: plan for w, plan in {**history.plans, **plans}.items() if w in live}
     return plans
 
 
@@ -92,13 +119,14 @@ class Manager:
         self.storage = storage
         self.interval = interval
         self.outages = 0  # rounds the storage was unreachable
+        self.history = PlanHistory()
         self._stopping = asyncio.Event()
 
     async def rebalance(self) -> dict[str, list[int]]:
         """One round: the plan published (worker id: the queue of each processor)."""
         reports = await self.storage.workers()
         stats: Stats = await self.storage.get_stat()
-        plan = plan_workers(reports, stats)
+        plan = plan_workers(reports, stats, self.history)
         await self.storage.publish_plan(plan)
         return plan
 
