@@ -128,6 +128,10 @@ def test_an_unreachable_tarantool_is_one_line(files: Path) -> None:
             ],
             "bad port",
         ),
+        (
+            ["--handlers", "job_handlers:HANDLERS", "--storage", "tarantol://h:3301"],
+            "must start with one of tarantool://, redis://",
+        ),
     ],
 )
 def test_storage_worker_refuses_bad_options(

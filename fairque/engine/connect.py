@@ -57,13 +57,13 @@ def _host_port(node: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_url(url: str) -> str:
-    """Refuses a URL of an unknown scheme, naming the ones that work (and not the URL,
-    which may hold a password)."""
+def check_url(url: str, also: tuple[str, ...] = ()) -> str:
+    """Refuses a URL of an unknown scheme, naming the ones that work, Redis's and those
+    ``also`` given (and not the URL, which may hold a password)."""
     scheme = urlsplit(url).scheme
-    if scheme not in SCHEMES:
+    if scheme not in SCHEMES and scheme not in also:
         given = f"it starts with {scheme}://" if scheme else "it has no scheme"
-        known = ", ".join(f"{name}://" for name in SCHEMES)
+        known = ", ".join(f"{name}://" for name in (*also, *SCHEMES))
         raise InvalidInput("url", f"must start with one of {known} ({given})")
     return url
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
+from fairque.engine.connect import check_url
 from fairque.storage.async_client import AsyncRedisStorage
 from fairque.storage.async_tarantool import AsyncTarantoolStorage
 from fairque.storage.blocking_tarantool import TarantoolStorage
@@ -14,7 +15,13 @@ TARANTOOL_SCHEME = "tarantool://"
 
 
 def is_tarantool(url: str | None) -> TypeGuard[str]:
-    return url is not None and url.startswith(TARANTOOL_SCHEME)
+    """True for a Tarantool URL, False for a Redis one or none (the embedded Valkey);
+    raises :class:`~fairque.errors.InvalidInput` naming every scheme that works for any
+    other."""
+    if url is None:
+        return False
+    check_url(url, also=(TARANTOOL_SCHEME.removesuffix("://"),))
+    return url.startswith(TARANTOOL_SCHEME)
 
 
 def open_storage(
