@@ -18,8 +18,6 @@ import time
 import uuid
 from collections.abc import Callable
 
-import tarantool
-
 from fairque.servers.embedded import LocalServer
 from fairque.servers.local_tarantool import LocalTarantool, find_binary
 from fairque.storage import MemoryStorage, PutTaskRequest, RedisStorage, Storage, TarantoolStorage
@@ -99,9 +97,7 @@ def on_server(label: str, binary: str | None, repeat: int) -> None:
 
 def on_tarantool(binary: str, repeat: int) -> None:
     with LocalTarantool(binary) as server:
-        probe = tarantool.Connection("127.0.0.1", server.port, fetch_schema=False)
-        version = probe.eval("return box.info.version").data[0]
-        probe.close()
+        version = server.admin("return box.info.version").split("\n")[1].removeprefix("- ")
 
         def make() -> Storage:
             return TarantoolStorage(server.url, f"bench-{uuid.uuid4().hex[:8]}")

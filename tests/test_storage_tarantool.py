@@ -5,18 +5,22 @@ installation, and its limits."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
 
 import pytest
 import tarantool
 
 from fairque.errors import FairQueueError, InvalidInput
 from fairque.runners.storage_worker import StorageWorker, StorageWorkerConfig
-from fairque.servers.local_tarantool import LocalTarantool, TarantoolNotStarted
+from fairque.servers.embedded import free_port
+from fairque.servers.local_tarantool import LocalTarantool, TarantoolNotStarted, greets
 from fairque.storage import (
     AsyncTarantoolStorage,
     PutTaskRequest,
@@ -28,7 +32,13 @@ from fairque.storage import (
     WorkerReport,
 )
 from fairque.storage.models import MAX_COUNT, MAX_DATA_BYTES
-from fairque.storage.tarantool import FUNCTION, TarantoolAddress, TarantoolCall, function_body
+from fairque.storage.tarantool import (
+    FUNCTION,
+    INSTALL,
+    TarantoolAddress,
+    TarantoolCall,
+    procedures,
+)
 from tests.conftest import TARANTOOL, wait_for
 from tests.test_storage_worker import CONTRACT, Recorder, until
 
@@ -135,20 +145,126 @@ async def test_a_worker_waits_out_an_unreachable_server() -> None:
     assert worker.stats[1].handled == 0
 
 
+def super_user(server: LocalTarantool) -> str:
+    """The URL of a user with every right (made on the admin console), who may install."""
+    server.admin(
+        "box.schema.user.create('installer', {password = 'pw', if_not_exists = true}); "
+        "box.schema.user.grant('installer', 'super', nil, nil, {if_not_exists = true})"
+    )
+    return f"tarantool://installer:pw@127.0.0.1:{server.port}"
+
+
 async def test_the_function_is_installed_again_when_the_server_lost_it(
-    storage: TarantoolStorage, tarantool_server: LocalTarantool, namespace: str
+    own_server: LocalTarantool,
 ) -> None:
-    """As after a restart on an empty data folder: the next call installs it again."""
-    storage.put_task(PutTaskRequest(1, b"a"))
-    admin = tarantool.Connection("127.0.0.1", tarantool_server.port, fetch_schema=False)
+    """As after a restart on an empty data folder: a client that may install it installs
+    it again at its next call; one that may not says what the server lacks."""
+    url = super_user(own_server)
     drop = f"box.schema.func.drop('{FUNCTION}')"
-    admin.eval(drop)
-    assert storage.get_stat().of(1).total == 1
-    async with AsyncTarantoolStorage(tarantool_server.url, namespace) as astorage:
+    with (
+        TarantoolStorage(url, "lost") as storage,
+        TarantoolStorage(own_server.url, "lost") as guest,
+    ):
+        storage.put_task(PutTaskRequest(1, b"a"))
+        assert guest.get_stat().of(1).total == 1
+        own_server.admin(drop)
+        assert storage.get_stat().of(1).total == 1  # installed again
+        with pytest.raises(FairQueueError, match="user guest may not call fairque's stored"):
+            guest.get_stat()  # its right went with the dropped function
+    async with AsyncTarantoolStorage(url, "lost") as astorage:
         assert (await astorage.get_stat()).of(1).total == 1
-        admin.eval(drop)
+        own_server.admin(drop)
         assert (await astorage.get_stat()).of(1).total == 1
+
+
+def test_the_function_body_quotes_any_source(own_server: LocalTarantool) -> None:
+    """Installed from a source that closes the first long brackets, the function still
+    loads and answers."""
+    source = procedures() + "\n-- ]] ]=] ]==]\n"
+    super_user(own_server)
+    admin = tarantool.Connection(
+        "127.0.0.1", own_server.port, user="installer", password="pw", fetch_schema=False
+    )
+    assert admin.eval(INSTALL, source, FUNCTION).data == [True]
+    assert "]==]" in own_server.admin(f"return box.func.{FUNCTION}.body")
+    with TarantoolStorage(own_server.url, "quoted") as storage:  # guest's right carried over
+        storage.put_task(PutTaskRequest(1, b"a"))
+        assert storage.get_stat().of(1).total == 1
     admin.close()
+
+
+def test_clients_may_call_the_function_and_nothing_else(own_server: LocalTarantool) -> None:
+    guest = tarantool.Connection("127.0.0.1", own_server.port, fetch_schema=False)
+    with pytest.raises(tarantool.DatabaseError, match="Execute access to universe"):
+        guest.eval("return box.info.version")
+    with pytest.raises(tarantool.DatabaseError, match="denied"):
+        guest.call("box.schema.user.create", "intruder")
+    guest.close()
+
+
+def test_a_stock_tarantool_says_what_it_lacks_and_how_to_grant_it(tmp_path: Path) -> None:
+    """A server started with box.cfg{listen = ...} alone: guest may neither install nor
+    call the function."""
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    port = free_port()
+    (tmp_path / "stock.lua").write_text(f"box.cfg{{listen = '127.0.0.1:{port}', log = 'log'}}\n")
+    stock = subprocess.Popen([TARANTOOL, "stock.lua"], cwd=tmp_path)
+    try:
+        wait_for(lambda: greets(port), timeout=30)
+        url = f"tarantool://127.0.0.1:{port}"
+        expected = (
+            rf"Tarantool at 127\.0\.0\.1:{port}: user guest may not call fairque's stored "
+            r"function \(Execute access to function 'fairque_storage' is denied for user "
+            r"'guest'\): start the server with fairque's instance file .* "
+            r"box\.schema\.user\.grant\('guest', 'execute', 'function', 'fairque_storage'\)"
+        )
+        with (
+            TarantoolStorage(url, "stock") as storage,
+            pytest.raises(FairQueueError, match=expected),
+        ):
+            storage.put_task(PutTaskRequest(1, b"a"))
+    finally:
+        stock.terminate()
+        stock.wait(timeout=10)
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:3301", "3301", "[::]:3301"])
+def test_a_server_open_beyond_loopback_needs_a_user(tmp_path: Path, listen: str) -> None:
+    """Refused before it binds: nothing listens, and one line says what to set."""
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    instance = resources.files("fairque.servers").joinpath("tarantool_instance.lua")
+    env = {**os.environ, "FAIRQUE_TARANTOOL_LISTEN": listen, "FAIRQUE_TARANTOOL_DIR": "."}
+    env.pop("FAIRQUE_TARANTOOL_USER", None)
+    with resources.as_file(instance) as path:
+        run = subprocess.run(
+            [TARANTOOL, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=30, check=False,
+        )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr == (
+        f"fairque tarantool: listening on {listen} lets anyone there in as guest: set "
+        "FAIRQUE_TARANTOOL_USER and FAIRQUE_TARANTOOL_PASSWORD, or listen on 127.0.0.1\n"
+    )
+    assert not (tmp_path / "tarantool.log").exists()
+
+
+def test_a_user_logs_in_with_a_password_and_may_only_call_the_function() -> None:
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    with LocalTarantool(TARANTOOL, user=("app", "p@ss word")) as server:
+        with TarantoolStorage(server.url, "users") as storage:
+            storage.put_task(PutTaskRequest(1, b"a"))
+            assert storage.get_stat().of(1).total == 1
+        app = tarantool.Connection(
+            "127.0.0.1", server.port, user="app", password="p@ss word", fetch_schema=False
+        )
+        with pytest.raises(tarantool.DatabaseError, match="Execute access to universe"):
+            app.eval("return 1")
+        app.close()
+        with pytest.raises(FairQueueError, match="user guest may not call"):
+            TarantoolStorage(f"tarantool://127.0.0.1:{server.port}", "users").get_stat()
 
 
 async def test_other_server_errors_name_the_server(
@@ -204,11 +320,6 @@ def test_bad_namespace() -> None:
     assert caught.value.field == "namespace"
 
 
-def test_the_function_body_quotes_any_source() -> None:
-    body = function_body("return ']]' .. ']=]'")
-    assert "[==[return ']]' .. ']=]']==]" in body
-
-
 def test_a_binary_that_cannot_run_is_named() -> None:
     server = LocalTarantool("/nonexistent/tarantool")
     with pytest.raises(TarantoolNotStarted, match="cannot run /nonexistent/tarantool"):
@@ -235,14 +346,12 @@ async def test_a_user_who_may_only_call_the_function(
 ) -> None:
     """Installing needs admin rights; a user granted only the function works once an
     admin's client has installed it."""
-    storage.put_task(PutTaskRequest(1, b"a"))  # installs it, as guest (super here)
-    admin = tarantool.Connection("127.0.0.1", tarantool_server.port, fetch_schema=False)
-    admin.eval(
+    storage.put_task(PutTaskRequest(1, b"a"))
+    tarantool_server.admin(
         "box.schema.user.create('caller', {password = 'pw', if_not_exists = true}); "
         f"box.schema.user.grant('caller', 'execute', 'function', '{FUNCTION}', "
         "{if_not_exists = true})"
     )
-    admin.close()
     url = f"tarantool://caller:pw@127.0.0.1:{tarantool_server.port}"
     with TarantoolStorage(url, namespace) as caller:
         assert caller.get_stat().of(1).total == 1

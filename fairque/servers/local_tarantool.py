@@ -19,6 +19,7 @@ import tempfile
 import time
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 from fairque.closing import Closeable
 from fairque.errors import FairQueueError
@@ -36,7 +37,7 @@ def find_binary() -> str | None:
     return shutil.which("tarantool")
 
 
-def _greets(port: int) -> bool:
+def greets(port: int) -> bool:
     """True once the server accepts a connection and sends its greeting."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0) as conn:
@@ -48,7 +49,12 @@ def _greets(port: int) -> bool:
 class LocalTarantool(Closeable):
     """A Tarantool server process this object started, on 127.0.0.1."""
 
-    def __init__(self, binary: str | None = None, data_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        binary: str | None = None,
+        data_dir: str | Path | None = None,
+        user: tuple[str, str] | None = None,
+    ) -> None:
         found = binary or find_binary()
         if found is None:
             raise TarantoolNotStarted("no tarantool binary (Debian: apt-get install tarantool)")
@@ -56,11 +62,13 @@ class LocalTarantool(Closeable):
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fairque-tarantool-"))
         self.port = free_port()
+        self.user = user  # (name, password) clients log in with; guest if None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"tarantool://127.0.0.1:{self.port}"
+        login = f"{quote(self.user[0])}:{quote(self.user[1])}@" if self.user else ""
+        return f"tarantool://{login}127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -79,8 +87,12 @@ class LocalTarantool(Closeable):
             "FAIRQUE_TARANTOOL_LISTEN": f"127.0.0.1:{self.port}",
             "FAIRQUE_TARANTOOL_DIR": str(self.data_dir),
         }
-        env.pop("FAIRQUE_TARANTOOL_USER", None)
-        with resources.as_file(instance) as path:
+        for name in ("FAIRQUE_TARANTOOL_USER", "FAIRQUE_TARANTOOL_PASSWORD"):
+            env.pop(name, None)
+        if self.user:
+            env["FAIRQUE_TARANTOOL_USER"], env["FAIRQUE_TARANTOOL_PASSWORD"] = self.user
+        errors = self.data_dir / "stderr.log"
+        with resources.as_file(instance) as path, errors.open("wb") as stderr:
             try:
                 self.process = subprocess.Popen(
                     [self.binary, str(path)],
@@ -88,19 +100,40 @@ class LocalTarantool(Closeable):
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                    stderr=stderr,
                 )
             except OSError as exc:
                 raise TarantoolNotStarted(f"cannot run {self.binary}: {exc.strerror}") from None
             deadline = time.monotonic() + START_TIMEOUT
-            while not _greets(self.port):
+            while not greets(self.port):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     log = self.data_dir / "tarantool.log"
-                    tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
-                    raise TarantoolNotStarted(f"tarantool did not start on {self.port}: {tail}")
+                    said = errors.read_text(errors="replace")
+                    said += log.read_text(errors="replace") if log.exists() else ""
+                    raise TarantoolNotStarted(
+                        f"tarantool did not start on {self.port}: {said[-500:]}"
+                    )
                 time.sleep(0.02)  # polling the port, bounded by the deadline above
         return self
+
+    def admin(self, lua: str) -> str:
+        """Runs one line of Lua as admin, on the console the instance opens on
+        ``admin.sock`` in its data folder; returns the console's YAML answer."""
+        with socket.socket(socket.AF_UNIX) as console:
+            console.settimeout(STOP_TIMEOUT)
+            console.connect(str(self.data_dir / "admin.sock"))
+            greeting = b""
+            while greeting.count(b"\n") < 2:  # the console's two greeting lines
+                greeting += console.recv(4096)
+            console.sendall(lua.replace("\n", " ").encode() + b"\n")
+            answer = b""
+            while not answer.endswith(b"\n...\n"):
+                chunk = console.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        return answer.decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: the process ends at once, as in a crash."""

@@ -228,34 +228,27 @@ def procedures() -> str:
     return resources.files(__package__).joinpath("tarantool_procedures.lua").read_text("utf-8")
 
 
-def function_body(source: str) -> str:
-    """The persistent function's body: the procedures' chunk, loaded on the first call
-    (a body is evaluated where ``require`` is not available yet)."""
-    level = 1
-    while f"]{'=' * level}]" in source:
-        level += 1
-    quoted = f"[{'=' * level}[{source}]{'=' * level}]"
-    return (
-        "(function() local run; return function(...) if run == nil then "
-        f"run = assert(loadstring({quoted}, '={FUNCTION}'))() end return run(...) end end)()"
-    )
+# Evaluated by the client with (source, name): runs the chunk's 'install'.
+INSTALL = "local source, name = ...; return assert(loadstring(source))()('install', name, source)"
 
 
-# Evaluated by the client with (source, name, body): runs the chunk's 'install'.
-INSTALL = (
-    "local source, name, body = ...; return assert(loadstring(source))()('install', name, body)"
-)
-
-
-def _install_args() -> tuple[str, str, str]:
-    source = procedures()
-    return source, FUNCTION, function_body(source)
+def _install_args() -> tuple[str, str]:
+    return procedures(), FUNCTION
 
 
 def _database_error(address: TarantoolAddress, code: int, message: bytes | str) -> FairQueueError:
     text = _text(message)
     if text.startswith("INVALID "):
         return from_script_error(text)
+    if code in (_NO_SUCH_PROC, _ACCESS_DENIED):  # a stock server, or a user without rights
+        user = address.user or "guest"
+        return FairQueueError(
+            f"Tarantool at {address}: user {user} may not call fairque's stored function "
+            f"({_one_line(text)}): start the server with fairque's instance file "
+            "(fairque/servers/tarantool_instance.lua), or install it by connecting once as "
+            f"a user with the 'super' role and grant it: box.schema.user.grant('{user}', "
+            f"'execute', 'function', '{FUNCTION}')"
+        )
     return FairQueueError(f"Tarantool at {address}: {_one_line(text)} (error {code})")
 
 
@@ -269,7 +262,8 @@ class TarantoolConnection:
         self.address = endpoint.address
         self._lock = threading.Lock()
         self._connection: Any = None
-        self._installed = False
+        self._installed = False  # by this connection's install, since it connected
+        self._install_denied = False
 
     def _connect(self) -> Any:
         if self._connection is None:
@@ -285,25 +279,27 @@ class TarantoolConnection:
                 reconnect_max_attempts=0,  # one try per call: callers decide on retries
                 reconnect_delay=0,
             )
-        if not self._installed:
+        if not self._installed and not self._install_denied:
             try:
                 self._connection.eval(INSTALL, *_install_args())
             except tarantool.DatabaseError as exc:
                 if exc.code != _ACCESS_DENIED:
                     raise
-            self._installed = True
+                self._install_denied = True  # a user who may only call it: the one there
+            else:
+                self._installed = True
         return self._connection
 
-    def _send(self, call: TarantoolCall[T]) -> T:
+    def _send(self, call: TarantoolCall[T], again: bool = False) -> T:
         try:
             reply = self._connect().call(FUNCTION, *call.args)
         except tarantool.DatabaseError as exc:
             if isinstance(exc, tarantool.error.NetworkError):
                 raise
-            if exc.code != _NO_SUCH_PROC or not self._installed:
+            if exc.code != _NO_SUCH_PROC or not self._installed or again:
                 raise _database_error(self.address, exc.code, exc.message) from None
             self._installed = False  # the server lost it (a new data folder): once more
-            reply = self._connect().call(FUNCTION, *call.args)
+            return self._send(call, again=True)
         return call.parse(reply.data[0])
 
     def execute(self, call: TarantoolCall[T]) -> T:
@@ -337,11 +333,13 @@ class AsyncTarantoolConnection:
         self.address = endpoint.address
         self._connection: Any = None
         self._connecting: asyncio.Lock | None = None
-        self._installed = False
+        self._installed = False  # by this connection's install, since it connected
+        self._install_denied = False
 
     async def _connect(self) -> Any:
         connection = self._connection
-        if connection is not None and connection.is_connected and self._installed:
+        tried = self._installed or self._install_denied
+        if connection is not None and connection.is_connected and tried:
             return connection
         if self._connecting is None:
             self._connecting = asyncio.Lock()
@@ -361,23 +359,25 @@ class AsyncTarantoolConnection:
                     reconnect_timeout=0,  # reconnect on the next call, not in the background
                 )
                 await self._connection.connect()
-            if not self._installed:
+            if not self._installed and not self._install_denied:
                 try:
                     await self._connection.eval(INSTALL, list(_install_args()))
                 except asynctnt.exceptions.TarantoolDatabaseError as exc:
                     if exc.code != _ACCESS_DENIED:
                         raise
-                self._installed = True
+                    self._install_denied = True  # a user who may only call it: the one there
+                else:
+                    self._installed = True
             return self._connection
 
-    async def _send(self, call: TarantoolCall[T]) -> T:
+    async def _send(self, call: TarantoolCall[T], again: bool = False) -> T:
         try:
             reply = await (await self._connect()).call(FUNCTION, list(call.args))
         except asynctnt.exceptions.TarantoolDatabaseError as exc:
-            if exc.code != _NO_SUCH_PROC or not self._installed:
+            if exc.code != _NO_SUCH_PROC or not self._installed or again:
                 raise _database_error(self.address, exc.code, exc.message) from None
             self._installed = False  # the server lost it (a new data folder): once more
-            reply = await (await self._connect()).call(FUNCTION, list(call.args))
+            return await self._send(call, again=True)
         return call.parse(reply.body[0])
 
     async def execute(self, call: TarantoolCall[T]) -> T:

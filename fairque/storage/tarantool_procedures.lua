@@ -3,10 +3,11 @@
 -- atomic like the Redis scripts. Times are microseconds since the epoch, from the
 -- server's clock (never the client's), held in Lua numbers (exact below 2^53).
 --
--- This chunk returns that function. fairque/storage/tarantool.py installs it: the chunk
--- is evaluated once with op 'install', which creates the spaces and stores the chunk's
--- source as the body of the persistent function, so it survives restarts and clients
--- of every process call the same code.
+-- This chunk returns that function. Its op 'install' creates the spaces and stores the
+-- chunk's source as the body of the persistent function, so it survives restarts and
+-- clients of every process call the same code: fairque's instance file runs it when the
+-- server starts, and each client tries it once (fairque/storage/tarantool.py), which a
+-- user without admin rights may not (then the installed function is used).
 --
 -- Tasks: one tuple each in `fairque_tasks`, by namespace and id (ids count per namespace
 -- in `fairque_ids`, as on Redis); `state` is 'queued' (ready, or delayed while
@@ -234,9 +235,23 @@ function ops.plan(ns)
   return rows
 end
 
--- Creates what is missing and stores `body` as the function `name` (replacing an older
--- body: a new fairque version brings new procedures). Run by eval, with admin rights.
-local function install(name, body)
+-- The persistent function's body: this chunk's `source`, loaded on the first call (a
+-- body is evaluated where `require` is not available yet), in a long bracket no line of
+-- the source closes.
+local function function_body(name, source)
+  local level = 1
+  while source:find(']' .. string.rep('=', level) .. ']', 1, true) do level = level + 1 end
+  local bracket = string.rep('=', level)
+  return '(function() local run; return function(...) if run == nil then run = assert('
+    .. 'loadstring([' .. bracket .. '[' .. source .. ']' .. bracket .. "], '=" .. name
+    .. "'))() end return run(...) end end)()"
+end
+
+-- Creates what is missing and stores this chunk (`source`) as the function `name`
+-- (replacing an older body: a new fairque version brings new procedures). Run with admin
+-- rights: by the instance file when it starts, or by a client's eval.
+local function install(name, source)
+  local body = function_body(name, source)
   local space = box.schema.space.create('fairque_tasks', {if_not_exists = true, format = {
     {name = 'ns', type = 'string'},
     {name = 'id', type = 'unsigned'},
@@ -273,10 +288,20 @@ local function install(name, body)
     {field = 'ns', type = 'string'}, {field = 'worker', type = 'string'}}})
   local stored = box.space._func.index.name:get(name)
   if stored ~= nil and stored.body == body and stored.setuid == 1 then return false end
-  if stored ~= nil then box.schema.func.drop(name) end
+  -- A function's rights go with it: those who may call this one may call the new one.
+  local callers = {}
+  if stored ~= nil then
+    for _, right in box.space._priv.index.object:pairs({'function', stored.id}) do
+      callers[#callers + 1] = box.space._user:get(right.grantee)
+    end
+    box.schema.func.drop(name)
+  end
   -- setuid: it runs with its creator's rights, so a client user needs nothing but the
   -- right to execute it (box.schema.user.grant(user, 'execute', 'function', name)).
   box.schema.func.create(name, {body = body, setuid = true})
+  for _, caller in ipairs(callers) do
+    box.schema[caller.type].grant(caller.name, 'execute', 'function', name, {if_not_exists = true})
+  end
   return true
 end
 
