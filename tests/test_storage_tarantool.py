@@ -133,6 +133,32 @@ async def test_an_unreachable_server_is_one_clear_error() -> None:
             await astorage.get_stat()
 
 
+async def test_a_worker_outlasts_a_server_that_refuses_calls(
+    own_server: LocalTarantool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that answers with an error (here read-only, as a full one does) is logged
+    in one line per call and retried with backoff; the worker never ends on it, and
+    drains the queue once the server takes writes again."""
+    recorder = Recorder()
+    async with AsyncTarantoolStorage(own_server.url, "refusing") as storage:
+        await storage.put_tasks([CONTRACT.queue("emails").request({"to": "a", "fail": False})] * 5)
+        own_server.admin("box.cfg{read_only = true}")
+        worker = StorageWorker(
+            storage, CONTRACT, {"emails": recorder("emails")}, StorageWorkerConfig(idle_wait=0.02)
+        )
+        running = asyncio.create_task(worker.run())
+        await until(lambda: worker.server_errors >= 2)
+        assert not running.done()
+        own_server.admin("box.cfg{read_only = false}")
+        await until(lambda: worker.stats[1].processed == 5)
+        worker.stop()
+        await running
+    [line, *_] = [r.getMessage() for r in caplog.records if "the storage failed" in r.getMessage()]
+    assert line.startswith("queue emails: the storage failed (Tarantool at 127.0.0.1:")
+    assert "read-only" in line
+    assert "\n" not in line
+
+
 async def test_a_worker_waits_out_an_unreachable_server() -> None:
     async with AsyncTarantoolStorage(UNREACHABLE, connect_timeout=1.0) as storage:
         worker = StorageWorker(

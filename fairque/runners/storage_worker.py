@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
-from fairque.errors import InvalidInput
+from fairque.errors import FairQueueError, InvalidInput
 from fairque.runners.manager import Manager
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
@@ -161,6 +161,7 @@ class StorageWorker:
         self.stats = {queue.id: HandlerStats() for queue in self.queues}  # summed per queue
         self.slow_cycles = 0  # cycles longer than config.slow_cycle
         self.outages = 0  # times the storage was found unreachable
+        self.server_errors = 0  # calls the storage's server refused (full, read-only, ...)
         self._plan: list[int] = []  # the Manager's queue for processor i, if it gave one
         self._stopping = asyncio.Event()
         self.worker_id = worker_id or new_worker_id()  # its name on the Manager's board
@@ -222,7 +223,7 @@ class StorageWorker:
         while not self._stopping.is_set():
             try:
                 plan = await self.storage.beat(self.report(), self.config.heartbeat_ttl)
-            except OUTAGE:
+            except (*OUTAGE, FairQueueError):
                 await wait_event(self._stopping, backoff.next())  # the processors log it
                 continue
             backoff.reset()
@@ -257,6 +258,11 @@ class StorageWorker:
                 except OUTAGE as exc:
                     self.outages += 1
                     log.warning("storage unreachable (%s); trying again", exc)
+                    await wait_event(self._stopping, backoff.next())
+                    continue
+                except FairQueueError as exc:  # full, read-only, ...: it may pass
+                    self.server_errors += 1
+                    log.warning("queue %s: the storage failed (%s); trying again", queue.name, exc)
                     await wait_event(self._stopping, backoff.next())
                     continue
                 backoff.reset()
