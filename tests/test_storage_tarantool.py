@@ -27,6 +27,7 @@ from fairque.storage import (
     QueueReport,
     QueueStat,
     RetryInfo,
+    StoreFull,
     TarantoolStorage,
     TarantoolUnreachable,
     WorkerReport,
@@ -159,6 +160,71 @@ async def test_a_worker_outlasts_a_server_that_refuses_calls(
     assert "\n" not in line
 
 
+async def refusal(
+    storage: AsyncTarantoolStorage, requests: list[PutTaskRequest]
+) -> StoreFull | None:
+    """Puts ``requests``: None, or the refusal of a full store."""
+    try:
+        await storage.put_tasks(requests)
+    except StoreFull as refused:
+        return refused
+    return None
+
+
+async def fill(storage: AsyncTarantoolStorage, request: PutTaskRequest) -> tuple[int, StoreFull]:
+    """Puts ``request`` ten at a time until the store is full: how many it holds, and the
+    refusal."""
+    stored = 0
+    while stored < 10_000:  # a bound; the stores filled here hold far fewer
+        refused = await refusal(storage, [request] * 10)
+        if refused is not None:
+            return stored, refused
+        stored += 10
+    pytest.fail(f"{stored} tasks put and the store is not full")
+
+
+async def put_fits(storage: AsyncTarantoolStorage, request: PutTaskRequest) -> bool:
+    return await refusal(storage, [request]) is None
+
+
+async def test_a_full_store_refuses_puts_and_still_drains(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Filled with 64 KiB tasks until a put is refused, the store still drains: taking,
+    retrying and finishing a task need no memory for its payload (a take used to rewrite
+    the whole tuple, and failed like the puts)."""
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    big = CONTRACT.queue("emails").request({"to": "x" * 65536, "fail": False})
+    with LocalTarantool(TARANTOOL, memory_mib=32) as server:
+        async with AsyncTarantoolStorage(server.url, "full") as storage:
+            stored, refused = await fill(storage, big)
+            assert stored > 0
+            assert str(refused) == (
+                f"Tarantool at 127.0.0.1:{server.port}: the store is full (memtx_memory is "
+                "32 MiB): nothing was put; workers still take and finish tasks, which frees "
+                "it, or give the server more (FAIRQUE_TARANTOOL_MEMORY)"
+            )
+            assert (await storage.get_stat()).of(1).total == stored  # the refused put: none
+            [first] = await storage.get_task(1, 1, visibility_timeout=60)
+            assert await storage.retry_task([RetryInfo.after(first.id, 0)]) == 1
+            recorder = Recorder()
+            worker = StorageWorker(
+                storage,
+                CONTRACT,
+                {"emails": recorder("emails")},
+                StorageWorkerConfig(idle_wait=0.02),
+            )
+            running = asyncio.create_task(worker.run())
+            await until(lambda: worker.stats[1].processed == stored, timeout=60)
+            worker.stop()
+            await running
+            assert worker.server_errors == 0
+            assert (await storage.get_stat()).queues == {}
+            # Room again, once the server's collector has freed the tuples.
+            await until(lambda: put_fits(storage, big), timeout=30)
+
+
 async def test_a_worker_waits_out_an_unreachable_server() -> None:
     async with AsyncTarantoolStorage(UNREACHABLE, connect_timeout=1.0) as storage:
         worker = StorageWorker(
@@ -274,6 +340,17 @@ def test_a_server_open_beyond_loopback_needs_a_user(tmp_path: Path, listen: str)
         "FAIRQUE_TARANTOOL_USER and FAIRQUE_TARANTOOL_PASSWORD, or listen on 127.0.0.1\n"
     )
     assert not (tmp_path / "tarantool.log").exists()
+
+
+def test_a_memory_limit_below_tarantools_floor_is_refused(tmp_path: Path) -> None:
+    if TARANTOOL is None:
+        pytest.skip("no tarantool binary: apt-get install tarantool (.ci/run does)")
+    server = LocalTarantool(TARANTOOL, data_dir=tmp_path, memory_mib=8)
+    with pytest.raises(
+        TarantoolNotStarted,
+        match="FAIRQUE_TARANTOOL_MEMORY must be a whole number of MiB, at least 32",
+    ):
+        server.start()
 
 
 def test_a_user_logs_in_with_a_password_and_may_only_call_the_function() -> None:

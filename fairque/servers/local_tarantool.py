@@ -54,6 +54,7 @@ class LocalTarantool(Closeable):
         binary: str | None = None,
         data_dir: str | Path | None = None,
         user: tuple[str, str] | None = None,
+        memory_mib: int | None = None,
     ) -> None:
         found = binary or find_binary()
         if found is None:
@@ -63,6 +64,7 @@ class LocalTarantool(Closeable):
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fairque-tarantool-"))
         self.port = free_port()
         self.user = user  # (name, password) clients log in with; guest if None
+        self.memory_mib = memory_mib  # memtx_memory; the instance file's default if None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -87,8 +89,14 @@ class LocalTarantool(Closeable):
             "FAIRQUE_TARANTOOL_LISTEN": f"127.0.0.1:{self.port}",
             "FAIRQUE_TARANTOOL_DIR": str(self.data_dir),
         }
-        for name in ("FAIRQUE_TARANTOOL_USER", "FAIRQUE_TARANTOOL_PASSWORD"):
+        for name in (
+            "FAIRQUE_TARANTOOL_USER",
+            "FAIRQUE_TARANTOOL_PASSWORD",
+            "FAIRQUE_TARANTOOL_MEMORY",
+        ):
             env.pop(name, None)
+        if self.memory_mib is not None:
+            env["FAIRQUE_TARANTOOL_MEMORY"] = str(self.memory_mib)
         if self.user:
             env["FAIRQUE_TARANTOOL_USER"], env["FAIRQUE_TARANTOOL_PASSWORD"] = self.user
         errors = self.data_dir / "stderr.log"

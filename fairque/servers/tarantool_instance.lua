@@ -2,6 +2,8 @@
 -- Settings from the environment:
 --   FAIRQUE_TARANTOOL_LISTEN   host:port to listen on (default 127.0.0.1:3301)
 --   FAIRQUE_TARANTOOL_DIR      data folder: snapshots and the write-ahead log (default .)
+--   FAIRQUE_TARANTOOL_MEMORY   MiB for the data (memtx_memory; default 256): once it is
+--                              full, puts are refused and takes and finishes go on
 --   FAIRQUE_TARANTOOL_USER     the user clients log in as, with FAIRQUE_TARANTOOL_PASSWORD;
 --                              without one clients come as guest, which only a server
 --                              listening on loopback allows
@@ -18,6 +20,7 @@ local FUNCTION = 'fairque_storage'
 local listen = os.getenv('FAIRQUE_TARANTOOL_LISTEN') or '127.0.0.1:3301'
 local user = os.getenv('FAIRQUE_TARANTOOL_USER')
 local work_dir = os.getenv('FAIRQUE_TARANTOOL_DIR') or '.'
+local memory = tonumber(os.getenv('FAIRQUE_TARANTOOL_MEMORY') or '256')
 
 local function refuse(text)
   io.stderr:write('fairque tarantool: ' .. text .. '\n')
@@ -36,6 +39,9 @@ if user == nil and not on_loopback(listen) then
   refuse('listening on ' .. listen .. ' lets anyone there in as guest: set '
     .. 'FAIRQUE_TARANTOOL_USER and FAIRQUE_TARANTOOL_PASSWORD, or listen on 127.0.0.1')
 end
+if memory == nil or memory < 32 or memory % 1 ~= 0 then
+  refuse('FAIRQUE_TARANTOOL_MEMORY must be a whole number of MiB, at least 32')
+end
 local password = os.getenv('FAIRQUE_TARANTOOL_PASSWORD')
 if user ~= nil and (password == nil or password == '') then
   refuse('FAIRQUE_TARANTOOL_USER is set: set FAIRQUE_TARANTOOL_PASSWORD too')
@@ -52,6 +58,7 @@ file:close()
 box.cfg{
   work_dir = work_dir,
   wal_mode = 'write',
+  memtx_memory = memory * 1024 * 1024,
   memtx_max_tuple_size = 17 * 1024 * 1024,
   log = 'tarantool.log',
   log_level = 5,

@@ -15,7 +15,7 @@ from fairque.storage.memory import AsyncMemoryStorage, ManualClock, MemoryStorag
 from fairque.storage.models import PutTaskRequest, QueueStat, RetryInfo, Stats, StorageTask
 from fairque.storage.plan import QueueReport, WorkerReport
 from fairque.storage.protocol import AsyncStorage, Storage
-from fairque.storage.tarantool import TarantoolUnreachable
+from fairque.storage.tarantool import StoreFull, TarantoolUnreachable
 
 __all__ = [
     "AsyncMemoryStorage",
@@ -32,6 +32,7 @@ __all__ = [
     "Stats",
     "Storage",
     "StorageTask",
+    "StoreFull",
     "TarantoolStorage",
     "TarantoolUnreachable",
     "WorkerReport",

@@ -70,6 +70,10 @@ class TarantoolUnreachable(FairQueueError, ConnectionError):  # noqa: N818
         super().__init__(f"cannot reach Tarantool at {address}: {_one_line(reason)}")
 
 
+class StoreFull(FairQueueError):  # noqa: N818
+    """Tarantool has no memory left for the tasks put: none of them was stored."""
+
+
 def _one_line(reason: object) -> str:
     text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
     return " ".join(text.split()) or type(reason).__name__
@@ -240,6 +244,13 @@ def _database_error(address: TarantoolAddress, code: int, message: bytes | str) 
     text = _text(message)
     if text.startswith("INVALID "):
         return from_script_error(text)
+    if text.startswith("FULL "):
+        limit = int(text.removeprefix("FULL ")) // 2**20
+        return StoreFull(
+            f"Tarantool at {address}: the store is full (memtx_memory is {limit} MiB): "
+            "nothing was put; workers still take and finish tasks, which frees it, or give "
+            "the server more (FAIRQUE_TARANTOOL_MEMORY)"
+        )
     if code in (_NO_SUCH_PROC, _ACCESS_DENIED):  # a stock server, or a user without rights
         user = address.user or "guest"
         return FairQueueError(

@@ -42,6 +42,7 @@ local function check_queue(n)
 end
 
 local function tasks() return box.space.fairque_tasks end
+local function payloads() return box.space.fairque_payloads end
 
 -- Taken tasks whose visibility timeout is over go back to their queue, available now:
 -- attempts + 1, prev_start_time = the start they were taken at (seed 004's table).
@@ -72,7 +73,7 @@ function ops.put(ns, rows)
     end
   end
   local now = now_us()
-  return box.atomic(function()
+  local ok, ids = pcall(box.atomic, function()
     -- Ids count per namespace, as on Redis: one counter update per call.
     local counter = box.space.fairque_ids:get(ns)
     local last = counter == nil and 0 or counter.last
@@ -81,11 +82,29 @@ function ops.put(ns, rows)
       local start = now
       if row[2] == 1 then start = row[3] elseif row[2] == 2 then start = now + row[3] end
       ids[i] = last + i
-      tasks():insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, row[4]})
+      tasks():insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, ''})
+      payloads():insert({ns, ids[i], row[4]})
     end
     box.space.fairque_ids:replace({ns, last + #rows})
     return ids
   end)
+  if not ok then
+    -- Out of memory: one clear refusal naming the limit (takes, retries and finishes
+    -- need no memory for payloads, so a full store still drains).
+    if tostring(ids):find('Failed to allocate', 1, true) then
+      error('FULL ' .. box.cfg.memtx_memory, 0)
+    end
+    error(ids, 0)
+  end
+  return ids
+end
+
+-- A task's payload: in a space of its own, so that a take, which rewrites the task's
+-- tuple, needs no memory for it; tasks put by 0.1.0 hold theirs in `data`.
+local function payload(t)
+  local stored = payloads():get({t.ns, t.id})
+  if stored == nil then return t.data end
+  return stored.data
 end
 
 -- Up to `count` ready tasks of `queue`, oldest start first, leased for `visibility` us.
@@ -109,7 +128,7 @@ function ops.get(ns, queue, count, visibility)
       tasks():update({ns, t.id}, {{'=', 'state', 'taken'}, {'=', 'deadline', deadline}})
       local prev = t.prev
       if prev == nil then prev = box.NULL end -- keeps its place in the row
-      rows[i] = {t.id, t.data, t.attempts, t.created, t.start, prev}
+      rows[i] = {t.id, payload(t), t.attempts, t.created, t.start, prev}
     end
     return rows
   end)
@@ -121,6 +140,7 @@ function ops.done(ns, ids)
     local removed = 0
     for _, id in ipairs(ids) do
       if tasks():delete({ns, id}) ~= nil then removed = removed + 1 end
+      payloads():delete({ns, id})
     end
     return removed
   end)
@@ -265,6 +285,11 @@ local function install(name, source)
     {name = 'data', type = 'any'},
   }})
   space:create_index('primary', {if_not_exists = true, parts = {
+    {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
+  local payloads = box.schema.space.create('fairque_payloads', {if_not_exists = true,
+    format = {{name = 'ns', type = 'string'}, {name = 'id', type = 'unsigned'},
+              {name = 'data', type = 'string'}}})
+  payloads:create_index('primary', {if_not_exists = true, parts = {
     {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
   local ids = box.schema.space.create('fairque_ids', {if_not_exists = true, format = {
     {name = 'ns', type = 'string'}, {name = 'last', type = 'unsigned'}}})
