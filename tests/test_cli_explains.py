@@ -315,7 +315,7 @@ def test_no_two_commands_default_to_the_same_port() -> None:
         for param in command.params
         if param.name == "port"
     }
-    assert set(ports) == {"master", "dashboard", "http-worker"}
+    assert set(ports) == {"master", "dashboard", "http-worker", "tarantool"}
     assert len(set(ports.values())) == len(ports), ports
 
 

@@ -17,7 +17,7 @@ How a block is treated is in its info string, which GitHub ignores after the lan
 Commands run in a temporary folder holding copies of ``config/`` and ``examples/``, with
 ``FAIRQUE_REDIS_URL`` naming a server this test starts and ``FAIRQUE_HOME`` a folder of
 its own, so nothing touches the user's embedded server or the shared Redis. Documented
-ports (8080, 8081, 8082, 8090, 9102, 9110) are replaced by free ones, and ``uv run X`` runs X
+ports (3301, 8080, 8081, 8082, 8090, 9102, 9110) are replaced by free ones, and ``uv run X`` runs X
 in this environment.
 """
 
@@ -63,10 +63,11 @@ RUNNABLE_AT_LEAST = {
     "install.md": 1, "workers.md": 1, "scheduler.md": 2, "storage.md": 1,
     "http.md": 1, "web-ui.md": 1, "cli.md": 1, "clusters.md": 0, "operate.md": 2, "upgrade.md": 2,
 }  # fmt: skip
-PORTS = ("8080", "8081", "8082", "8090", "9102", "9110")
+PORTS = ("3301", "8080", "8081", "8082", "8090", "9102", "9110")
 PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",
             "8082": "FAIRQUE_HTTP_WORKER_PORT"}  # fmt: skip
 STARTED = "(Ctrl-C stops)"  # the end of every long-running command's start line
+ASSIGNMENTS = re.compile(r"^(\w+=\S*\s+)*")  # VARIABLE=value before a command
 FILE_BLOCK = re.compile(r"#\s*([\w/]+\.py)\s*$")
 SHIM = 'uv() { if [ "$1" = run ]; then shift; "$@"; else command uv "$@"; fi; }\n'
 
@@ -203,12 +204,13 @@ class Session:
         assert done.returncode == 0, f"{block.where} failed:\n{done.stdout}\n{done.stderr}"
 
     def start(self, block: Block) -> None:
-        commands = [line for line in block.code.splitlines() if line.strip()]
+        lines = block.code.replace("\\\n", " ").splitlines()  # continued lines joined
+        commands = [line for line in lines if line.strip()]
         assert len(commands) == 1, f"{block.where}: one command per long-running block"
         command = self.localize(commands[0]).removeprefix("uv run ")
         log = self.folder / f"service-{block.line}.txt"
-        with log.open("w") as stderr:
-            process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder,
+        with log.open("w") as stderr:  # env: the command may start with VARIABLE=value
+            process = subprocess.Popen(["bash", "-c", f"exec env {command}"], cwd=self.folder,
                                        env=self.env, text=True, stdout=subprocess.DEVNULL,
                                        stderr=stderr)  # fmt: skip
         self.services.append((block, process, log))
@@ -224,7 +226,7 @@ class Session:
             process.send_signal(signal.SIGTERM)
             code = process.wait(timeout=30)
             said = log.read_text()
-            if block.code.startswith("fairque"):
+            if ASSIGNMENTS.sub("", block.code).startswith("fairque"):
                 assert code == 0, f"{block.where} exited with {code}:\n{said}"
                 assert "stopped" in said, f"{block.where}: no stop line:\n{said}"
             else:

@@ -8,6 +8,7 @@
 - :mod:`~fairque.cli.http`: ``master``, ``dashboard``, ``http-worker``
 - :mod:`~fairque.cli.storage`: ``storage-worker``, ``storage-manager``
 - :mod:`~fairque.cli.server`: ``server status|stop``
+- :mod:`~fairque.cli.tarantool`: ``tarantool``
 - :mod:`~fairque.cli.settings`: ``settings show|set``, ``upgrade``
 """
 
@@ -19,7 +20,17 @@ from importlib.metadata import version
 import typer
 from rich.markup import escape
 
-from fairque.cli import http, queue, scheduler, server, settings, storage, tasks, tenants
+from fairque.cli import (
+    http,
+    queue,
+    scheduler,
+    server,
+    settings,
+    storage,
+    tarantool,
+    tasks,
+    tenants,
+)
 from fairque.cli.common import DEBUG_ENV, State, Typer, errors, finish_help
 from fairque.cli.examples import EXAMPLES
 from fairque.engine.settings import DATA_FORMAT
@@ -63,6 +74,7 @@ queue.register(app)
 tasks.register(app)
 tenants.register(app)
 storage.register(app)
+tarantool.register(app)
 http.register(app)
 app.add_typer(scheduler.app, name="scheduler")
 app.add_typer(server.app, name="server")

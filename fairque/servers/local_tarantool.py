@@ -37,24 +37,30 @@ def find_binary() -> str | None:
     return shutil.which("tarantool")
 
 
-def greets(port: int) -> bool:
-    """True once the server accepts a connection and sends its greeting."""
+def greets(port: int, host: str = "127.0.0.1") -> bool:
+    """True once the server accepts a connection and sends its greeting (one listening on
+    every address is asked on loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as conn:
+        with socket.create_connection((host, port), timeout=1.0) as conn:
             return conn.recv(9) == b"Tarantool"
     except OSError:
         return False
 
 
 class LocalTarantool(Closeable):
-    """A Tarantool server process this object started, on 127.0.0.1."""
+    """A Tarantool server process this object started (on 127.0.0.1 and a free port
+    unless told otherwise)."""
 
     def __init__(
         self,
         binary: str | None = None,
         data_dir: str | Path | None = None,
+        *,
         user: tuple[str, str] | None = None,
         memory_mib: int | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
     ) -> None:
         found = binary or find_binary()
         if found is None:
@@ -62,15 +68,22 @@ class LocalTarantool(Closeable):
         self.binary = found
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="fairque-tarantool-"))
-        self.port = free_port()
+        self.host = host
+        self.port = free_port() if port is None else port
         self.user = user  # (name, password) clients log in with; guest if None
         self.memory_mib = memory_mib  # memtx_memory; the instance file's default if None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
+    def address(self) -> str:
+        """``host:port`` (``[host]:port`` for IPv6), where it listens."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
     def url(self) -> str:
         login = f"{quote(self.user[0])}:{quote(self.user[1])}@" if self.user else ""
-        return f"tarantool://{login}127.0.0.1:{self.port}"
+        return f"tarantool://{login}{self.address}"
 
     @property
     def pid(self) -> int | None:
@@ -86,7 +99,7 @@ class LocalTarantool(Closeable):
         instance = resources.files(__package__).joinpath("tarantool_instance.lua")
         env = {
             **os.environ,
-            "FAIRQUE_TARANTOOL_LISTEN": f"127.0.0.1:{self.port}",
+            "FAIRQUE_TARANTOOL_LISTEN": self.address,
             "FAIRQUE_TARANTOOL_DIR": str(self.data_dir),
         }
         for name in (
@@ -113,17 +126,25 @@ class LocalTarantool(Closeable):
             except OSError as exc:
                 raise TarantoolNotStarted(f"cannot run {self.binary}: {exc.strerror}") from None
             deadline = time.monotonic() + START_TIMEOUT
-            while not greets(self.port):
+            while not greets(self.port, self.host):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    log = self.data_dir / "tarantool.log"
-                    said = errors.read_text(errors="replace")
-                    said += log.read_text(errors="replace") if log.exists() else ""
                     raise TarantoolNotStarted(
-                        f"tarantool did not start on {self.port}: {said[-500:]}"
+                        f"tarantool did not start on {self.address}: {self.last_words()}"
                     )
                 time.sleep(0.02)  # polling the port, bounded by the deadline above
         return self
+
+    def last_words(self) -> str:
+        """Why the server ended: the instance file's own line on stderr, or the last error
+        in its log."""
+        said = (self.data_dir / "stderr.log").read_text(errors="replace").strip()
+        if said:
+            return said.splitlines()[-1].removeprefix("fairque tarantool: ")
+        log = self.data_dir / "tarantool.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        failures = [line for line in lines if " E> " in line or " F> " in line]
+        return (failures or lines or ["no word in its log"])[-1]
 
     def admin(self, lua: str) -> str:
         """Runs one line of Lua as admin, on the console the instance opens on
