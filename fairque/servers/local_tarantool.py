@@ -27,6 +27,7 @@ from fairque.servers.embedded import free_port
 
 START_TIMEOUT = 30.0  # seconds for the server to answer after it was started
 STOP_TIMEOUT = 10.0
+REFUSAL = "fairque tarantool: "  # how the instance file starts the line it refuses with
 
 
 class TarantoolNotStarted(FairQueueError):  # noqa: N818
@@ -138,13 +139,17 @@ class LocalTarantool(Closeable):
     def last_words(self) -> str:
         """Why the server ended: the instance file's own line on stderr, or the last error
         in its log."""
-        said = (self.data_dir / "stderr.log").read_text(errors="replace").strip()
-        if said:
-            return said.splitlines()[-1].removeprefix("fairque tarantool: ")
+        said = (self.data_dir / "stderr.log").read_text(errors="replace").splitlines()
+        refusals = [line for line in said if line.startswith(REFUSAL)]
+        if refusals:
+            return refusals[-1].removeprefix(REFUSAL)
         log = self.data_dir / "tarantool.log"
         lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        failures = [line for line in lines if " E> " in line or " F> " in line]
-        return (failures or lines or ["no word in its log"])[-1]
+        for level in (" !> ", " E> ", " F> "):  # the cause first: F> says only that it ended
+            said_so = [line for line in lines if level in line]
+            if said_so:
+                return said_so[-1]
+        return lines[-1] if lines else "no word in its log"
 
     def admin(self, lua: str) -> str:
         """Runs one line of Lua as admin, on the console the instance opens on

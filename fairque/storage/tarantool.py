@@ -248,8 +248,8 @@ def _database_error(address: TarantoolAddress, code: int, message: bytes | str) 
         limit = int(text.removeprefix("FULL ")) // 2**20
         return StoreFull(
             f"Tarantool at {address}: the store is full (memtx_memory is {limit} MiB): "
-            "nothing was put; workers still take and finish tasks, which frees it, or give "
-            "the server more (FAIRQUE_TARANTOOL_MEMORY)"
+            "nothing was put; finishing tasks frees room, or give the server more "
+            "(FAIRQUE_TARANTOOL_MEMORY)"
         )
     if code in (_NO_SUCH_PROC, _ACCESS_DENIED):  # a stock server, or a user without rights
         user = address.user or "guest"

@@ -44,6 +44,18 @@ end
 local function tasks() return box.space.fairque_tasks end
 local function payloads() return box.space.fairque_payloads end
 
+-- A take, a retry or a lease's expiry rewrites the task's tuple. Payloads up to this
+-- many bytes stay in it (one tuple per task: the cheapest); larger ones go to
+-- `fairque_payloads` and the task's `data` is `true`, so that rewriting a task never
+-- needs memory for more than this: a store full of large tasks still drains. (One full
+-- of small ones may not: a rewrite needs a slot of the small tuples' size, which the
+-- allocator may not have. Finishing tasks frees memory; a larger memtx_memory avoids it.)
+local INLINE_MAX = 1024
+
+local function out_of_memory(err)
+  return tostring(err):find('Failed to allocate', 1, true) ~= nil
+end
+
 -- Taken tasks whose visibility timeout is over go back to their queue, available now:
 -- attempts + 1, prev_start_time = the start they were taken at (seed 004's table).
 local function reap(ns, now)
@@ -62,6 +74,27 @@ end
 
 local ops = {}
 
+-- Ids count per namespace, as on Redis: one counter update per call.
+local function insert_tasks(ns, rows, now)
+  local counter = box.space.fairque_ids:get(ns)
+  local last = counter == nil and 0 or counter.last
+  local ids = {}
+  local space, payload_space = tasks(), payloads()
+  for i, row in ipairs(rows) do
+    local start = now
+    if row[2] == 1 then start = row[3] elseif row[2] == 2 then start = now + row[3] end
+    ids[i] = last + i
+    local data = row[4]
+    if #data > INLINE_MAX then
+      payload_space:insert({ns, ids[i], data})
+      data = true -- kept apart
+    end
+    space:insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, data})
+  end
+  box.space.fairque_ids:replace({ns, last + #rows})
+  return ids
+end
+
 -- rows: {queue, how, when, data}: how 0 = now, 1 = at `when` (absolute us), 2 = `when`
 -- us from now. All of them or none. Returns the ids, in order.
 function ops.put(ns, rows)
@@ -72,39 +105,17 @@ function ops.put(ns, rows)
       invalid('requests', 'row ' .. i .. ' is not {queue, how, when, data}')
     end
   end
-  local now = now_us()
-  local ok, ids = pcall(box.atomic, function()
-    -- Ids count per namespace, as on Redis: one counter update per call.
-    local counter = box.space.fairque_ids:get(ns)
-    local last = counter == nil and 0 or counter.last
-    local ids = {}
-    for i, row in ipairs(rows) do
-      local start = now
-      if row[2] == 1 then start = row[3] elseif row[2] == 2 then start = now + row[3] end
-      ids[i] = last + i
-      tasks():insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, ''})
-      payloads():insert({ns, ids[i], row[4]})
-    end
-    box.space.fairque_ids:replace({ns, last + #rows})
-    return ids
-  end)
+  local ok, ids = pcall(box.atomic, insert_tasks, ns, rows, now_us())
   if not ok then
-    -- Out of memory: one clear refusal naming the limit (takes, retries and finishes
-    -- need no memory for payloads, so a full store still drains).
-    if tostring(ids):find('Failed to allocate', 1, true) then
-      error('FULL ' .. box.cfg.memtx_memory, 0)
-    end
+    if out_of_memory(ids) then error('FULL ' .. box.cfg.memtx_memory, 0) end
     error(ids, 0)
   end
   return ids
 end
 
--- A task's payload: in a space of its own, so that a take, which rewrites the task's
--- tuple, needs no memory for it; tasks put by 0.1.0 hold theirs in `data`.
 local function payload(t)
-  local stored = payloads():get({t.ns, t.id})
-  if stored == nil then return t.data end
-  return stored.data
+  if t.data ~= true then return t.data end
+  return payloads():get({t.ns, t.id}).data
 end
 
 -- Up to `count` ready tasks of `queue`, oldest start first, leased for `visibility` us.
@@ -138,9 +149,13 @@ end
 function ops.done(ns, ids)
   return box.atomic(function()
     local removed = 0
+    local space, payload_space = tasks(), payloads()
     for _, id in ipairs(ids) do
-      if tasks():delete({ns, id}) ~= nil then removed = removed + 1 end
-      payloads():delete({ns, id})
+      local t = space:delete({ns, id})
+      if t ~= nil then
+        removed = removed + 1
+        if t.data == true then payload_space:delete({ns, id}) end
+      end
     end
     return removed
   end)
@@ -289,7 +304,8 @@ local function install(name, source)
   local payloads = box.schema.space.create('fairque_payloads', {if_not_exists = true,
     format = {{name = 'ns', type = 'string'}, {name = 'id', type = 'unsigned'},
               {name = 'data', type = 'string'}}})
-  payloads:create_index('primary', {if_not_exists = true, parts = {
+  -- Found by key only, never in order: a hash index, cheaper than a tree for that.
+  payloads:create_index('primary', {if_not_exists = true, type = 'hash', parts = {
     {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
   local ids = box.schema.space.create('fairque_ids', {if_not_exists = true, format = {
     {name = 'ns', type = 'string'}, {name = 'last', type = 'unsigned'}}})
