@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),
     ("local servers", ("fairque.servers",)),
-    ("base", ("fairque.errors", "fairque.closing")),
+    ("base", ("fairque.errors", "fairque.closing", "fairque.logs")),
 ]
 # Package __init__ files of entry points: re-exports of the package's public names.
 REEXPORTS = {"fairque.scheduler", "fairque.storage", "fairque.queue", "fairque.jobs"}

@@ -15,7 +15,6 @@ import importlib
 import inspect
 import ipaddress
 import json
-import logging
 import os
 import socket
 import sys
@@ -31,6 +30,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from fairque import logs
 from fairque.config import URL_ENV, redis_url
 from fairque.engine import settings as settings_store
 from fairque.engine.connect import sync_client
@@ -159,25 +159,40 @@ def finish_help(app: typer.Typer, examples: dict[str, tuple[str, ...]], path: st
 
 
 class State:
-    """Global options, set by the ``fairque`` callback before a command runs."""
+    """Global options, set by the ``fairque`` callback (and ``--log-format``) before a
+    command runs."""
 
     debug = False
+    log_format = "text"
+
+
+def _json_line(level: str, message: str) -> bool:
+    """Writes the line as JSON if ``--log-format json`` chose it; True if it did."""
+    if State.log_format != "json":
+        return False
+    print(logs.json_line(level, "fairque.cli", message), file=sys.stderr, flush=True)
+    return True
 
 
 def fail(message: str) -> typer.Exit:
     """Prints ``message`` as the command's one-line error; raise what it returns (exit 2)."""
-    errors.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
+    if not _json_line("error", message):
+        errors.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(2)
 
 
 def warn(message: str) -> None:
     """Prints a one-line warning on stderr."""
-    errors.print(f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False)
+    if not _json_line("warning", message):
+        errors.print(
+            f"[yellow]warning:[/yellow] {escape(message)}", soft_wrap=True, highlight=False
+        )
 
 
 def say(message: str) -> None:
     """Prints a line about the command itself (start, stop) on stderr."""
-    errors.print(message, soft_wrap=True, highlight=False, markup=False)
+    if not _json_line("info", message):
+        errors.print(message, soft_wrap=True, highlight=False, markup=False)
 
 
 def _one_line(exc: object) -> str:
@@ -277,19 +292,28 @@ class Typer(typer.Typer):
 
 def setup_logging() -> None:
     """Shows the INFO lines of fairque's long-running loops on stderr (a worker's stop
-    line, a lost server and its return), warnings marked as such."""
+    line, a lost server and its return), warnings marked as such, in the format
+    ``--log-format`` chose."""
+    logs.setup(State.log_format)
 
-    class Lines(logging.Formatter):
-        def format(self, record: logging.LogRecord) -> str:
-            text = record.getMessage()
-            return f"warning: {text}" if record.levelno >= logging.WARNING else text
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Lines())
-    logger = logging.getLogger("fairque")
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+def _choose_log_format(value: str) -> str:
+    if value not in logs.FORMATS:
+        raise typer.BadParameter(f"{value!r}: use text or json")
+    State.log_format = value
+    return value
+
+
+LOG_FORMAT_OPTION = typer.Option(
+    "text",
+    "--log-format",
+    envvar="FAIRQUE_LOG_FORMAT",
+    metavar="text|json",
+    is_eager=True,  # chosen before any other option can fail and say so
+    callback=_choose_log_format,
+    help="Log lines as text, or one JSON object per line (time, level, message, and the "
+    "task's id, tenant, name and attempt where a line concerns a task).",
+)
 
 
 def parse_json(text: str | None, option: str) -> Any:

@@ -16,6 +16,7 @@ import typer
 
 from fairque.cli.common import (
     HOST_HELP,
+    LOG_FORMAT_OPTION,
     NAMESPACE_OPTION,
     SHARDS_OPTION,
     TOKEN_OPTION,
@@ -108,6 +109,7 @@ def master(
     openapi: Path | None = typer.Option(
         None, "--openapi", metavar="FILE", help="Write the OpenAPI document to FILE and exit."
     ),
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run the JQ master: HTTP + MessagePack API for pushers, workers and a Web UI."""
     from fairque.http.master import MasterConfig, create_master
@@ -141,6 +143,7 @@ def dashboard(
     namespace: str = NAMESPACE_OPTION,
     shards: int = SHARDS_OPTION,
     token: str | None = TOKEN_OPTION,
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Serve the Web UI alone (at /ui), reading the queue at URL."""
     from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
@@ -183,6 +186,7 @@ def http_worker(
         metavar="FILE",
         help="Write the worker API's OpenAPI document here and exit.",
     ),
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run @task functions for a JQ master, behind the HTTP worker API."""
     from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api

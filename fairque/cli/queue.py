@@ -15,12 +15,14 @@ from fairque import demo as demo_module
 from fairque.cli.common import (
     HEALTH_PORT_OPTION,
     JSON_OPTION,
+    LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_ENV,
     SHARDS_ENV,
     TENANT_NAMES,
     Listing,
     QueueTarget,
+    State,
     Typer,
     announce,
     console,
@@ -101,6 +103,7 @@ def worker(
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period; a
     second signal stops at once)."""
@@ -127,7 +130,7 @@ def worker(
     serve_probes(probe, health_port)
     announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
-        code = run_processes(settings, processes, tasks)
+        code = run_processes(settings, processes, tasks, State.log_format)
         say(f"fairque worker: stopped ({processes} processes)")
         raise typer.Exit(code)
     running = Worker(settings, metrics=metrics)

@@ -12,6 +12,7 @@ import typer
 from fairque.cli.common import (
     HEALTH_PORT_OPTION,
     JSON_OPTION,
+    LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
     TENANT_NAMES,
@@ -261,6 +262,7 @@ def run(
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
     config = {"poll_interval": poll_interval, "lock_timeout": lock_timeout,

@@ -13,6 +13,7 @@ import typer
 
 from fairque.cli.common import (
     HEALTH_PORT_OPTION,
+    LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
     NAMESPACE_OPTION,
     URL_OPTION,
@@ -85,6 +86,7 @@ def storage_worker(
         metavar="ID",
         help="Name on the Manager's board (default: host-pid-random).",
     ),
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run contract handlers over numbered queues until SIGTERM / SIGINT."""
     target = storage or url
@@ -146,6 +148,7 @@ def storage_manager(
     ),
     once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
     health_port: int | None = HEALTH_PORT_OPTION,
+    _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Steer storage workers in every process: publish processors per queue per worker.
 

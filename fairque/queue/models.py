@@ -132,6 +132,12 @@ class LeasedTask:
     start_time: float  # when this attempt became available
     prev_start_time: float | None  # when the previous attempt did
 
+    def log_fields(self) -> dict[str, Any]:
+        """The fields a log line about this task carries (``extra=``); JSON log lines
+        show them (:mod:`fairque.logs`)."""
+        return {"task_id": self.task_id, "tenant": self.user_id, "task_name": self.name,
+                "attempt": self.attempts + 1}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class TaskInfo:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -20,18 +19,23 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from fairque import logs
 from fairque.runners.fair_worker.config import WorkerConfig
 from fairque.runners.fair_worker.runner import Worker
 
 CHILD_ENV = "FAIRQUE_WORKER_CHILD"  # a child's configuration and task modules, as JSON
 
 
-def run_processes(config: WorkerConfig, count: int, modules: Sequence[str]) -> int:
-    """Runs ``count`` workers in child processes; returns 0 if all stopped cleanly."""
+def run_processes(
+    config: WorkerConfig, count: int, modules: Sequence[str], log_format: str = "text"
+) -> int:
+    """Runs ``count`` workers in child processes, which log in ``log_format``; returns 0
+    if all stopped cleanly."""
     children = []
     for n in range(1, count + 1):
         values = config.model_copy(update={"id": f"{config.id}-{n}"}).model_dump(mode="json")
-        child = {"config": values, "modules": list(modules), "first": n == 1}
+        child = {"config": values, "modules": list(modules), "first": n == 1,
+                 "log_format": log_format}  # fmt: skip
         env = {**os.environ, CHILD_ENV: json.dumps(child)}
         # A session of its own: a terminal's Ctrl-C reaches the parent only, which forwards
         # it once. Reaching both, one Ctrl-C would count as two (a stop without grace).
@@ -51,9 +55,9 @@ def run_processes(config: WorkerConfig, count: int, modules: Sequence[str]) -> i
 
 def main() -> None:
     """A child worker: its configuration and task modules come from ``$FAIRQUE_WORKER_CHILD``."""
-    # Its stop line and its word about an unreachable server go to stderr like the parent's.
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     given = json.loads(os.environ[CHILD_ENV])
+    # Its stop line and its word about an unreachable server go to stderr like the parent's.
+    logs.setup(given["log_format"])
     sys.path.insert(0, os.getcwd())  # --tasks modules of the current directory, as the parent
     for module in given["modules"]:
         importlib.import_module(module)

@@ -437,15 +437,16 @@ class Worker:
             self._acks.append((leased, outcome.result))
             self._acks_waiting.set()
             return
-        log.warning("task %s failed: %s", leased.task_id, outcome.error)
+        log.warning("task %s failed: %s", leased.task_id, outcome.error, extra=leased.log_fields())
         try:
             await queue.fail(leased, outcome.error, retry=outcome.retry)
             self.failed += 1
         except LeaseLost:
-            log.warning("task %s: lease lost before its failure was recorded", leased.task_id)
+            log.warning("task %s: lease lost before its failure was recorded", leased.task_id,
+                        extra=leased.log_fields())  # fmt: skip
         except OUTAGE:
             log.warning("task %s: server unreachable; it returns when its lease ends",
-                        leased.task_id)  # fmt: skip
+                        leased.task_id, extra=leased.log_fields())  # fmt: skip
 
     async def _acknowledge(self, queue: AsyncQueue) -> None:
         """Sends acknowledgements as they come, until the worker closes and none is left:
@@ -478,8 +479,10 @@ class Worker:
             self._acks_waiting.set()
             raise
         self.finished += len(batch) - len(lost)
+        by_id = {task.task_id: task for task, _ in batch}
         for task_id in lost:
-            log.warning("task %s: lease lost before its result was recorded", task_id)
+            log.warning("task %s: lease lost before its result was recorded", task_id,
+                        extra=by_id[task_id].log_fields())  # fmt: skip
 
     async def _call(self, queue: AsyncQueue, leased: LeasedTask) -> Outcome:
         function = self.functions.get(leased.name)
@@ -595,7 +598,8 @@ class Worker:
         try:
             await queue.extend(leased, self.config.lease_seconds)
         except LeaseLost:
-            log.warning("task %s: lease lost, abandoning it", leased.task_id)
+            log.warning("task %s: lease lost, abandoning it", leased.task_id,
+                        extra=leased.log_fields())  # fmt: skip
             job.cancel()
 
     async def _hand_back(self, queue: AsyncQueue) -> None:

@@ -164,7 +164,7 @@ class ThreadRunner:
         except asyncio.TimeoutError:
             log.warning("task %s: past its timeout of %g s; a thread cannot be stopped, so "
                         "it keeps its lease until the function returns", leased.task_id,
-                        timeout)  # fmt: skip
+                        timeout, extra=leased.log_fields())  # fmt: skip
             await asyncio.wait([ended])
             raise
 
@@ -365,7 +365,7 @@ class ProcessRunner:
                 reply = await within(child.exchange(request), timeout)
             except asyncio.TimeoutError:
                 log.warning("task %s: past its timeout of %g s; killing its task process",
-                            leased.task_id, timeout)  # fmt: skip
+                            leased.task_id, timeout, extra=leased.log_fields())  # fmt: skip
                 self._replace(child)
                 raise
             except RunFailed:
