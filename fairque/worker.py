@@ -7,6 +7,7 @@ leases tasks, runs the function a task names, and acknowledges the outcome.
 from fairque.runners.fair_worker.config import WorkerConfig, load_config
 from fairque.runners.fair_worker.context import SyncTaskContext, TaskContext
 from fairque.runners.fair_worker.functions import Pipeline, Registry, TaskFunction, registry, task
+from fairque.runners.fair_worker.hooks import WorkerHooks
 from fairque.runners.fair_worker.runner import Worker
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "TaskFunction",
     "Worker",
     "WorkerConfig",
+    "WorkerHooks",
     "load_config",
     "registry",
     "task",

@@ -45,12 +45,13 @@ from fairque.cli.common import (
 from fairque.config import URL_ENV
 from fairque.engine.eviction import eviction_warning
 from fairque.engine.records import TaskState
-from fairque.errors import FairQueueError
+from fairque.errors import FairQueueError, InvalidInput
 from fairque.metrics import Metrics
 from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import QueueStats, Task, TenantStats
 from fairque.runners.fair_worker.config import WorkerConfig, load_config
 from fairque.runners.fair_worker.functions import registry
+from fairque.runners.fair_worker.hooks import load_hooks
 from fairque.runners.fair_worker.processes import run_processes
 from fairque.runners.fair_worker.runner import Worker
 
@@ -101,6 +102,14 @@ def worker(
         metavar="thread|process",
         help="Sync functions on threads, or in task processes (killed at the timeout).",
     ),
+    hooks: str | None = typer.Option(
+        None,
+        "--hooks",
+        envvar="FAIRQUE_WORKER_HOOKS",
+        metavar="MODULE:NAME",
+        help="WorkerHooks around each task (a subclass or an instance), for Sentry, "
+        "tracing or your own metrics.",
+    ),
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
     _log_format: str = LOG_FORMAT_OPTION,
@@ -119,6 +128,14 @@ def worker(
         import_module(module, "--tasks")
     if not registry.functions:
         raise fail("no task functions: give --tasks MODULE, a module of @task functions")
+    around = None
+    if hooks is not None:
+        if module_name := hooks.partition(":")[0]:
+            import_module(module_name, "--hooks")  # found where --tasks are
+        try:
+            around = load_hooks(hooks)
+        except InvalidInput as exc:
+            raise fail(f"--hooks {exc.message}") from None
     setup_logging()
     metrics = None
     probe = server_probe(settings.redis_url)
@@ -130,10 +147,10 @@ def worker(
     serve_probes(probe, health_port)
     announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
-        code = run_processes(settings, processes, tasks, State.log_format)
+        code = run_processes(settings, processes, tasks, State.log_format, hooks)
         say(f"fairque worker: stopped ({processes} processes)")
         raise typer.Exit(code)
-    running = Worker(settings, metrics=metrics)
+    running = Worker(settings, metrics=metrics, hooks=around)
     try:
         running.run()
     except FairQueueError as exc:  # refused at start (a function a task process cannot load)

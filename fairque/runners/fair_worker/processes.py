@@ -21,21 +21,26 @@ from types import FrameType
 
 from fairque import logs
 from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.hooks import load_hooks
 from fairque.runners.fair_worker.runner import Worker
 
 CHILD_ENV = "FAIRQUE_WORKER_CHILD"  # a child's configuration and task modules, as JSON
 
 
 def run_processes(
-    config: WorkerConfig, count: int, modules: Sequence[str], log_format: str = "text"
+    config: WorkerConfig,
+    count: int,
+    modules: Sequence[str],
+    log_format: str = "text",
+    hooks: str | None = None,
 ) -> int:
-    """Runs ``count`` workers in child processes, which log in ``log_format``; returns 0
-    if all stopped cleanly."""
+    """Runs ``count`` workers in child processes, which log in ``log_format`` and load
+    the ``hooks`` named (``MODULE:NAME``); returns 0 if all stopped cleanly."""
     children = []
     for n in range(1, count + 1):
         values = config.model_copy(update={"id": f"{config.id}-{n}"}).model_dump(mode="json")
         child = {"config": values, "modules": list(modules), "first": n == 1,
-                 "log_format": log_format}  # fmt: skip
+                 "log_format": log_format, "hooks": hooks}  # fmt: skip
         env = {**os.environ, CHILD_ENV: json.dumps(child)}
         # A session of its own: a terminal's Ctrl-C reaches the parent only, which forwards
         # it once. Reaching both, one Ctrl-C would count as two (a stop without grace).
@@ -62,7 +67,8 @@ def main() -> None:
     for module in given["modules"]:
         importlib.import_module(module)
     config = WorkerConfig.model_validate(given["config"])
-    Worker(config, check_eviction=given["first"]).run()
+    hooks = load_hooks(given["hooks"]) if given["hooks"] else None
+    Worker(config, check_eviction=given["first"], hooks=hooks).run()
 
 
 if __name__ == "__main__":

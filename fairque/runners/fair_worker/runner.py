@@ -26,7 +26,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
+from fairque.engine.records import TaskState
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, open_async_queue
@@ -45,6 +47,7 @@ from fairque.queue.ops import MAINTENANCE_ROUNDS
 from fairque.runners.fair_worker.config import WorkerConfig
 from fairque.runners.fair_worker.context import SyncTaskContext, TaskContext
 from fairque.runners.fair_worker.functions import Registry, call_arguments, registry
+from fairque.runners.fair_worker.hooks import WorkerHooks
 from fairque.runners.fair_worker.sync_runners import (
     ProcessRunner,
     RunFailed,
@@ -108,8 +111,10 @@ class Worker:
         metrics: Observer | None = None,
         *,
         check_eviction: bool = True,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self.config = config
+        self.hooks = hooks or WorkerHooks()  # around each run, and after its outcome
         # Whether it says, at its start, that the server may evict task keys (one of the
         # processes of `fairque worker --processes N` says it for all).
         self.check_eviction = check_eviction
@@ -429,18 +434,28 @@ class Worker:
 
     async def _execute(self, queue: AsyncQueue, leased: LeasedTask) -> None:
         started = time.perf_counter()
-        outcome = await self._call(queue, leased)
+        try:
+            around = self.hooks.around_run(leased)
+        except Exception:
+            log.exception("task %s: the around_run hook failed", leased.task_id,
+                          extra=leased.log_fields())  # fmt: skip
+            around = nullcontext()
+        with around:
+            outcome = await self._call(queue, leased)
+        elapsed = time.perf_counter() - started
         if self.metrics:
-            elapsed = time.perf_counter() - started
             self.metrics.observe_task(leased.name, outcome.error is None, elapsed)
         if outcome.error is None:
+            self._hook(self.hooks.on_success, leased, outcome.result, elapsed)
             self._acks.append((leased, outcome.result))
             self._acks_waiting.set()
             return
         log.warning("task %s failed: %s", leased.task_id, outcome.error, extra=leased.log_fields())
         try:
-            await queue.fail(leased, outcome.error, retry=outcome.retry)
+            state = await queue.fail(leased, outcome.error, retry=outcome.retry)
             self.failed += 1
+            ended = self.hooks.on_failure if state is TaskState.FAILED else self.hooks.on_retry
+            self._hook(ended, leased, outcome.error, elapsed)
         except LeaseLost:
             log.warning("task %s: lease lost before its failure was recorded", leased.task_id,
                         extra=leased.log_fields())  # fmt: skip
@@ -483,6 +498,14 @@ class Worker:
         for task_id in lost:
             log.warning("task %s: lease lost before its result was recorded", task_id,
                         extra=by_id[task_id].log_fields())  # fmt: skip
+
+    def _hook(self, hook: Callable[..., None], leased: LeasedTask, *args: Any) -> None:
+        """Calls a hook; one that raises is logged and changes nothing for the task."""
+        try:
+            hook(leased, *args)
+        except Exception:
+            log.exception("task %s: the %s hook failed", leased.task_id, hook.__name__,
+                          extra=leased.log_fields())  # fmt: skip
 
     async def _call(self, queue: AsyncQueue, leased: LeasedTask) -> Outcome:
         function = self.functions.get(leased.name)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import os
@@ -193,7 +194,11 @@ class ThreadRunner:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the worker ended
                 loop.call_soon_threadsafe(settle, future)
 
-        self._threads.submit(call).add_done_callback(returned)
+        # In a copy of the event loop's context: what a hook set around the run (a span,
+        # a logging context) reaches the function, as asyncio.to_thread does.
+        self._threads.submit(
+            functools.partial(contextvars.copy_context().run, call)
+        ).add_done_callback(returned)
         # Retrieved here, so an error of a run nobody waits for any more is not reported
         # as "never retrieved".
         ended.add_done_callback(lambda done: done.cancelled() or done.exception())
