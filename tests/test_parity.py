@@ -167,6 +167,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("release", ([_leased()],), {}),
         ("fail", (_leased(), "boom"), {"retry": False}),
         ("extend", (_leased(), 12.5), {}),
+        ("report", (_leased(), 50.0, "half"), {"lines": ["a line"]}),
         ("cancel", ("t1",), {}),
         ("retry", ("t1",), {}),
         ("xcom_push", ("t1", "k", {"v": 1}, 60.0), {}),

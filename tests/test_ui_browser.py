@@ -229,6 +229,21 @@ def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
     assert browser.execute_script("return window.pwned") is None
 
 
+def test_the_task_page_shows_progress_and_log_lines_as_they_come(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    task_id = queue.push(Task(user_id="alice", name="report"))
+    (leased,) = queue.pop()
+    queue.report(leased, 25.0, "a quarter", ["<b>first</b> line"])
+    ui(f"/task/{task_id}")
+    wait(browser, lambda: "a quarter" in text_of(browser, "#live table"))
+    assert text_of(browser, "#logs") == "<b>first</b> line"  # text, never markup
+    queue.report(leased, 50.0, "half", ["second line"])
+    wait(browser, lambda: "half" in text_of(browser, "#live table"))  # refreshed by itself
+    wait(browser, lambda: text_of(browser, "#logs") == "<b>first</b> line\nsecond line")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#live b")
+
+
 def test_cancel_a_queued_task_and_requeue_a_tenant(
     ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
 ) -> None:

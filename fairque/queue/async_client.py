@@ -187,6 +187,20 @@ class AsyncQueue(AsyncClosing):
             self.plans.for_tenant(task.user_id).extend(task, seconds)
         )
 
+    async def report(
+        self,
+        task: LeasedTask,
+        progress: float | None = None,
+        message: str = "",
+        lines: Sequence[str] = (),
+    ) -> int:
+        """Records a running task's progress and log lines in its record (``get`` shows
+        them); returns how many log lines it holds. Task functions call it through
+        their context (``context.progress``, ``context.log``)."""
+        return await self.executor.execute(
+            self.plans.for_tenant(task.user_id).report(task, progress, message, lines)
+        )
+
     async def cancel(self, task_id: str) -> bool:
         """Cancels a task that has not started; False if it is running or has ended."""
         return await self._run(self.plans.cancel(task_id))

@@ -184,6 +184,20 @@ class Queue(Closing):
         """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
         return self.executor.execute(self.plans.for_tenant(task.user_id).extend(task, seconds))
 
+    def report(
+        self,
+        task: LeasedTask,
+        progress: float | None = None,
+        message: str = "",
+        lines: Sequence[str] = (),
+    ) -> int:
+        """Records a running task's progress and log lines in its record (``get`` shows
+        them); returns how many log lines it holds. Task functions call it through
+        their context (``context.progress``, ``context.log``)."""
+        return self.executor.execute(
+            self.plans.for_tenant(task.user_id).report(task, progress, message, lines)
+        )
+
     def cancel(self, task_id: str) -> bool:
         """Cancels a task that has not started; False if it is running or has ended."""
         return self._run(self.plans.cancel(task_id))

@@ -167,6 +167,9 @@ class TaskInfo:
     has_result: bool = False
     blocked_by: tuple[str, ...] = ()  # dependencies that have not finished
     dependents: tuple[str, ...] = ()  # tasks waiting for this one
+    progress: float | None = None  # what the task last reported (TaskContext.progress)
+    progress_message: str | None = None
+    logs: tuple[str, ...] = ()  # the newest lines it logged (TaskContext.log)
 
 
 @dataclass(frozen=True)

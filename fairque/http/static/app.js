@@ -327,7 +327,7 @@ const pages = {
     const detail = await api(`/tasks/${encodeURIComponent(id)}`);
     const info = detail.task ?? detail.job;
     const payload = detail.task ? info.payload : info.argument;
-    const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "blocked_by", "dependents", "task_id", "id"].includes(key));
+    const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "blocked_by", "dependents", "logs", "task_id", "id"].includes(key));
     live.replaceChildren(h(
       "section",
       {},
@@ -337,6 +337,7 @@ const pages = {
       h("h2", {}, detail.job ? "Argument" : "Payload"),
       h("pre", { id: "payload" }, pretty(payload)),
       info.last_error ? [h("h2", {}, "Last error"), h("pre", { id: "last-error", class: "error" }, info.last_error)] : "",
+      info.logs && info.logs.length ? [h("h2", {}, "Log"), h("pre", { id: "logs" }, info.logs.join("\n"))] : "",
       detail.task && detail.task.has_result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(detail.task.result))] : "",
       detail.task ? [h("h2", {}, "Waits for"), idList(info.blocked_by), h("h2", {}, "Dependents"), idList(info.dependents)] : "",
     ))));

@@ -1,4 +1,5 @@
-"""What a running task function can reach: which task it is, and XCom.
+"""What a running task function can reach: which task it is, XCom, and its progress and
+log lines (kept with the task: ``fairque task get``, the Web UI's task page).
 
 A task function that has a parameter named ``context`` receives a :class:`TaskContext`
 (async functions) or a :class:`SyncTaskContext` (sync functions, which run on threads).
@@ -7,6 +8,7 @@ A task function that has a parameter named ``context`` receives a :class:`TaskCo
 ... async def transform(context: TaskContext) -> int:
 ...     records = await context.xcom_pull("extract", "records", default=[])
 ...     await context.xcom_push("count", len(records))
+...     await context.progress(100, f"{len(records)} records")
 ...     return len(records)
 """
 
@@ -51,6 +53,16 @@ class TaskContext(_Context):
         """What task (or step) ``task_id`` stored under ``key``, else ``default``."""
         return await self.queue.xcom_pull(self.resolve(task_id), key, default)
 
+    async def progress(self, value: float, message: str = "") -> None:
+        """Records how far the task is (any number: a percentage, a count) and a short
+        message (200 characters kept)."""
+        await self.queue.report(self.task, value, message)
+
+    async def log(self, *lines: str) -> None:
+        """Adds log lines to the task's record (the newest 100 kept, 1,000 characters
+        each)."""
+        await self.queue.report(self.task, lines=lines)
+
 
 @dataclass(frozen=True)
 class SyncTaskContext(_Context):
@@ -65,3 +77,13 @@ class SyncTaskContext(_Context):
     def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What task (or step) ``task_id`` stored under ``key``, else ``default``."""
         return self.queue.xcom_pull(self.resolve(task_id), key, default)
+
+    def progress(self, value: float, message: str = "") -> None:
+        """Records how far the task is (any number: a percentage, a count) and a short
+        message (200 characters kept)."""
+        self.queue.report(self.task, value, message)
+
+    def log(self, *lines: str) -> None:
+        """Adds log lines to the task's record (the newest 100 kept, 1,000 characters
+        each)."""
+        self.queue.report(self.task, lines=lines)
