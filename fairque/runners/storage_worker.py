@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff
 from fairque.engine.waiting import wait_event
-from fairque.errors import FairQueueError, InvalidInput
+from fairque.errors import FairQueueError, InvalidInput, NewerDataFormat
 from fairque.runners.manager import Manager
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
@@ -52,6 +52,9 @@ from fairque.storage.plan import MAX_TTL, QueueReport, WorkerReport, new_worker_
 from fairque.storage.protocol import AsyncStorage
 
 log = logging.getLogger("fairque.storage")
+# Errors a storage worker ends on: they come from this worker's code or data (a newer
+# data format, input out of bounds), not from a state of the server that may pass.
+REFUSALS = (NewerDataFormat, InvalidInput)
 SLOW_CYCLE_SECONDS = 10.0  # seed 004: a cycle should end within 10 s (fast graceful stop)
 
 UNDECODABLE_BACKOFF_MAX = 3600.0  # seconds: tasks the contract cannot read come back slowly
@@ -223,6 +226,8 @@ class StorageWorker:
         while not self._stopping.is_set():
             try:
                 plan = await self.storage.beat(self.report(), self.config.heartbeat_ttl)
+            except REFUSALS:
+                raise
             except (*OUTAGE, FairQueueError):
                 await wait_event(self._stopping, backoff.next())  # the processors log it
                 continue
@@ -260,6 +265,8 @@ class StorageWorker:
                     log.warning("storage unreachable (%s); trying again", exc)
                     await wait_event(self._stopping, backoff.next())
                     continue
+                except REFUSALS:
+                    raise  # this code or this data: waiting changes nothing
                 except FairQueueError as exc:  # full, read-only, ...: it may pass
                     self.server_errors += 1
                     log.warning("queue %s: the storage failed (%s); trying again", queue.name, exc)
