@@ -120,3 +120,40 @@ async def test_task_functions_report_through_their_context(
         assert (info.progress, info.progress_message) == (3.0, "done")
         assert info.logs[-2:] == ("step 3", "and a second line")
         assert len(info.logs) == 6
+
+
+@task(into=functions, name="stepped")
+async def stepped(context: TaskContext) -> str:
+    for step in (1, 2, 3):
+        await context.progress(step, f"step {step}")
+        await gates["stepped"].wait()  # the test lets each step go once it saw the last
+        gates["stepped"].clear()
+    return "done"
+
+
+gates: dict[str, asyncio.Event] = {}  # made in the test's own event loop
+
+
+async def test_a_producer_waiting_for_the_result_hears_each_report(
+    server: LocalServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Woken by each report, never by a periodic read: with an hour between reads, a
+    # missed wake-up would leave the wait below to its bound.
+    monkeypatch.setattr("fairque.queue.async_client.RECHECK_SECONDS", 3600.0)
+    gates["stepped"] = asyncio.Event()
+    queue = AsyncFairQueue(server.url, namespace)
+    task_id = await queue.push(Task(user_id="u", name="stepped", keep_result=True))
+    worker = Worker(WorkerConfig(redis_url=server.url, namespace=namespace), functions)
+    running = asyncio.create_task(worker.run_async())
+    heard: list[float | None] = []
+
+    def on_progress(info: Any) -> None:
+        heard.append(info.progress)
+        gates["stepped"].set()  # the next step may go: every report is heard, none skipped
+
+    result = await asyncio.wait_for(queue.result(task_id, 60, on_progress), 60)
+    worker.stop()
+    await running
+    await queue.close()
+    assert result == "done"
+    assert heard == [1.0, 2.0, 3.0]

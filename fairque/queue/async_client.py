@@ -11,7 +11,7 @@ test checks that the generated file is current).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from fairque.config import QueueSettings
@@ -240,7 +240,12 @@ class AsyncQueue(AsyncClosing):
         """The stored record of any kind (task, job, storage task), or None."""
         return await self._run(self.plans.get_record(record_id))
 
-    async def result(self, task_id: str, timeout: float | None = None) -> Any:
+    async def result(
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        on_progress: Callable[[TaskInfo], None] | None = None,
+    ) -> Any:
         """Waits until task ``task_id`` ends and returns its result (what the worker's
         function returned; the task must have been pushed with ``keep_result=True``).
 
@@ -249,8 +254,11 @@ class AsyncQueue(AsyncClosing):
         :class:`~fairque.errors.ResultTimeout`; a task that failed for good or was
         canceled raises :class:`~fairque.errors.TaskFailed` with its last error; one
         pushed without ``keep_result`` raises :class:`~fairque.errors.ResultNotKept`.
+        ``on_progress`` is called with the task's :class:`TaskInfo` each time its
+        progress or log lines change while it waits (the task's ``context.progress`` and
+        ``context.log`` wake it too).
         """
-        wait = ResultWait(task_id, timeout, RECHECK_SECONDS)
+        wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
         ops = await self._run(self.plans.holder(task_id))
         # An ended task needs no subscription.
         settled = wait.settle(await self.executor.execute(ops.get(task_id)))

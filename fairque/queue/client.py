@@ -12,7 +12,7 @@ test checks that the generated file is current).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from fairque.config import QueueSettings
@@ -237,7 +237,12 @@ class Queue(Closing):
         """The stored record of any kind (task, job, storage task), or None."""
         return self._run(self.plans.get_record(record_id))
 
-    def result(self, task_id: str, timeout: float | None = None) -> Any:
+    def result(
+        self,
+        task_id: str,
+        timeout: float | None = None,
+        on_progress: Callable[[TaskInfo], None] | None = None,
+    ) -> Any:
         """Waits until task ``task_id`` ends and returns its result (what the worker's
         function returned; the task must have been pushed with ``keep_result=True``).
 
@@ -246,8 +251,11 @@ class Queue(Closing):
         :class:`~fairque.errors.ResultTimeout`; a task that failed for good or was
         canceled raises :class:`~fairque.errors.TaskFailed` with its last error; one
         pushed without ``keep_result`` raises :class:`~fairque.errors.ResultNotKept`.
+        ``on_progress`` is called with the task's :class:`TaskInfo` each time its
+        progress or log lines change while it waits (the task's ``context.progress`` and
+        ``context.log`` wake it too).
         """
-        wait = ResultWait(task_id, timeout, RECHECK_SECONDS)
+        wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
         ops = self._run(self.plans.holder(task_id))
         # An ended task needs no subscription.
         settled = wait.settle(self.executor.execute(ops.get(task_id)))

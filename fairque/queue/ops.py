@@ -118,7 +118,13 @@ class ResultWait:
     seconds (the finishing script publishes it), then reads it again.
     """
 
-    def __init__(self, task_id: str, timeout: float | None, recheck: float) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        timeout: float | None,
+        recheck: float,
+        on_progress: Callable[[TaskInfo], None] | None = None,
+    ) -> None:
         _check_name(task_id, "task_id")
         if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT_SECONDS:
             raise InvalidInput(
@@ -129,14 +135,21 @@ class ResultWait:
         self.recheck = recheck
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.state = "unknown"
+        self.on_progress = on_progress
+        self.reported: tuple[Any, ...] = (None, None, ())  # progress, message, logs seen
 
     def settle(self, info: TaskInfo | None) -> Settled | None:
-        """The result if the task finished; None while it has not ended. Raises
+        """The result if the task finished; None while it has not ended (``on_progress``
+        gets ``info`` first when its progress or log lines changed). Raises
         :class:`TaskFailed` (failed or canceled), :class:`ResultNotKept` (pushed without
         ``keep_result``) or :class:`TaskNotFound`."""
         if info is None:
             raise TaskNotFound(self.task_id)
         self.state = info.state.value
+        reported = (info.progress, info.progress_message, info.logs)
+        if self.on_progress is not None and reported != self.reported:
+            self.reported = reported
+            self.on_progress(info)
         if info.state in (TaskState.FAILED, TaskState.CANCELED):
             raise TaskFailed(self.task_id, info.state.value, info.last_error)
         if not info.keep_result:

@@ -8,7 +8,9 @@
 -- ARGV[5] the progress message
 -- ARGV[6] max_lines: how many log lines the record keeps
 -- ARGV[7..] log lines to add
--- Returns how many log lines the record holds.
+-- Returns how many log lines the record holds. Publishes the id on the namespace's
+-- `ended` channel, as an ending does, so a producer waiting on queue.result with
+-- on_progress hears of it.
 --@include ending
 
 local id, token, progress = ARGV[2], ARGV[3], ARGV[4]
@@ -28,4 +30,5 @@ if #ARGV > 6 then
   lines = kept
   redis.call('HSET', key, 'logs', cmsgpack.pack(lines))
 end
+redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack({id}))
 return #lines
