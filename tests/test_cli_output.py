@@ -83,6 +83,23 @@ def test_task_get_shows_the_states_name_and_values_as_json(server: Server, names
     assert fields["state"] == "queued"
     assert json.loads(fields["payload"]) == {"n": 0}
     assert "TaskState" not in shown.stdout
+    # A leased task: its deadline is a moment, shown as one, like every other time.
+    with FairQueue(server.url, namespace) as queue:
+        [leased] = queue.pop(assigned_users=[leased_tenant(queue, task_id)])
+        queue.report(leased, 42.0, "almost half", ["a line"])
+    shown = runner.invoke(app, ["task", "get", leased.task_id, "--url", server.url,
+                                "--namespace", namespace])  # fmt: skip
+    fields = dict(line.split("\t", 1) for line in shown.stdout.splitlines()[1:])
+    for moment in ("leased_at", "lease_deadline", "created_at", "start_time"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields[moment]), moment
+    assert (fields["progress"], fields["progress_message"]) == ("42.0", "almost half")
+    assert json.loads(fields["logs"]) == ["a line"]
+
+
+def leased_tenant(queue: FairQueue, task_id: str) -> str:
+    info = queue.get(task_id)
+    assert info is not None
+    return info.user_id
 
 
 def test_every_listing_has_json_with_times_as_epoch_seconds(server: Server, namespace: str) -> None:

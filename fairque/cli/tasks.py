@@ -36,12 +36,15 @@ TASK_ID = typer.Argument(..., metavar="ID", help="Task id (as fairque push print
 STATES = ", ".join(state.value for state in TaskState)
 
 
+TIMES = ("_at", "_time", "_deadline")  # fields that hold a moment, as the Web UI shows them
+
+
 def _shown(name: str, value: Any) -> str:
     """A field of ``task get`` as text: a state by its name, a time in UTC, other values
     as JSON (a payload, a list of ids)."""
     if isinstance(value, enum.Enum):
         return str(value.value)
-    if isinstance(value, float) and name.endswith(("_at", "_time")):
+    if isinstance(value, float) and (name.endswith(TIMES) or name == "execute_after"):
         return when(value)
     if isinstance(value, str):
         return value
