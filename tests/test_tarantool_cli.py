@@ -4,6 +4,7 @@ would, and each way it refuses to start in one line."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from fairque.servers.embedded import free_port
 from fairque.storage import PutTaskRequest, TarantoolStorage
-from tests.conftest import TARANTOOL, StartCli
+from tests.conftest import TARANTOOL, StartCli, wait_for
 from tests.test_worker_process import gone, read_stderr_until
 
 pytestmark = pytest.mark.skipif(TARANTOOL is None, reason="no tarantool binary")
@@ -103,6 +104,16 @@ def test_a_server_that_ends_by_itself_ends_the_command_in_one_line(start: StartC
     assert process.returncode == 2
     assert said.startswith("error: tarantool ended by itself: ")
     assert said.count("\n") == 1
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux)")
+def test_a_killed_command_takes_its_server_with_it(start: StartCli) -> None:
+    process = start("--port", "0", env={})
+    read_stderr_until(process, STOPS)
+    [server] = children(process.pid)
+    process.kill()
+    process.wait(timeout=30)
+    wait_for(lambda: gone(server), timeout=30)  # it got SIGTERM: stopped, not orphaned
 
 
 def test_a_taken_port_is_one_line_before_anything_starts(start: StartCli) -> None:
