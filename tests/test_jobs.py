@@ -226,6 +226,9 @@ def test_cancel_retry_stats_and_listing(jobs: JobQueue) -> None:
     assert jobs.jobs("canceled", "b").jobs == []
     leased = jobs.pop("w", 1, ["b"])
     assert [job.state for job in jobs.jobs("started").jobs] == ["started"]
+    # A strict job that runs is never aborted: its constraints count it until it ends.
+    assert not jobs.cancel(leased[0].id)
+    assert not fair(jobs).cancel(leased[0].id)
     jobs.complete(leased[0], failure("other", "no", retry=False))
     [failed] = jobs.jobs("failed", "b").jobs
     assert (failed.id, failed.name, failed.priority) == (ids[5], "b", 0)

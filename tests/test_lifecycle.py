@@ -263,15 +263,17 @@ def test_cancel_by_state(queue: FairQueue) -> None:
     assert queue.cancel(queued) is True
     assert queue.cancel(critical) is True
     assert queue.cancel(scheduled) is True
-    assert queue.cancel(running) is False
+    assert queue.cancel(running) is True  # aborted: tests/test_abort.py
     assert queue.cancel(queued) is False
-    for task_id in (queued, critical, scheduled):
+    assert queue.cancel(running) is False
+    for task_id in (queued, critical, scheduled, running):
         info = queue.get(task_id)
         assert info is not None
         assert (info.state, info.last_error) == (TaskState.CANCELED, "canceled")
     assert queue.pop() == []
     stats = queue.stats()
-    assert stats.states[TaskState.CANCELED] == 3
+    assert stats.states[TaskState.CANCELED] == 4
+    assert stats.states[TaskState.STARTED] == 0
     assert stats.states[TaskState.QUEUED] == 0
     assert "u" not in stats.tenants or stats.tenants["u"].queued == 0
     with pytest.raises(TaskNotFound):

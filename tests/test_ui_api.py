@@ -184,6 +184,9 @@ def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQ
     assert post(client, f"/tasks/{waiting}/cancel") == {"done": True}
     assert post(client, f"/tasks/{waiting}/cancel") == {"done": False}
     assert post(client, "/tasks/ghost/cancel", 404)["error"] == "not_found"
+    [running] = queue.pop(count=1, worker_id="w-7")  # a0, queued again above
+    assert post(client, f"/tasks/{running.task_id}/cancel") == {"done": True}  # aborted
+    assert get(client, f"/tasks/{running.task_id}")["task"]["state"] == "canceled"
 
 
 def test_workers_registered_or_holding_leases_and_http_workers(

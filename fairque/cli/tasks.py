@@ -128,7 +128,10 @@ def _act_on(
 @app.command("cancel")
 @on_queue
 def cancel(target: QueueTarget, task_id: str = TASK_ID) -> None:
-    """Cancel a task that has not started (and its dependents); exit 1 if it had."""
+    """Cancel a task that has not ended (and its dependents); exit 1 if it had.
+
+    A running task ends CANCELED at once and its worker stops the run.
+    """
     _act_on(target, task_id, Queue.cancel, "canceled", "canceled")
 
 

@@ -59,6 +59,12 @@ class Namespace:
         """The sharded pub/sub channel the scripts publish the ids of ended tasks on."""
         return self.prefix + "ended"
 
+    @property
+    def abort_channel(self) -> str:
+        """The sharded pub/sub channel ``cancel`` publishes the ids of running tasks it
+        canceled on: the worker that runs one stops it."""
+        return self.prefix + "abort"
+
     def call(
         self,
         script_name: str,

@@ -21,6 +21,7 @@ from redis.cluster import ClusterPubSub
 from fairque.closing import AsyncCloseable, Closeable
 from fairque.engine.calls import decode
 from fairque.engine.connect import AsyncClient, SyncClient
+from fairque.engine.outage import connection_errors
 from fairque.engine.waiting import within
 
 RECHECK_SECONDS = 5.0  # a waiter re-reads the state at least this often (lost messages)
@@ -28,7 +29,8 @@ _CONFIRM_SECONDS = 10.0  # how long a subscription may take to be confirmed
 
 
 def _data(message: Any) -> list[str]:
-    """The ids a message on an ``ended`` channel carries (a MessagePack array)."""
+    """The ids a message on an ``ended`` or ``abort`` channel carries (a MessagePack
+    array)."""
     if not message or message.get("type") not in ("smessage", b"smessage"):
         return []
     ids = decode(message["data"])
@@ -72,40 +74,49 @@ class Listener(Closeable):
 
 
 class AsyncListener(AsyncCloseable):
-    """:class:`Listener` for asyncio clients."""
+    """:class:`Listener` for asyncio clients, on one channel or several (a worker listens
+    on the ``abort`` channel of every shard)."""
 
-    def __init__(self, client: AsyncClient, channel: str) -> None:
-        self.channel = channel
+    def __init__(self, client: AsyncClient, *channels: str) -> None:
+        self.channels = channels
         self._client = client
         self._pubsub: Any = None
 
     async def open(self) -> AsyncListener:
         """Subscribes and waits for the server to confirm it."""
         if isinstance(self._client, AsyncRedisCluster):
-            await self._client.initialize()  # the channel's node must be known now
+            await self._client.initialize()  # the channels' nodes must be known now
         self._pubsub = self._client.pubsub()
-        await self._pubsub.ssubscribe(self.channel)
-        confirmed = await within(self._confirmed(), _CONFIRM_SECONDS)
-        if not confirmed:  # pragma: no cover - the loop returns only when confirmed
-            raise TimeoutError(f"SSUBSCRIBE {self.channel} was not confirmed")
+        try:
+            for channel in self.channels:
+                await self._pubsub.ssubscribe(channel)
+            await within(self._confirmed(len(self.channels)), _CONFIRM_SECONDS)
+        except BaseException:  # `async with` closes only what opened
+            await self.close()
+            raise
         return self
 
-    async def _confirmed(self) -> bool:
-        while True:
+    async def _confirmed(self, wanted: int) -> None:
+        while wanted > 0:
             message = await self._read(1.0)
             if message and message.get("type") in ("ssubscribe", b"ssubscribe"):
-                return True
+                wanted -= 1
 
     async def _read(self, timeout: float) -> Any:
-        if isinstance(self._pubsub, AsyncClusterPubSub):
-            return await self._pubsub.get_sharded_message(timeout=timeout)
-        return await self._pubsub.get_message(timeout=timeout)
+        with connection_errors():
+            if isinstance(self._pubsub, AsyncClusterPubSub):
+                return await self._pubsub.get_sharded_message(timeout=timeout)
+            return await self._pubsub.get_message(timeout=timeout)
+
+    async def next_ids(self, timeout: float) -> list[str]:
+        """The ids the next message carries; none if nothing came within ``timeout``."""
+        return _data(await self._read(timeout))
 
     async def wait_for(self, wanted: str, timeout: float) -> bool:
         """Waits up to ``timeout`` seconds for a message naming ``wanted``; True if one came."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            if wanted in _data(await self._read(left)):
+            if wanted in await self.next_ids(left):
                 return True
         return False
 

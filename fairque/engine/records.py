@@ -141,7 +141,6 @@ def read_record(record_id: str, reply: list[Any]) -> Record | None:
 
 
 # Calls every entry point makes on its records (the scripts in lua/namespace/).
-_CANCELABLE = {b"scheduled", b"deferred", b"queued"}
 
 
 def get(namespace: Namespace, record_id: str) -> Call[Record | None]:
@@ -151,9 +150,11 @@ def get(namespace: Namespace, record_id: str) -> Call[Record | None]:
     )
 
 
-def cancel(namespace: Namespace, record_id: str) -> Call[bool]:
-    """Cancels a record that has not started; parses to whether it was canceled."""
-    return namespace.call("namespace/cancel", (record_id,), lambda reply: reply in _CANCELABLE)
+def cancel(namespace: Namespace, record_id: str, abort: bool) -> Call[bool]:
+    """Cancels a record that has not started, or with ``abort`` a fair-queue task that
+    runs (its worker hears of it on the ``abort`` channel); parses to whether it was
+    canceled."""
+    return namespace.call("namespace/cancel", (record_id, int(abort)), lambda reply: reply == 1)
 
 
 def retry(namespace: Namespace, record_id: str) -> Call[bool]:

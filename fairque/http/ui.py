@@ -609,7 +609,11 @@ async def retry_task(ui: NamedDependency[Dashboard], task_id: TaskId) -> Done:
     return Done(await ui.queue.retry(task_id))
 
 
-@post("/tasks/{task_id:str}/cancel", status_code=200, summary="Cancel a task not started")
+@post(
+    "/tasks/{task_id:str}/cancel",
+    status_code=200,
+    summary="Cancel a task that has not ended; its worker stops a running one",
+)
 async def cancel_task(ui: NamedDependency[Dashboard], task_id: TaskId) -> Done:
     return Done(await ui.queue.cancel(task_id))
 

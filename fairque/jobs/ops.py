@@ -147,7 +147,7 @@ class JobOps:
 
     def cancel(self, job_id: str) -> Call[bool]:
         """Cancels a job that has not started; parses to whether it was canceled."""
-        return records.cancel(self.namespace, job_id)
+        return records.cancel(self.namespace, job_id, abort=False)
 
     def retry(self, job_id: str) -> Call[bool]:
         """Queues a FAILED job again now; parses to whether it was failed."""

@@ -100,6 +100,12 @@ class Queue(Closing):
         subscribes to all)."""
         return [ops.namespace.wake_channel for ops in self.plans.shards]
 
+    @property
+    def abort_channels(self) -> list[str]:
+        """The sharded pub/sub channels ``cancel`` publishes the ids of running tasks it
+        canceled on (a worker subscribes to all, and stops those it runs)."""
+        return [ops.namespace.abort_channel for ops in self.plans.shards]
+
     def close(self) -> None:
         """Waits until the pushes made so far are answered, then closes the connection
         pool, unless it is shared with another client."""
@@ -199,7 +205,12 @@ class Queue(Closing):
         )
 
     def cancel(self, task_id: str) -> bool:
-        """Cancels a task that has not started; False if it is running or has ended."""
+        """Cancels a task that has not ended, and its dependents; False if it had ended.
+
+        A task that waits never starts. One that runs ends CANCELED at once (its tenant's
+        slot is free again) and the worker running it stops the run: an async function
+        gets ``CancelledError``, a task process is killed, a sync function on a thread
+        sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
         return self._run(self.plans.cancel(task_id))
 
     def retry(self, task_id: str) -> bool:

@@ -465,8 +465,9 @@ class QueueOps:
         return self.namespace.call("queue/report", args, int, params={"id": task.task_id})
 
     def cancel(self, task_id: str) -> Call[bool]:
-        """Cancels a task that has not started; parses to whether it was canceled."""
-        return records.cancel(self.namespace, task_id)
+        """Cancels a task that has not ended; parses to whether it was canceled. One
+        that runs is aborted: its worker stops the run."""
+        return records.cancel(self.namespace, task_id, abort=True)
 
     def retry(self, task_id: str) -> Call[bool]:
         """Queues a FAILED task again now; parses to whether it was failed."""

@@ -332,7 +332,7 @@ const pages = {
       "section",
       {},
       h("h1", {}, `${detail.kind === "job" ? "Job" : "Task"} `, h("code", { id: "task-id" }, id)),
-      h("p", {}, taskActions(id, info.state)),
+      h("p", {}, taskActions(id, info.state, detail.kind !== "job")),
       h("div", { class: "detail" }, h("div", {}, table(["field", "value"], fields.map(([key, value]) => [key, key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after" ? when(value) : value === null ? "—" : String(value)]))), h("div", {},
       h("h2", {}, detail.job ? "Argument" : "Payload"),
       h("pre", { id: "payload" }, pretty(payload)),
@@ -466,7 +466,8 @@ function withoutCursor(params) {
   return copy;
 }
 
-function taskActions(id, state) {
+// A strict job that runs is not aborted (its HTTP worker reports its end); a task is.
+function taskActions(id, state, abortable = true) {
   const actions = [];
   if (state === "failed") {
     actions.push(
@@ -477,12 +478,15 @@ function taskActions(id, state) {
       }, "Retry"),
     );
   }
-  if (["queued", "scheduled", "deferred"].includes(state)) {
+  if (["queued", "scheduled", "deferred"].includes(state) || (abortable && state === "started")) {
+    const question = state === "started"
+      ? `Cancel task ${id}? Its worker stops the run; its dependents are canceled too.`
+      : `Cancel task ${id}? Its dependents are canceled too.`;
     actions.push(
       h("button", {
         type: "button",
         class: "cancel",
-        onclick: () => act(`Cancel task ${id}? Its dependents are canceled too.`, () => post(`/tasks/${encodeURIComponent(id)}/cancel`), (r) => (r.done ? `Task ${id} canceled.` : `Task ${id} had already started or ended: nothing done.`)),
+        onclick: () => act(question, () => post(`/tasks/${encodeURIComponent(id)}/cancel`), (r) => (r.done ? `Task ${id} canceled.` : `Task ${id} had already ended: nothing done.`)),
       }, "Cancel"),
     );
   }

@@ -1,5 +1,6 @@
-"""What a running task function can reach: which task it is, XCom, and its progress and
-log lines (kept with the task: ``fairque task get``, the Web UI's task page).
+"""What a running task function can reach: which task it is, XCom, its progress and log
+lines (kept with the task: ``fairque task get``, the Web UI's task page), and whether it
+was canceled while it runs.
 
 A task function that has a parameter named ``context`` receives a :class:`TaskContext`
 (async functions) or a :class:`SyncTaskContext` (sync functions, which run on threads).
@@ -14,7 +15,8 @@ A task function that has a parameter named ``context`` receives a :class:`TaskCo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from fairque.queue.async_client import AsyncQueue
@@ -25,6 +27,15 @@ from fairque.queue.models import LeasedTask
 @dataclass(frozen=True)
 class _Context:
     task: LeasedTask
+    # Set by the worker when the task is canceled while it runs (or its lease is lost).
+    cancel_event: threading.Event = field(default_factory=threading.Event, kw_only=True)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the task was canceled while it runs. A sync function on a thread
+        cannot be stopped from outside: a long one checks this now and then and returns
+        early (what it returns then is dropped; the task is CANCELED already)."""
+        return self.cancel_event.is_set()
 
     @property
     def run_id(self) -> str | None:

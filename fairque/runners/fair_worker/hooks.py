@@ -39,6 +39,9 @@ class WorkerHooks:
         """The attempt failed with ``error`` and the task failed for good (no retry left,
         or an error that is not retried)."""
 
+    def on_cancel(self, task: LeasedTask, seconds: float) -> None:
+        """The task was canceled while it ran, and its run stopped after ``seconds``."""
+
 
 def load_hooks(spec: str) -> WorkerHooks:
     """The hooks ``MODULE:NAME`` names: a :class:`WorkerHooks` subclass (made with no

@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
@@ -35,6 +36,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
 
 from fairque.engine.eviction import async_eviction_warning
+from fairque.engine.notify import AsyncListener
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, Backoff, connection_errors
 from fairque.engine.records import TaskState
@@ -90,11 +92,24 @@ async def _wake_message(wake: PubSub, timeout: float) -> Any:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one attempt ended: a result, or an error and whether to retry."""
+    """How one attempt ended: a result, or an error and whether to retry; or stopped by
+    the worker (canceled, or its lease lost: nothing to record)."""
 
     result: Any = None
     error: str | None = None
     retry: bool = True
+    stopped: bool = False
+
+
+@dataclass
+class RunningTask:
+    """A task this worker runs: its lease, the asyncio task of its run, the flag set when
+    the run must stop (what ``context.cancelled`` reads) and why."""
+
+    leased: LeasedTask
+    job: asyncio.Task[None]
+    cancel_event: threading.Event
+    stopped_because: str = ""  # "canceled" or "lease lost", once stopped
 
 
 class Worker:
@@ -121,7 +136,7 @@ class Worker:
         self.functions = functions or registry
         self._queue = queue
         self.metrics = metrics  # task durations go to fairque_task_duration_seconds
-        self._running: dict[str, tuple[LeasedTask, asyncio.Task[None]]] = {}
+        self._running: dict[str, RunningTask] = {}
         self._timed_out: set[asyncio.Task[Any]] = set()  # runs cancelled by their timer
         self._stopping = asyncio.Event()
         self._now = asyncio.Event()  # stop without the grace period (a second signal)
@@ -217,10 +232,13 @@ class Worker:
                     await queue.close()
                 return
         heartbeat = asyncio.create_task(self._heartbeat(queue))
+        listening = asyncio.Event()
+        aborts = asyncio.create_task(self._listen_for_aborts(queue, listening))
         maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
         if self.check_eviction:
             await self._warn_of_eviction(queue)
+        await self._first_of(listening, self._stopping)  # no run leased before it can abort
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
         try:
             await self._fetch(queue, wake)
@@ -228,6 +246,7 @@ class Worker:
         finally:
             heartbeat.cancel()
             self._stopping.set()  # also when the fetch loop ended by an error
+            await aborts  # it ends by itself once stopping is set
             await maintenance  # it ends by itself once stopping is set, never mid-call
             # The acknowledger sends what is pending, then ends (never cut off mid-call).
             self._closing = True
@@ -424,7 +443,7 @@ class Worker:
 
     def _start(self, queue: AsyncQueue, leased: LeasedTask) -> None:
         job = asyncio.create_task(self._execute(queue, leased))
-        self._running[leased.task_id] = (leased, job)
+        self._running[leased.task_id] = RunningTask(leased, job, threading.Event())
 
         def done(_: asyncio.Task[None]) -> None:
             self._running.pop(leased.task_id, None)
@@ -441,8 +460,15 @@ class Worker:
                           extra=leased.log_fields())  # fmt: skip
             around = nullcontext()
         with around:
-            outcome = await self._call(queue, leased)
+            outcome = await self._call(queue, self._running[leased.task_id])
         elapsed = time.perf_counter() - started
+        if outcome.stopped:
+            because = self._running[leased.task_id].stopped_because
+            log.info("task %s: %s; its run stopped after %.3f s", leased.task_id, because,
+                     elapsed, extra=leased.log_fields())  # fmt: skip
+            if because == "canceled":
+                self._hook(self.hooks.on_cancel, leased, elapsed)
+            return
         if self.metrics:
             self.metrics.observe_task(leased.name, outcome.error is None, elapsed)
         if outcome.error is None:
@@ -507,7 +533,21 @@ class Worker:
             log.exception("task %s: the %s hook failed", leased.task_id, hook.__name__,
                           extra=leased.log_fields())  # fmt: skip
 
-    async def _call(self, queue: AsyncQueue, leased: LeasedTask) -> Outcome:
+    async def _call(self, queue: AsyncQueue, run: RunningTask) -> Outcome:
+        try:
+            outcome = await self._outcome(queue, run)
+        except asyncio.CancelledError:
+            if not run.cancel_event.is_set() or self._stopping.is_set():
+                raise  # a stop: the run is handed back
+            if sys.version_info >= (3, 11):
+                run.job.uncancel()  # the cancellation was the abort's, and is spent
+            return Outcome(stopped=True)
+        # A thread's run is not stopped: it ends when the function returns, and what it
+        # returned is not wanted any more.
+        return Outcome(stopped=True) if run.cancel_event.is_set() else outcome
+
+    async def _outcome(self, queue: AsyncQueue, run: RunningTask) -> Outcome:
+        leased = run.leased
         function = self.functions.get(leased.name)
         if function is None:
             return Outcome(error=f"unknown task function {leased.name!r}", retry=False)
@@ -519,7 +559,7 @@ class Worker:
         try:
             if function.is_async:
                 if function.wants_context:
-                    kwargs["context"] = TaskContext(leased, queue)
+                    kwargs["context"] = TaskContext(leased, queue, cancel_event=run.cancel_event)
                 result = await self._within_timeout(function.func(*args, **kwargs), timeout)
             else:
                 # Returns or raises only once the run has really ended (sync_runners).
@@ -558,7 +598,8 @@ class Worker:
         job.cancel()
 
     def _sync_context(self, leased: LeasedTask) -> SyncTaskContext:
-        return SyncTaskContext(leased, self._blocking_queue())
+        cancel_event = self._running[leased.task_id].cancel_event
+        return SyncTaskContext(leased, self._blocking_queue(), cancel_event=cancel_event)
 
     def _blocking_queue(self) -> Queue:
         """A blocking client for the contexts of sync functions (they run on threads)."""
@@ -612,36 +653,85 @@ class Worker:
 
     async def _extend_all(self, queue: AsyncQueue) -> None:
         try:
-            for leased, job in list(self._running.values()):
-                await self._extend(queue, leased, job)
+            for run in list(self._running.values()):
+                await self._extend(queue, run)
         except OUTAGE as exc:
             log.warning("cannot extend leases (%s); trying at the next beat", exc)
 
-    async def _extend(self, queue: AsyncQueue, leased: LeasedTask, job: asyncio.Task[None]) -> None:
+    async def _extend(self, queue: AsyncQueue, run: RunningTask) -> None:
         try:
-            await queue.extend(leased, self.config.lease_seconds)
+            await queue.extend(run.leased, self.config.lease_seconds)
         except LeaseLost:
-            log.warning("task %s: lease lost, abandoning it", leased.task_id,
-                        extra=leased.log_fields())  # fmt: skip
-            job.cancel()
+            if run.cancel_event.is_set():
+                return  # being stopped already
+            # Expired and taken by another worker, or canceled while this worker did not
+            # listen (an outage): either way the run must not go on.
+            log.warning("task %s: lease lost, abandoning it", run.leased.task_id,
+                        extra=run.leased.log_fields())  # fmt: skip
+            self._stop_run(run, "lease lost")
+
+    def _stop_run(self, run: RunningTask, because: str) -> None:
+        """Stops a run whose task must not go on (canceled, or its lease lost): an async
+        function is cancelled, a task process killed; a function on a thread cannot be
+        stopped and sees ``context.cancelled``."""
+        run.stopped_because = because
+        run.cancel_event.set()
+        function = self.functions.get(run.leased.name)
+        on_thread = function is not None and not function.is_async
+        if not (on_thread and isinstance(self._sync, ThreadRunner)):
+            run.job.cancel()
+
+    async def _listen_for_aborts(self, queue: AsyncQueue, listening: asyncio.Event) -> None:
+        """Stops the runs of tasks canceled while they run, as ``cancel`` announces them
+        on the ``abort`` channels; sets ``listening`` once first subscribed. Pub/sub is at
+        most once: an abort sent while this listener is away (an outage) reaches the run
+        at the next heartbeat instead (its lease is gone, so the extension fails)."""
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            try:
+                async with AsyncListener(queue.redis, *queue.abort_channels) as listener:
+                    listening.set()
+                    backoff.reset()
+                    while not self._stopping.is_set():
+                        for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
+                            self._abort(task_id)
+            except OUTAGE:  # noqa: PERF203 - said by the fetch loop; again when it is back
+                await self._pause(backoff.next())
+
+    @staticmethod
+    async def _first_of(*events: asyncio.Event) -> None:
+        """Waits until one of ``events`` is set."""
+        waits = [asyncio.ensure_future(event.wait()) for event in events]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+
+    def _abort(self, task_id: str) -> None:
+        run = self._running.get(task_id)
+        if run is None or run.cancel_event.is_set():
+            return  # another worker's, or one that ended meanwhile
+        log.info("task %s: canceled while it runs; stopping it", task_id,
+                 extra=run.leased.log_fields())  # fmt: skip
+        self._stop_run(run, "canceled")
 
     async def _hand_back(self, queue: AsyncQueue) -> None:
         """After a stop: wait up to the grace period, then release what still runs, except
         runs that cannot be stopped (their leases expire once this process is gone)."""
-        jobs = [job for _, job in self._running.values()]
+        jobs = [run.job for run in self._running.values()]
         if jobs:
             log.info("stopping: waiting up to %g s for %d running task(s)",
                      self.config.grace_seconds, len(jobs))  # fmt: skip
         if jobs and self.config.grace_seconds > 0:
             await self._grace(jobs)
         left = list(self._running.values())
-        for _, job in left:
-            job.cancel()
+        for run in left:
+            run.job.cancel()
         # Ended first: a cancelled job kills its task process, so the run is over before
         # its task is handed back.
-        await asyncio.gather(*(job for _, job in left), return_exceptions=True)
+        await asyncio.gather(*(run.job for run in left), return_exceptions=True)
         unstoppable = self._sync.unstoppable()
-        back = [leased for leased, _ in left if leased.task_id not in unstoppable]
+        back = [run.leased for run in left if run.leased.task_id not in unstoppable]
         if len(back) < len(left):
             log.warning("%d task(s) still run in threads that cannot be stopped: not handed "
                         "back; they return within %g s after this process ends (their "

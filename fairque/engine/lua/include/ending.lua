@@ -70,9 +70,13 @@ local function release_dependents(id, now)
   if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', -links) end
 end
 
--- Cancels one task if it has not started; returns its former state, and whether it was
--- canceled. It waits for nothing any more: its links to its blockers go.
-local function cancel_one(id, reason, now)
+-- Cancels one task that has not ended; returns its former state, and whether it was
+-- canceled. One that waits never starts; with `abort`, a task that runs loses its lease
+-- at once (its tenant's slot is free again) and the caller publishes its id on the
+-- `abort` channel, on which the worker holding it hears to stop the run. A strict job
+-- that runs is never aborted: its constraints count it until its worker reports. It waits
+-- for nothing any more: its links to its blockers go.
+local function cancel_one(id, reason, now, abort)
   local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind')
   local state, tenant, kind = f[1], f[2], f[4]
   if kind == 'storage' then return 'storage', false end -- seed 004's are done, never canceled
@@ -82,6 +86,9 @@ local function cancel_one(id, reason, now)
     redis.call('ZREM', K.scheduled, id)
   elseif state == 'deferred' then
     redis.call('SREM', K['state:deferred'], id)
+  elseif state == 'started' and abort and kind == 'task' then
+    redis.call('ZREM', K.leases, id)
+    lease_ended(kind, tenant)
   else
     return state, false
   end
@@ -97,8 +104,8 @@ end
 
 -- Cancels `id` and, since they can never run, every task that depends on it, directly or
 -- not, each with the reason recorded (design section 7). Returns cancel_one's answer.
-local function cancel_with_dependents(id, reason, now)
-  local state, canceled = cancel_one(id, reason, now)
+local function cancel_with_dependents(id, reason, now, abort)
+  local state, canceled = cancel_one(id, reason, now, abort)
   if not canceled then return state, false end
   local pending = {id}
   while #pending > 0 do
