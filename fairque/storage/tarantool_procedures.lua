@@ -47,13 +47,58 @@ local function payloads() return box.space.fairque_payloads end
 -- A take, a retry or a lease's expiry rewrites the task's tuple. Payloads up to this
 -- many bytes stay in it (one tuple per task: the cheapest); larger ones go to
 -- `fairque_payloads` and the task's `data` is `true`, so that rewriting a task never
--- needs memory for more than this: a store full of large tasks still drains. (One full
--- of small ones may not: a rewrite needs a slot of the small tuples' size, which the
--- allocator may not have. Finishing tasks frees memory; a larger memtx_memory avoids it.)
+-- needs memory for more than this.
 local INLINE_MAX = 1024
 
 local function out_of_memory(err)
   return tostring(err):find('Failed to allocate', 1, true) ~= nil
+end
+
+-- A rewrite still needs a free slot of its tuple's size, which a store full of small
+-- tasks may not have. So about 1 MiB is kept in reserve, as rows of `fairque_reserve`:
+-- a put is refused (FULL) unless the reserve is whole, and a rewrite that runs out of
+-- memory frees the reserve and runs once more. Rows of 1,000 bytes fill slabs of
+-- 128 KiB, which the allocator gives back for tuples of any size once emptied.
+local RESERVE_ROWS, RESERVE_ROW_BYTES = 1024, 1000
+
+-- The deadline of a task that is not taken: any value would do, and this one takes as
+-- many bytes as a real deadline (MessagePack writes integers from 2^32 in 9), so a take
+-- leaves the tuple's size alone (but for the state's name) and its new version most
+-- likely fits where the old one was.
+local NO_DEADLINE = 4294967296
+
+local function reserve() return box.space.fairque_reserve end
+
+-- Makes the reserve whole again if it was freed; false if there is no room for it.
+local function keep_reserve()
+  local have = reserve():len()
+  if have >= RESERVE_ROWS then return true end
+  local row = string.rep('r', RESERVE_ROW_BYTES)
+  return (pcall(box.atomic, function()
+    for i = have + 1, RESERVE_ROWS do reserve():replace({i, row}) end
+  end))
+end
+
+-- Frees the reserve (committed, so its rows are gone when this returns).
+local function free_reserve()
+  local keys = {}
+  for _, t in reserve():pairs() do keys[#keys + 1] = t[1] end
+  box.atomic(function()
+    for _, key in ipairs(keys) do reserve():delete(key) end
+  end)
+end
+
+-- Runs `work` (...) in a transaction that rewrites tuples; if it runs out of memory,
+-- frees the reserve and runs it once more. A deleted or rewritten tuple's memory is
+-- freed only once no Lua value holds it (the rows iterated above, the old versions of
+-- the tasks earlier calls rewrote): a full collection lets go of those first.
+local function with_room(work, ...)
+  local ok, result = pcall(box.atomic, work, ...)
+  if ok then return result end
+  if not out_of_memory(result) then error(result) end
+  free_reserve()
+  collectgarbage('collect')
+  return box.atomic(work, ...)
 end
 
 -- Taken tasks whose visibility timeout is over go back to their queue, available now:
@@ -67,7 +112,7 @@ local function reap(ns, now)
     expired[#expired + 1] = t
   end
   for _, t in ipairs(expired) do
-    tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+    tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', NO_DEADLINE},
       {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', now}})
   end
 end
@@ -89,7 +134,7 @@ local function insert_tasks(ns, rows, now)
       payload_space:insert({ns, ids[i], data})
       data = true -- kept apart
     end
-    space:insert({ns, ids[i], row[1], 'queued', start, 0, now, box.NULL, 0, data})
+    space:insert({ns, ids[i], row[1], 'queued', start, NO_DEADLINE, now, box.NULL, 0, data})
   end
   box.space.fairque_ids:replace({ns, last + #rows})
   return ids
@@ -105,6 +150,7 @@ function ops.put(ns, rows)
       invalid('requests', 'row ' .. i .. ' is not {queue, how, when, data}')
     end
   end
+  if not keep_reserve() then error('FULL ' .. box.cfg.memtx_memory, 0) end
   local ok, ids = pcall(box.atomic, insert_tasks, ns, rows, now_us())
   if not ok then
     if out_of_memory(ids) then error('FULL ' .. box.cfg.memtx_memory, 0) end
@@ -123,7 +169,7 @@ end
 function ops.get(ns, queue, count, visibility)
   check_queue(queue)
   local now = now_us()
-  return box.atomic(function()
+  return with_room(function()
     reap(ns, now)
     local ready = {}
     for _, t in tasks().index.queue:pairs({ns, queue, 'queued'}, {iterator = 'GE'}) do
@@ -165,13 +211,13 @@ end
 -- attempts + 1, prev_start_time = the start they were taken at. Returns how many.
 function ops.retry(ns, rows)
   local now = now_us()
-  return box.atomic(function()
+  return with_room(function()
     reap(ns, now) -- a retry after the visibility timeout finds the task returned already
     local returned = 0
     for _, row in ipairs(rows) do
       local t = tasks():get({ns, row[1]})
       if t ~= nil and t.state == 'taken' then
-        tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', 0},
+        tasks():update({ns, t.id}, {{'=', 'state', 'queued'}, {'=', 'deadline', NO_DEADLINE},
           {'+', 'attempts', 1}, {'=', 'prev', t.start}, {'=', 'start', int(row[2])}})
         returned = returned + 1
       end
@@ -183,7 +229,7 @@ end
 -- Per queue holding tasks: {queue, total, ready, taken, delayed}.
 function ops.stat(ns)
   local now = now_us()
-  box.atomic(reap, ns, now)
+  with_room(reap, ns, now)
   local index = tasks().index.queue
   local rows = {}
   local first = index:select({ns}, {iterator = 'GE', limit = 1})[1]
@@ -307,6 +353,9 @@ local function install(name, source)
   -- Found by key only, never in order: a hash index, cheaper than a tree for that.
   payloads:create_index('primary', {if_not_exists = true, type = 'hash', parts = {
     {field = 'ns', type = 'string'}, {field = 'id', type = 'unsigned'}}})
+  local kept = box.schema.space.create('fairque_reserve', {if_not_exists = true,
+    format = {{name = 'row', type = 'unsigned'}, {name = 'filler', type = 'string'}}})
+  kept:create_index('primary', {if_not_exists = true, parts = {{field = 'row', type = 'unsigned'}}})
   local ids = box.schema.space.create('fairque_ids', {if_not_exists = true, format = {
     {name = 'ns', type = 'string'}, {name = 'last', type = 'unsigned'}}})
   ids:create_index('primary', {if_not_exists = true, parts = {{field = 'ns', type = 'string'}}})
