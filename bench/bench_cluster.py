@@ -27,8 +27,8 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from fairque import FairQueue, Queue, Task
+from fairque.engine.shards import shard_namespaces
 from fairque.queue.client import open_queue
-from fairque.queue.plans import shard_namespaces
 from fairque.servers.local_cluster import LocalCluster
 
 TENANTS = 50

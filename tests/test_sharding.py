@@ -23,8 +23,9 @@ from fairque import (
     TaskNotFound,
     TaskState,
 )
+from fairque.engine.shards import Rotation, shard_index, shard_namespaces
 from fairque.queue.models import QueueStats, TenantStats
-from fairque.queue.plans import Rotation, merge_stats, shard_index, shard_namespaces, soonest
+from fairque.queue.plans import merge_stats, soonest
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import Server, wait_for
 

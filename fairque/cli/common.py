@@ -38,6 +38,7 @@ from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
 from fairque.engine.settings import DATA_FORMAT
+from fairque.engine.shards import shard_namespaces
 from fairque.errors import FairQueueError, NewerDataFormat, ServerTimeout, ServerUnavailable
 from fairque.metrics import (
     LIVE_PATH,
@@ -48,7 +49,6 @@ from fairque.metrics import (
     serve_health,
 )
 from fairque.queue.client import FairQueue, ShardedQueue, open_queue
-from fairque.queue.plans import shard_namespaces
 
 console = Console()
 errors = Console(stderr=True)

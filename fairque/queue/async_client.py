@@ -22,6 +22,7 @@ from fairque.engine.executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
 from fairque.engine.records import Record, TaskState
+from fairque.engine.shards import Plan, shard_namespaces
 from fairque.queue.batching import AsyncPushes
 from fairque.queue.models import (
     Backlog,
@@ -45,7 +46,7 @@ from fairque.queue.ops import (
     UNSERVED_GRACE,
     ResultWait,
 )
-from fairque.queue.plans import Plan, QueuePlans, shard_namespaces
+from fairque.queue.plans import QueuePlans
 from fairque.queue.shares import SharesChange
 
 T = TypeVar("T")

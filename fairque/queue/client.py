@@ -23,6 +23,7 @@ from fairque.engine.executor import Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, Listener
 from fairque.engine.records import Record, TaskState
+from fairque.engine.shards import Plan, shard_namespaces
 from fairque.queue.batching import Pushes
 from fairque.queue.models import (
     Backlog,
@@ -46,7 +47,7 @@ from fairque.queue.ops import (
     UNSERVED_GRACE,
     ResultWait,
 )
-from fairque.queue.plans import Plan, QueuePlans, shard_namespaces
+from fairque.queue.plans import QueuePlans
 from fairque.queue.shares import SharesChange
 
 T = TypeVar("T")

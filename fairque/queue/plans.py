@@ -1,16 +1,11 @@
-"""Each fair-queue operation as a plan, over one namespace or the shards of one queue.
+"""Each fair-queue operation as a plan (:mod:`fairque.engine.shards`), over one namespace
+or the shards of one queue. The clients (:mod:`fairque.queue.async_client`, and
+:mod:`fairque.queue.client` generated from it) only run plans, so which shards a call
+goes to and how their replies merge are written once, here, for the blocking and asyncio
+clients alike.
 
-A plan is sans-IO. It is either one :class:`~fairque.engine.calls.Call`, or a generator
-that yields steps (lists of calls, which an asyncio client sends concurrently and a
-blocking one in turn), receives their parsed replies, and returns the operation's value.
-The clients (:mod:`fairque.queue.async_client`, and :mod:`fairque.queue.client` generated
-from it) only run plans, so which shards a call goes to and how their replies merge are
-written once, here, for the blocking and asyncio clients alike.
-
-A sharded queue is one logical fair queue over N namespaces ``<ns>:0`` .. ``<ns>:N-1``.
-Each shard is a namespace of its own (keys ``fq:{<ns>:<i>}:...``), so on a cluster the
-shards' slots spread over the nodes and each script still touches one slot. A tenant
-lives on one shard, chosen by a stable hash of its name (CRC-32, the same in every
+A sharded queue is one logical fair queue over N namespaces ``<ns>:0`` .. ``<ns>:N-1``. A
+tenant lives on one shard, chosen by a stable hash of its name (CRC-32, the same in every
 process and language), so its order and its dependencies stay within one namespace:
 tasks go to their tenant's shard, pops ask every shard in a rotating order, lists page
 through the shards in turn, stats and maintenance add the shards up. Calls that name
@@ -23,17 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import time
-import zlib
-from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, TypeVar, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, TaskState, check_identifier
+from fairque.engine.shards import Plan, ShardPlans, Steps, shard_index
 from fairque.errors import InvalidInput
 from fairque.queue.models import (
     STATS_TENANTS,
@@ -56,53 +50,6 @@ from fairque.queue.ops import MIN_POP_WAIT, Leased, QueueOps
 
 T = TypeVar("T")
 P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
-Step = list[Call[Any]]
-Steps = Generator[Step, list[Any], T]
-# One call, or steps of calls (see the module's docstring).
-Plan = Union[Call[T], Steps[T]]  # noqa: UP007 - a generic alias: `|` fails at run time on 3.10
-
-MAX_SHARDS = 1024
-
-
-def shard_namespaces(namespace: str, shards: int) -> list[str]:
-    """The namespaces of a queue split in ``shards``: ``<namespace>:<i>``."""
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-        raise InvalidInput("shards", f"must be 1 to {MAX_SHARDS}, not {shards!r}")
-    return [f"{namespace}:{index}" for index in range(shards)]
-
-
-def shard_index(tenant: str, shards: int) -> int:
-    """The shard of ``tenant``: CRC-32 of its UTF-8 name, modulo ``shards``."""
-    return zlib.crc32(tenant.encode()) % shards
-
-
-def by_shard(tenants: Iterable[str], shards: int) -> dict[int, list[int]]:
-    """Positions of ``tenants`` grouped by shard, in order within each shard."""
-    groups: dict[int, list[int]] = {}
-    for position, tenant in enumerate(tenants):
-        groups.setdefault(shard_index(tenant, shards), []).append(position)
-    return groups
-
-
-class Rotation:
-    """The order shards are asked for work: each pop starts one shard further, so every
-    shard is asked first once every N pops and none is starved by a busy one. A pop
-    takes what it can from the first shard and asks the next ones only for what is
-    missing: one round trip while the first shard has enough."""
-
-    def __init__(self, shards: int) -> None:
-        self._starts = itertools.cycle(range(shards))
-        self.shards = shards
-
-    def next_order(self) -> list[int]:
-        start = next(self._starts)
-        return [(start + step) % self.shards for step in range(self.shards)]
-
-
-def split_cursor(cursor: int, shards: int) -> tuple[int, int]:
-    """A sharded list's cursor as (shard, that shard's own cursor)."""
-    inner, shard = divmod(cursor, shards)
-    return shard, inner
 
 
 def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
@@ -202,17 +149,14 @@ def merge_workers(parts: Sequence[Sequence[WorkerInfo]]) -> list[WorkerInfo]:
     return [latest[worker_id] for worker_id in sorted(latest)]
 
 
-class QueuePlans:
+class QueuePlans(ShardPlans[QueueOps]):
     """The plans of every fair-queue operation over ``namespaces``: one (a
     :class:`~fairque.FairQueue`) or the shards of one queue (a
     :class:`~fairque.ShardedQueue`). The arguments are checked where each call is built
     (:class:`~fairque.queue.ops.QueueOps`)."""
 
     def __init__(self, namespaces: Sequence[str]) -> None:
-        self.shards = [QueueOps(Namespace(name)) for name in namespaces]
-        self.rotation = Rotation(len(self.shards))
-        # With one namespace every plan is that namespace's call.
-        self.single = self.shards[0] if len(self.shards) == 1 else None
+        super().__init__([QueueOps(Namespace(name)) for name in namespaces])
 
     def shard_of(self, tenant: str) -> int:
         """The index of the shard that holds ``tenant``'s tasks."""
@@ -235,7 +179,7 @@ class QueuePlans:
         return self._push_split(tasks, replicas, timeout)
 
     def _push_split(self, tasks: Sequence[Task], replicas: int, timeout: float) -> Steps[list[str]]:
-        groups = self._split([task.user_id for task in tasks])
+        groups = self.split([task.user_id for task in tasks])
         parts = yield [
             ops.push([tasks[i] for i in positions]).replicated(replicas, timeout)
             for ops, positions in groups
@@ -335,19 +279,19 @@ class QueuePlans:
 
     def cancel(self, task_id: str) -> Plan[bool]:
         """Cancels a task on the shard that holds it."""
-        return self._on_holder(task_id, lambda ops: ops.cancel(task_id))
+        return self.on_holder(task_id, lambda ops: ops.cancel(task_id))
 
     def retry(self, task_id: str) -> Plan[bool]:
         """Queues a failed task again on the shard that holds it."""
-        return self._on_holder(task_id, lambda ops: ops.retry(task_id))
+        return self.on_holder(task_id, lambda ops: ops.retry(task_id))
 
     def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None) -> Plan[None]:
         """Stores an XCom value on the shard that holds ``task_id``."""
-        return self._on_holder(task_id, lambda ops: ops.xcom_push(task_id, key, value, ttl))
+        return self.on_holder(task_id, lambda ops: ops.xcom_push(task_id, key, value, ttl))
 
     def xcom_pull(self, task_id: str, key: str, default: Any) -> Plan[Any]:
         """Reads an XCom value from the shard that holds ``task_id``."""
-        return self._on_holder(task_id, lambda ops: ops.xcom_pull(task_id, key, default))
+        return self.on_holder(task_id, lambda ops: ops.xcom_pull(task_id, key, default))
 
     def tasks(
         self,
@@ -361,9 +305,9 @@ class QueuePlans:
         if user_id is not None or self.single is not None:
             ops = self.single or self.for_tenant(str(user_id))
             return ops.tasks(state, user_id, name, cursor, limit)
-        return self._paged(
+        return self.paged(
             cursor, limit, lambda ops, inner, wanted: ops.tasks(state, None, name, inner, wanted),
-            lambda pages: TaskPage([one for page in pages for one in page.tasks], 0),
+            lambda pages, cursor: TaskPage([one for page in pages for one in page.tasks], cursor),
             lambda page: len(page.tasks),
         )  # fmt: skip
 
@@ -381,26 +325,15 @@ class QueuePlans:
 
     def get(self, task_id: str) -> Plan[TaskInfo | None]:
         """A task from whichever shard holds it, or None."""
-        return self._found(lambda ops: ops.get(task_id))
+        return self.found(lambda ops: ops.get(task_id))
 
     def get_record(self, record_id: str) -> Plan[Record | None]:
         """A record of any kind from whichever shard holds it, or None."""
-        return self._found(lambda ops: ops.get_record(record_id))
-
-    def holder(self, task_id: str) -> Steps[QueueOps]:
-        """The calls of the shard that holds ``task_id`` (the first shard's if none does:
-        its calls say so)."""
-        if self.single is not None:
-            return self.single
-        records = yield [ops.get_record(task_id) for ops in self.shards]
-        found = (
-            ops for ops, record in zip(self.shards, records, strict=True) if record is not None
-        )
-        return next(found, self.shards[0])
+        return self.found(lambda ops: ops.get_record(record_id))
 
     def stats(self, fairness_top: int) -> Plan[QueueStats]:
         """The stats of every shard, summed."""
-        return self._each(
+        return self.each(
             lambda ops: ops.stats(fairness_top), lambda parts: merge_stats(parts, fairness_top)
         )
 
@@ -409,34 +342,36 @@ class QueuePlans:
         first."""
         if self.single is not None:
             return self.single.busiest_tenants(cursor, count)
-        return self._paged(
+        return self.paged(
             cursor, count, lambda ops, inner, wanted: ops.busiest_tenants(inner, wanted),
-            lambda pages: TenantStatsPage({t: v for p in pages for t, v in p.tenants.items()}, 0),
+            lambda pages, cursor: TenantStatsPage(
+                {t: v for p in pages for t, v in p.tenants.items()}, cursor
+            ),
             lambda page: len(page.tenants),
         )  # fmt: skip
 
     def reap(self, limit: int) -> Plan[Maintenance]:
         """Maintenance on every shard."""
-        return self._each(lambda ops: ops.reap(limit), merge_maintenance)
+        return self.each(lambda ops: ops.reap(limit), merge_maintenance)
 
     def maintain(self, interval: float) -> Plan[Maintenance]:
         """A maintenance round on every shard where one is due."""
-        return self._each(lambda ops: ops.maintain(None, interval), merge_maintenance)
+        return self.each(lambda ops: ops.maintain(None, interval), merge_maintenance)
 
     def next_due(self) -> Plan[float | None]:
         """The soonest of the shards' next due times."""
-        return self._each(lambda ops: ops.next_due(), soonest)
+        return self.each(lambda ops: ops.next_due(), soonest)
 
     def backlog(self, tenants: int) -> Plan[Backlog]:
         """The shards' backlogs as one (a tenant lives on one shard)."""
-        return self._each(
+        return self.each(
             lambda ops: ops.backlog(tenants),
             lambda parts: Backlog({t: age for part in parts for t, age in part.ages.items()}),
         )
 
     def promote(self, limit: int) -> Plan[int]:
         """Promotes due tasks on every shard."""
-        return self._each(lambda ops: ops.promote(limit), sum)
+        return self.each(lambda ops: ops.promote(limit), sum)
 
     def namespace_settings(self) -> Call[QueueSettings]:
         """The settings the scripts apply (every shard is given the same ones)."""
@@ -444,38 +379,31 @@ class QueuePlans:
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> Plan[None]:
         """Registers a live worker on every shard (it serves them all)."""
-        return self._each(lambda ops: ops.register_worker(worker, ttl), _nothing)
+        return self.each(lambda ops: ops.register_worker(worker, ttl), _nothing)
 
     def unregister_worker(self, worker_id: str) -> Plan[None]:
         """Takes a stopping worker out of every shard's registry."""
-        return self._each(lambda ops: ops.unregister_worker(worker_id), _nothing)
+        return self.each(lambda ops: ops.unregister_worker(worker_id), _nothing)
 
     def workers(self) -> Plan[list[WorkerInfo]]:
         """The live workers, each once."""
-        return self._each(lambda ops: ops.workers(), merge_workers)
+        return self.each(lambda ops: ops.workers(), merge_workers)
 
     def tenants_with_shares(self, cursor: int, count: int) -> Plan[SharesPage]:
         """A page of the tenants with shares, shard after shard."""
         if self.single is not None:
             return self.single.tenants_with_shares(cursor, count)
-        return self._paged(
+        return self.paged(
             cursor, count, lambda ops, inner, wanted: ops.tenants_with_shares(inner, wanted),
-            lambda pages: SharesPage([one for page in pages for one in page.tenants], 0),
+            lambda pages, cursor: SharesPage([t for page in pages for t in page.tenants], cursor),
             lambda page: len(page.tenants),
         )  # fmt: skip
 
     def fairness(self, minutes: int, top: int) -> Plan[FairnessView]:
         """The shards' fairness views as one."""
-        return self._each(
+        return self.each(
             lambda ops: ops.fairness(minutes, top), lambda parts: merge_fairness(parts, top)
         )
-
-    def _split(self, tenants: Sequence[str]) -> list[tuple[QueueOps, list[int]]]:
-        """Each shard's calls with the positions of its ``tenants``, in order."""
-        return [
-            (self.shards[shard], positions)
-            for shard, positions in by_shard(tenants, len(self.shards)).items()
-        ]
 
     def _lost_on_each(
         self,
@@ -483,75 +411,11 @@ class QueuePlans:
         build: Callable[[QueueOps, list[int]], Call[list[str]]],
     ) -> Steps[list[str]]:
         """One call per shard of ``tasks``' tenants; the ids each says were lost."""
-        calls = [build(ops, positions) for ops, positions in self._split(
+        calls = [build(ops, positions) for ops, positions in self.split(
             [task.user_id for task in tasks]
         )]  # fmt: skip
         parts = yield calls
         return [task_id for part in parts for task_id in part]
-
-    def _each(self, build: Callable[[QueueOps], Call[T]], merge: Callable[[list[T]], T]) -> Plan[T]:
-        """The call on every shard, the replies merged."""
-        if self.single is not None:
-            return build(self.single)
-        return self._merged([build(ops) for ops in self.shards], merge)
-
-    @staticmethod
-    def _merged(calls: Step, merge: Callable[[list[T]], T]) -> Steps[T]:
-        return merge((yield calls))
-
-    def _found(self, build: Callable[[QueueOps], Call[T | None]]) -> Plan[T | None]:
-        """The call on every shard; the first reply that is not None."""
-        if self.single is not None:
-            return build(self.single)
-        return self._merged(
-            [build(ops) for ops in self.shards],
-            lambda found: next((one for one in found if one is not None), None),
-        )
-
-    def _on_holder(self, task_id: str, build: Callable[[QueueOps], Call[T]]) -> Plan[T]:
-        """The call on the shard that holds ``task_id``."""
-        if self.single is not None:
-            return build(self.single)
-        return self._holder_then(task_id, build)
-
-    def _holder_then(self, task_id: str, build: Callable[[QueueOps], Call[T]]) -> Steps[T]:
-        ops = yield from self.holder(task_id)
-        [reply] = yield [build(ops)]
-        return reply  # type: ignore[no-any-return]
-
-    def _paged(
-        self,
-        cursor: int,
-        limit: int,
-        build: Callable[[QueueOps, int, int], Call[P]],
-        join: Callable[[list[P]], P],
-        size: Callable[[P], int],
-    ) -> Steps[P]:
-        """A page of a list that goes through the shards in turn, its cursor carrying the
-        shard (``shard's cursor * shards + shard``; 0: no more). A shard that has no more
-        gives way to the next within the same page, so a page fills up to ``limit``
-        across shards; a shard with more ends the page (one shard's page may hold fewer
-        than asked, as on one namespace)."""
-        shards = len(self.shards)
-        shard, inner = split_cursor(cursor, shards)
-        pages: list[P] = []
-        taken = 0
-        while True:
-            page: P = (yield [build(self.shards[shard], inner, limit - taken if pages else limit)])[
-                0
-            ]
-            pages.append(page)
-            taken += size(page)
-            if page.cursor:  # this shard has more
-                following = page.cursor * shards + shard
-            elif shard + 1 == shards:
-                following = 0
-            elif taken >= limit:
-                following = shard + 1  # the next shard, from its start
-            else:
-                shard, inner = shard + 1, 0
-                continue
-            return dataclasses.replace(join(pages), cursor=following)
 
 
 def _nothing(_replies: list[None]) -> None:
