@@ -26,7 +26,7 @@ from litestar.testing import TestClient
 from typer.testing import CliRunner
 
 import tests.http_tasks  # registers the task functions
-from fairque import QueueSettings
+from fairque import FairQueue, QueueSettings
 from fairque.cli import app as cli
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.protocol import ResultFrames, result_frame
@@ -34,7 +34,7 @@ from fairque.http.worker import HttpWorkerConfig, create_http_worker
 from fairque.jobs import Success
 from fairque.servers.embedded import LocalServer, free_port
 from fairque.worker import registry
-from tests.conftest import wait_for
+from tests.conftest import namespace_keys, wait_for
 
 MSGPACK = {"content-type": "application/msgpack", "accept": "application/msgpack"}
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
@@ -551,3 +551,33 @@ def test_a_burst_of_requests_waits_for_connections_instead_of_failing(master: Ap
 
     # More requests at once than the connection pool holds (100): they queue for one.
     assert asyncio.run(burst()) == [200] * 300
+
+
+def test_a_sharded_master_runs_the_jobs_of_every_shard(server: LocalServer, namespace: str) -> None:
+    """``fairque master --shards 3``: jobs go to their names' shards (echo, boom and
+    exclusive are on shards 2, 1 and 0), and the API covers them all."""
+    config = MasterConfig(url=server.url, namespace=namespace, shards=3, settings=FAST,
+                          poll=0.05, heartbeat=0.5)  # fmt: skip
+    with serving(create_master(config), free_port()) as url:
+        master = Api(url)
+        with http_worker(master, "w1"):
+            ids = [
+                master.push(name="echo", argument={"args": [1]}, keep_result=True),
+                master.push(name="boom"),
+                *master.call("POST", "/jobs/batch", [
+                    {"name": "exclusive", "argument": {"args": ["x"]}}, {"name": "echo"},
+                ])["ids"],
+            ]  # fmt: skip
+            states = [master.ended(job_id)["state"] for job_id in ids]
+            assert states == ["finished", "failed", "finished", "finished"]
+            assert master.call("GET", f"/jobs/{ids[0]}/result")["result"] == 1
+            finished = master.call("GET", "/jobs?state=finished&limit=10")
+            assert sorted(job["id"] for job in finished["jobs"]) == sorted(ids[:1] + ids[2:])
+            assert master.call("POST", f"/jobs/{ids[1]}/retry") == {"done": True}
+            assert master.ended(ids[1])["state"] == "failed"
+            overview = master.call("GET", "/overview")
+            assert (overview["counters"]["finished"], overview["states"]["failed"]) == (3, 1)
+        master.http.close()
+    with FairQueue(server.url, namespace) as queue:
+        for shard in range(3):
+            assert namespace_keys(queue.redis, f"{namespace}:{shard}")

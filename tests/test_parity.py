@@ -120,6 +120,9 @@ class Recorder:
     def execute_all(self, calls: list[Call[Any]], since: int | None = None) -> Any:
         raise Sent(calls[0])
 
+    def run(self, plan: Any) -> Any:
+        raise Sent(plan if isinstance(plan, Call) else next(plan)[0])
+
     def close(self) -> None:
         pass
 
@@ -138,6 +141,9 @@ class AsyncRecorder:
 
     async def execute_all(self, calls: list[Call[Any]], since: int | None = None) -> Any:
         raise Sent(calls[0])
+
+    async def run(self, plan: Any) -> Any:
+        raise Sent(plan if isinstance(plan, Call) else next(plan)[0])
 
     async def close(self) -> None:
         pass
@@ -250,6 +256,10 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
         lambda executor: JobQueue(namespace="twins", executor=executor),
         lambda executor: AsyncJobQueue(namespace="twins", executor=executor),
     ),
+    "sharded jobs": (
+        lambda executor: JobQueue(namespace="twins", shards=3, executor=executor),
+        lambda executor: AsyncJobQueue(namespace="twins", shards=3, executor=executor),
+    ),
     "scheduler": (
         lambda executor: TaskScheduler(namespace="twins", executor=executor),
         lambda executor: AsyncTaskScheduler(namespace="twins", executor=executor),
@@ -259,13 +269,12 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
         lambda executor: AsyncRedisStorage(namespace="twins", executor=executor),
     ),
 }
-# The sharded queue takes the single queue's cases: its first call (a lookup of the
-# shard that holds a task, for the calls by id) is compared all the same. A pop that
-# waits is the single queue's own (a wait cannot span the shards' slots).
+# A sharded client takes the single one's cases: its first call (a lookup of the shard
+# that holds a task, for the calls by id) is compared all the same. A pop that waits is
+# the single queue's own (a wait cannot span the shards' slots).
+SHARDED = {"sharded": "queue", "sharded jobs": "jobs"}
 CALL_CASES = [
-    (client, *case)
-    for client in CLIENTS
-    for case in CASES["queue" if client == "sharded" else client]
+    (client, *case) for client in CLIENTS for case in CASES[SHARDED.get(client, client)]
 ] + [("queue", "pop", (4,), {"wait": 2.5})]
 
 

@@ -102,6 +102,7 @@ def master(
     port: int = _port_option(MASTER_PORT, "FAIRQUE_MASTER_PORT"),
     url: str | None = URL_OPTION,
     namespace: str = NAMESPACE_OPTION,
+    shards: int = SHARDS_OPTION,
     token: str | None = TOKEN_OPTION,
     result_ttl: float = typer.Option(
         3600.0, "--result-ttl", min=1, metavar="SECONDS", help="How long a kept result waits."
@@ -111,10 +112,16 @@ def master(
     ),
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
-    """Run the JQ master: HTTP + MessagePack API for pushers, workers and a Web UI."""
+    """Run the JQ master: HTTP + MessagePack API for pushers, workers and a Web UI.
+
+    With --shards N, jobs are split over N namespaces by their name (a constraint then
+    limits each shard's jobs: exact for one that selects by name).
+    """
     from fairque.http.master import MasterConfig, create_master
 
-    config = MasterConfig(url=url, namespace=namespace, token=token, result_ttl=result_ttl)
+    config = MasterConfig(
+        url=url, namespace=namespace, shards=shards, token=token, result_ttl=result_ttl
+    )
     app = create_master(config)
     if openapi is not None:
         from fairque.http.openapi import openapi_document
@@ -124,13 +131,13 @@ def master(
     require_token_off_loopback(host, token)
     setup_logging()
     listening = listen(host, port)
-    server = _check_server(url, namespace)
+    server = _check_server(url, namespace, shards)
     where = _where(listening)
     announce(
         "master",
         f"{where} (jobs API, Web UI at {where}/ui, OpenAPI at {where}/schema/openapi.json)",
         f"server {server}",
-        f"namespace {namespace}",
+        f"namespace {namespace}" + (f" ({shards} shards)" if shards > 1 else ""),
         "bearer token required" if token else "",
     )
     _serve(app, listening, "master")

@@ -14,7 +14,7 @@ import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry
@@ -40,6 +40,9 @@ from fairque.engine.keys import Namespace
 from fairque.engine.outage import SERVER_AWAY, connection_errors
 from fairque.engine.waiting import within
 from fairque.errors import ServerTimeout, ServerUnavailable
+
+if TYPE_CHECKING:
+    from fairque.engine.shards import Plan
 
 T = TypeVar("T")
 
@@ -176,6 +179,19 @@ class Executor(ExecutorState):
         """Sends ``calls`` one after the other; their parsed replies in order."""
         return [self.execute(call, since) for call in calls]
 
+    def run(self, plan: Plan[T]) -> T:
+        """Sends a plan's calls (:mod:`fairque.engine.shards`), step by step; the
+        operation's value."""
+        if isinstance(plan, Call):
+            return self.execute(plan)
+        since = self._stops  # a stop_waits() from now on ends its waits
+        try:
+            step = next(plan)
+            while True:
+                step = plan.send(self.execute_all(step, since))
+        except StopIteration as done:
+            return cast("T", done.value)
+
     def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)
         if first is not None:
@@ -307,6 +323,18 @@ class AsyncExecutor(ExecutorState):
         if len(calls) == 1:
             return [await self.execute(calls[0], since)]
         return list(await asyncio.gather(*(self.execute(call, since) for call in calls)))
+
+    async def run(self, plan: Plan[T]) -> T:
+        """Sends a plan's calls (see :meth:`Executor.run`), the calls of a step at once."""
+        if isinstance(plan, Call):
+            return await self.execute(plan)
+        since = self._stops  # a stop_waits() from now on ends its waits
+        try:
+            step = next(plan)
+            while True:
+                step = plan.send(await self.execute_all(step, since))
+        except StopIteration as done:
+            return cast("T", done.value)
 
     async def _send_first(self, prefix: str) -> None:
         first = self._first.pop(prefix, None)

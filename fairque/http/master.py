@@ -59,7 +59,7 @@ from fairque.jobs import (
 )
 from fairque.jobs.async_client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
-from fairque.queue import AsyncFairQueue
+from fairque.queue.async_client import AsyncQueue, open_async_queue
 from fairque.queue.ops import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
 
 log = logging.getLogger("fairque.master")
@@ -81,6 +81,7 @@ class MasterConfig:
 
     url: str | None = None  # Redis / Valkey; None: $FAIRQUE_REDIS_URL or the embedded one
     namespace: str = "default"
+    shards: int = 1  # > 1: jobs split over that many namespaces by name (fairque.jobs.plans)
     token: str | None = None
     settings: QueueSettings | None = None  # written for the namespace at start, if given
     result_ttl: float = RESULT_TTL  # seconds a kept result waits to be read
@@ -99,7 +100,7 @@ class Master:
         meanwhile = "answering 503 to what needs it until it is back"
         self.outage = OutageLog(log, "of the queue", meanwhile)
         self._executor: AsyncExecutor | None = None
-        self._queue: AsyncFairQueue | None = None
+        self._queue: AsyncQueue | None = None
         self._jobs: AsyncJobQueue | None = None
         self._dispatcher: Dispatcher | None = None
         self._pushes: Batcher[Job, str] | None = None
@@ -111,7 +112,7 @@ class Master:
         return self._executor
 
     @property
-    def queue(self) -> AsyncFairQueue:
+    def queue(self) -> AsyncQueue:
         assert self._queue is not None, "the master has not started"
         return self._queue
 
@@ -145,11 +146,15 @@ class Master:
                 log.warning("%s", warning)
         except OUTAGE as exc:
             self.outage.failed(exc)
-        self._queue = AsyncFairQueue(
-            namespace=config.namespace, settings=config.settings, executor=executor
+        self._queue = open_async_queue(
+            None, config.namespace, config.shards, settings=config.settings, executor=executor
         )
         self._jobs = AsyncJobQueue(
-            self._queue, result_ttl=config.result_ttl, lease_grace=config.lease_grace
+            namespace=config.namespace,
+            shards=config.shards,
+            executor=executor,
+            result_ttl=config.result_ttl,
+            lease_grace=config.lease_grace,
         )
         with contextlib.suppress(*OUTAGE):  # the first call: a newer data format ends it here
             await self._queue.namespace_settings()
@@ -342,7 +347,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
     config = config or MasterConfig()
     master = Master(config)
     ui = Dashboard(
-        UiConfig(config.url, config.namespace, config.settings),
+        UiConfig(config.url, config.namespace, config.settings, config.shards),
         lambda: master.dispatcher.statuses(),  # noqa: PLW0108 - it exists once started
         lambda: master.executor,
         master.outage,

@@ -485,7 +485,7 @@ class Dashboard:
         self._queue = open_async_queue(
             None, name, config.shards, settings=settings, executor=executor
         )
-        self._jobs = AsyncJobQueue(namespace=name, executor=executor)
+        self._jobs = AsyncJobQueue(namespace=name, shards=config.shards, executor=executor)
         self._scheduler = AsyncTaskScheduler(namespace=name, executor=executor)
         self.stopping = stopping = asyncio.Event()
         sampling = asyncio.create_task(self._sample_until(stopping))

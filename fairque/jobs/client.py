@@ -1,11 +1,11 @@
 # Generated from fairque/jobs/async_client.py by tools/unasync.py: edit that file instead.
 """Strict-policy job clients: :class:`JobQueue`.
 
-Facades over :class:`~fairque.jobs.ops.JobOps`. Jobs share their namespace's key space,
-leases and stats with the fair queue; pass a fair queue (or an executor) to share its
-connection pool too. The asyncio client is written by hand in
-:mod:`fairque.jobs.async_client`; the blocking one, in :mod:`fairque.jobs.client`, is
-generated from it (``tools/unasync.py``).
+Facades that run the plans of :mod:`fairque.jobs.plans` (one namespace, or the shards of
+a job queue). Jobs share their namespace's key space, leases and stats with the fair
+queue; pass a fair queue (or an executor) to share its connection pool too. The asyncio
+client is written by hand in :mod:`fairque.jobs.async_client`; the blocking one, in
+:mod:`fairque.jobs.client`, is generated from it (``tools/unasync.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from fairque.engine import settings as settings_store
 from fairque.engine.executor import Bound, Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState
+from fairque.engine.shards import shard_namespaces
 from fairque.errors import FairQueueError
 from fairque.jobs.models import (
     Constraint,
@@ -28,15 +29,16 @@ from fairque.jobs.models import (
     JobPage,
     LeasedJob,
 )
-from fairque.jobs.ops import JobOps
+from fairque.jobs.plans import JobPlans
 
 RESULT_TTL = 3600.0  # seconds a kept result waits for its pusher
 LEASE_GRACE = 5.0  # seconds a lease outlives the job's timeout
 
 
 class JobQueue(Closing):
-    """Strict-policy jobs in one namespace. Given a fair queue of the namespace instead of
-    a URL, it shares the queue's connection pool and settings.
+    """Strict-policy jobs in one namespace, or split over ``shards`` namespaces
+    (:mod:`fairque.jobs.plans`). Given a fair queue of the namespace instead of a URL, it
+    shares the queue's connection pool and settings.
 
     >>> jobs = JobQueue("redis://localhost:6379/0")  # doctest: +SKIP
     >>> jobs.push(Job(name="resize", argument={"w": 64}, priority=-5))  # doctest: +SKIP
@@ -47,85 +49,92 @@ class JobQueue(Closing):
         url: str | Bound | None = None,
         namespace: str = "default",
         *,
+        shards: int = 1,
         settings: QueueSettings | None = None,
         executor: Executor | None = None,
         result_ttl: float = RESULT_TTL,
         lease_grace: float = LEASE_GRACE,
     ) -> None:
         if isinstance(url, str) or url is None:
-            self.ops = JobOps(Namespace(namespace))
+            names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
+            self.plans = JobPlans(names)
             self.owns_executor = executor is None
             self.executor = executor or Executor.connect(url)
-            settings_store.write_on_first_use(self.executor, self.ops.namespace, settings)
+            for ops in self.plans.shards:
+                settings_store.write_on_first_use(self.executor, ops.namespace, settings)
         else:  # another client of the namespace: its pool and settings
-            self.ops = JobOps(url.namespace)
+            self.plans = JobPlans([url.namespace.name])
             self.owns_executor = False
             self.executor = url.executor
+        self.ops = self.plans.shards[0]  # the first shard's calls (the only one's, mostly)
         self.result_ttl = result_ttl
         self.lease_grace = lease_grace
 
     @property
     def namespace(self) -> Namespace:
-        """The namespace's keys and settings."""
+        """The namespace's keys and settings (the first shard's, when sharded)."""
         return self.ops.namespace
 
     def push(self, job: Job) -> str:
         """Enqueues a job; returns its new id."""
-        return self.executor.execute(self.ops.push_one(job))
+        return self.executor.execute(self.plans.for_name(job.name).push_one(job))
 
     def push_many(self, jobs: Sequence[Job]) -> list[str]:
-        """Enqueues jobs atomically (all or none); returns their ids in order."""
-        return self.executor.execute(self.ops.push(jobs))
+        """Enqueues jobs atomically (all or none; per shard when sharded); returns their
+        ids in order."""
+        return self.executor.run(self.plans.push(jobs))
 
     def pop(self, worker_id: str, count: int = 1, names: Sequence[str] = ()) -> list[LeasedJob]:
         """Leases up to ``count`` jobs by the strict policy (of ``names``, if given)."""
-        return self.executor.execute(self.ops.pop(worker_id, count, names, self.lease_grace))
+        return self.executor.run(self.plans.pop(worker_id, count, names, self.lease_grace))
 
     def complete(self, job: LeasedJob, outcome: JobOutcome) -> TaskState:
         """Records a result object; returns the job's new state."""
-        return self.executor.execute(self.ops.complete(job, outcome, self.result_ttl))
+        ops = self.plans.for_name(job.name)
+        return self.executor.execute(ops.complete(job, outcome, self.result_ttl))
 
     def release(self, job: LeasedJob) -> TaskState:
         """Hands a job that never reached a worker back to the queue."""
-        return self.executor.execute(self.ops.release(job))
+        return self.executor.execute(self.plans.for_name(job.name).release(job))
 
     def complete_many(
         self, outcomes: Sequence[tuple[LeasedJob, JobOutcome | None]]
     ) -> list[TaskState | FairQueueError]:
         """Records result objects (None: hands the job back), each on its own: per job,
         its new state or the error of its outcome (e.g. LeaseLost), in order."""
-        return self.executor.execute(self.ops.complete_many(outcomes, self.result_ttl))
+        return self.executor.run(self.plans.complete_many(outcomes, self.result_ttl))
 
     def result(self, job_id: str) -> Any:
         """The kept result object, once; None afterwards, after its TTL, or if not kept."""
-        return self.executor.execute(self.ops.take_result(job_id))
+        return self.executor.run(self.plans.take_result(job_id))
 
     def get(self, job_id: str) -> JobInfo | None:
         """What is stored about a job; None if there is no such job."""
-        return self.executor.execute(self.ops.get(job_id))
+        return self.executor.run(self.plans.get(job_id))
 
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that has not started; False if it is running or has ended."""
-        return self.executor.execute(self.ops.cancel(job_id))
+        return self.executor.run(self.plans.cancel(job_id))
 
     def retry(self, job_id: str) -> bool:
         """Queues a FAILED job again now; False if it had not failed."""
-        return self.executor.execute(self.ops.retry(job_id))
+        return self.executor.run(self.plans.retry(job_id))
 
     def jobs(
         self, state: str, name: str | None = None, cursor: int = 0, limit: int = 50
     ) -> JobPage:
         """A page of the jobs in ``state``."""
-        return self.executor.execute(self.ops.jobs(state, name, cursor, limit))
+        return self.executor.run(self.plans.jobs(state, name, cursor, limit))
 
     def set_constraint(self, constraint_id: str, constraint: Constraint) -> int:
-        """Creates or replaces a constraint; returns how many ready jobs it re-sorted."""
-        return self.executor.execute(self.ops.set_constraint(constraint_id, constraint))
+        """Creates or replaces a constraint; returns how many ready jobs it re-sorted.
+        Sharded, it limits each shard's jobs (exact for one that selects by name)."""
+        return self.executor.run(self.plans.set_constraint(constraint_id, constraint))
 
     def delete_constraint(self, constraint_id: str) -> int:
         """Deletes a constraint."""
-        return self.executor.execute(self.ops.delete_constraint(constraint_id))
+        return self.executor.run(self.plans.delete_constraint(constraint_id))
 
     def constraints(self) -> list[ConstraintStatus]:
         """Every constraint with its current use."""
-        return self.executor.execute(self.ops.constraints())
+        return self.executor.run(self.plans.constraints())
