@@ -232,13 +232,15 @@ class Worker:
                     await queue.close()
                 return
         heartbeat = asyncio.create_task(self._heartbeat(queue))
-        listening = asyncio.Event()
-        aborts = asyncio.create_task(self._listen_for_aborts(queue, listening))
+        tried = asyncio.Event()
+        aborts = asyncio.create_task(self._listen_for_aborts(queue, tried))
         maintenance = asyncio.create_task(self._maintain(queue))
         acknowledger = asyncio.create_task(self._acknowledge(queue))
         if self.check_eviction:
             await self._warn_of_eviction(queue)
-        await self._first_of(listening, self._stopping)  # no run leased before it can abort
+        # No run is leased before it can be aborted, unless the server is away (then the
+        # fetch loop says so, and waits for it).
+        await self._first_of(tried, self._stopping)
         log.info("worker %s started (concurrency %d)", self.config.id, self.config.concurrency)
         try:
             await self._fetch(queue, wake)
@@ -681,21 +683,23 @@ class Worker:
         if not (on_thread and isinstance(self._sync, ThreadRunner)):
             run.job.cancel()
 
-    async def _listen_for_aborts(self, queue: AsyncQueue, listening: asyncio.Event) -> None:
+    async def _listen_for_aborts(self, queue: AsyncQueue, tried: asyncio.Event) -> None:
         """Stops the runs of tasks canceled while they run, as ``cancel`` announces them
-        on the ``abort`` channels; sets ``listening`` once first subscribed. Pub/sub is at
-        most once: an abort sent while this listener is away (an outage) reaches the run
-        at the next heartbeat instead (its lease is gone, so the extension fails)."""
+        on the ``abort`` channels; sets ``tried`` once its first subscription is made or
+        has failed. Pub/sub is at most once: an abort sent while this listener is away
+        (an outage) reaches the run at the next heartbeat instead (its lease is gone, so
+        the extension fails)."""
         backoff = Backoff()
         while not self._stopping.is_set():
             try:
                 async with AsyncListener(queue.redis, *queue.abort_channels) as listener:
-                    listening.set()
+                    tried.set()
                     backoff.reset()
                     while not self._stopping.is_set():
                         for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
                             self._abort(task_id)
             except OUTAGE:  # noqa: PERF203 - said by the fetch loop; again when it is back
+                tried.set()
                 await self._pause(backoff.next())
 
     @staticmethod
