@@ -6,7 +6,7 @@ belongs to one layer, top to bottom:
 
 - the package's public face (``fairque``, ``fairque.worker`` and
   ``fairque.storage.worker``: re-exports);
-- adapters: the CLI, the HTTP services, the metrics, the demo;
+- adapters: the CLI, the HTTP services, the metrics, the tracing hooks, the demo;
 - runners (``fairque.runners``): the fair worker, the storage worker, the Manager, the
   scheduler's run loop (with seed 002's ``TaskScheduler``, the schedules' client that
   also runs an instance);
@@ -35,7 +35,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fairque"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # fairque.worker and fairque.storage.worker: the runners' public paths.
     ("public face", ("fairque", "fairque.worker", "fairque.storage.worker")),
-    ("adapters", ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.demo")),
+    (
+        "adapters",
+        ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.otel", "fairque.demo"),
+    ),
     ("runners", ("fairque.runners",)),
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),

@@ -177,12 +177,13 @@ def test_settings_are_validated(fields: dict[str, Any]) -> None:
         QueueSettings(**fields)
 
 
-def test_a_record_that_cannot_be_read_fails_alone(queue: FairQueue) -> None:
+@pytest.mark.parametrize("field", ["payload", "headers"])
+def test_a_record_that_cannot_be_read_fails_alone(queue: FairQueue, field: str) -> None:
     """A task written by something else (here: a raw write) never reaches a worker, never
     strands the rest of its batch, and is failed with an error naming the field."""
     broken = queue.push(Task(user_id="a", task_id="broken", max_retries=5))
     fine = queue.push(Task(user_id="b", payload={"n": 1}))
-    queue.redis.hset(queue.namespace.key(f"task:{broken}"), "payload", b"\xc1")  # not MessagePack
+    queue.redis.hset(queue.namespace.key(f"task:{broken}"), field, b"\xc1")  # not MessagePack
     leased = queue.pop(count=2)
     assert [task.task_id for task in leased] == [fine]
     with pytest.raises(InvalidInput, match="broken: stored record unreadable"):
@@ -190,7 +191,7 @@ def test_a_record_that_cannot_be_read_fails_alone(queue: FairQueue) -> None:
     state, error = queue.redis.hmget(queue.namespace.key(f"task:{broken}"), "state", "last_error")
     assert state == b"failed"  # for good, whatever its max_retries
     assert isinstance(error, bytes)
-    assert b"stored record unreadable: payload" in error
+    assert f"stored record unreadable: {field}".encode() in error
     queue.finish(leased[0])
     assert queue.stats().states[TaskState.FAILED] == 1
 
@@ -199,16 +200,17 @@ def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace
     call = queue.ops.push([Task(user_id="u"), Task(user_id="v")])
     head, (count, rows, *payloads) = call.args[:1], call.args[1:]
     assert isinstance(rows, bytes)
-    values = msgspec.msgpack.decode(rows)  # the rows one after the other, 9 values each
-    good, second = values[:9], values[9:]
-    assert len(second) == 9
+    values = msgspec.msgpack.decode(rows)  # the rows one after the other, 10 values each
+    good, second = values[:10], values[10:]
+    assert len(second) == 10
     refused = {
         "INVALID priority 9": [*good, *second[:2], 9, *second[3:]],
         "INVALID task_id or user_id of task 2": [*good, second[0], "", *second[2:]],
+        "INVALID headers of task 2": [*good, *second[:8], 7, *second[9:]],
         "DUPLICATE": [*good, *good],
         "INVALID tasks do not match": good,
-        "INVALID tasks do not match their count": [*good, *second[:8], 1],  # its dependency?
-        "INVALID depends_on of task 2": [*good, *second[:8], 1, 7],
+        "INVALID tasks do not match their count": [*good, *second[:9], 1],  # its dependency?
+        "INVALID depends_on of task 2": [*good, *second[:9], 1, 7],
     }
     before = namespace_keys(queue.redis, namespace)
     for message, tampered in refused.items():

@@ -9,6 +9,7 @@ and :class:`AsyncQueue` are their asyncio twins.
 
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, AsyncShardedQueue
 from fairque.queue.client import FairQueue, Queue, ShardedQueue
+from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
     FairnessView,
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncQueue",
     "AsyncShardedQueue",
     "Backlog",
+    "ClientHooks",
     "FairQueue",
     "FairnessView",
     "LeasedTask",

@@ -24,6 +24,7 @@ from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
 from fairque.engine.records import Record, TaskState
 from fairque.engine.shards import Plan, shard_namespaces
 from fairque.queue.batching import AsyncPushes
+from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
     FairnessView,
@@ -57,7 +58,8 @@ class AsyncQueue(AsyncClosing):
     (:class:`AsyncShardedQueue`). The worker, the metrics and the Web UI take either.
 
     ``executor`` shares a connection pool with other clients (then :meth:`close` leaves
-    it open); ``client`` sends through a redis-py client of your own.
+    it open); ``client`` sends through a redis-py client of your own; ``hooks`` see each
+    task before it is pushed (:class:`~fairque.queue.hooks.ClientHooks`).
     """
 
     def __init__(
@@ -67,8 +69,11 @@ class AsyncQueue(AsyncClosing):
         settings: QueueSettings | None,
         client: AsyncClient | None,
         executor: AsyncExecutor | None,
+        *,
+        hooks: ClientHooks | None,
     ) -> None:
         self.plans = QueuePlans(namespaces)
+        self.hooks = hooks or ClientHooks()
         self.owns_executor = executor is None
         if executor is None:
             executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
@@ -120,6 +125,7 @@ class AsyncQueue(AsyncClosing):
         The asyncio client sends pushes made concurrently in one event loop together, in
         one call (see :mod:`fairque.queue.batching`); each caller gets its own id, or its
         own error. Pushes awaited one after another keep their order."""
+        task = self.hooks.before_push(task)
         pushes = self.pushes[self.plans.shard_of(task.user_id)]
         return await pushes.push(task, replicas, replica_timeout)
 
@@ -133,6 +139,7 @@ class AsyncQueue(AsyncClosing):
         many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
+        tasks = [self.hooks.before_push(task) for task in tasks]
         return await self._run(self.plans.push(tasks, replicas, replica_timeout))
 
     async def pop(
@@ -395,10 +402,11 @@ class AsyncFairQueue(AsyncQueue):
         settings: QueueSettings | None = None,
         client: AsyncClient | None = None,
         executor: AsyncExecutor | None = None,
+        hooks: ClientHooks | None = None,
     ) -> None:
         # Another client's ``namespace`` (a Namespace) names the same one.
         name = namespace.name if isinstance(namespace, Namespace) else namespace
-        super().__init__(url, [name], settings, client, executor)
+        super().__init__(url, [name], settings, client, executor, hooks=hooks)
         self.ops = self.plans.shards[0]
         self.name = name  # the namespace's name
 
@@ -429,12 +437,16 @@ class AsyncShardedQueue(AsyncQueue):
         settings: QueueSettings | None = None,
         client: AsyncClient | None = None,
         executor: AsyncExecutor | None = None,
+        hooks: ClientHooks | None = None,
     ) -> None:
         names = shard_namespaces(namespace, shards)
-        super().__init__(url, names, settings, client, executor)
+        super().__init__(url, names, settings, client, executor, hooks=hooks)
         self.name = namespace  # the logical queue's name, without a shard's suffix
-        # Each shard as a queue of its own, on the same connection pool.
-        self.shards = [AsyncFairQueue(namespace=name, executor=self.executor) for name in names]
+        # Each shard as a queue of its own, on the same connection pool, with the same hooks.
+        self.shards = [
+            AsyncFairQueue(namespace=name, executor=self.executor, hooks=self.hooks)
+            for name in names
+        ]
 
     def shard_for(self, tenant: str) -> AsyncFairQueue:
         """The shard that holds ``tenant``'s tasks."""
@@ -448,10 +460,11 @@ def open_async_queue(
     *,
     settings: QueueSettings | None = None,
     executor: AsyncExecutor | None = None,
+    hooks: ClientHooks | None = None,
 ) -> AsyncFairQueue | AsyncShardedQueue:
     """An :class:`AsyncFairQueue`, or an :class:`AsyncShardedQueue` when ``shards`` > 1."""
     if shards > 1:
         return AsyncShardedQueue(
-            url, namespace, shards=shards, settings=settings, executor=executor
+            url, namespace, shards=shards, settings=settings, executor=executor, hooks=hooks
         )
-    return AsyncFairQueue(url, namespace, settings=settings, executor=executor)
+    return AsyncFairQueue(url, namespace, settings=settings, executor=executor, hooks=hooks)

@@ -25,6 +25,7 @@ from fairque.engine.notify import RECHECK_SECONDS, Listener
 from fairque.engine.records import Record, TaskState
 from fairque.engine.shards import Plan, shard_namespaces
 from fairque.queue.batching import Pushes
+from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
     FairnessView,
@@ -58,7 +59,8 @@ class Queue(Closing):
     (:class:`ShardedQueue`). The worker, the metrics and the Web UI take either.
 
     ``executor`` shares a connection pool with other clients (then :meth:`close` leaves
-    it open); ``client`` sends through a redis-py client of your own.
+    it open); ``client`` sends through a redis-py client of your own; ``hooks`` see each
+    task before it is pushed (:class:`~fairque.queue.hooks.ClientHooks`).
     """
 
     def __init__(
@@ -68,8 +70,11 @@ class Queue(Closing):
         settings: QueueSettings | None,
         client: SyncClient | None,
         executor: Executor | None,
+        *,
+        hooks: ClientHooks | None,
     ) -> None:
         self.plans = QueuePlans(namespaces)
+        self.hooks = hooks or ClientHooks()
         self.owns_executor = executor is None
         if executor is None:
             executor = Executor(client) if client is not None else Executor.connect(url)
@@ -121,6 +126,7 @@ class Queue(Closing):
         The asyncio client sends pushes made concurrently in one event loop together, in
         one call (see :mod:`fairque.queue.batching`); each caller gets its own id, or its
         own error. Pushes awaited one after another keep their order."""
+        task = self.hooks.before_push(task)
         pushes = self.pushes[self.plans.shard_of(task.user_id)]
         return pushes.push(task, replicas, replica_timeout)
 
@@ -134,6 +140,7 @@ class Queue(Closing):
         many replicas have the push (``WAIT``), so a failover cannot lose it; if fewer
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
+        tasks = [self.hooks.before_push(task) for task in tasks]
         return self._run(self.plans.push(tasks, replicas, replica_timeout))
 
     def pop(
@@ -392,10 +399,11 @@ class FairQueue(Queue):
         settings: QueueSettings | None = None,
         client: SyncClient | None = None,
         executor: Executor | None = None,
+        hooks: ClientHooks | None = None,
     ) -> None:
         # Another client's ``namespace`` (a Namespace) names the same one.
         name = namespace.name if isinstance(namespace, Namespace) else namespace
-        super().__init__(url, [name], settings, client, executor)
+        super().__init__(url, [name], settings, client, executor, hooks=hooks)
         self.ops = self.plans.shards[0]
         self.name = name  # the namespace's name
 
@@ -426,12 +434,15 @@ class ShardedQueue(Queue):
         settings: QueueSettings | None = None,
         client: SyncClient | None = None,
         executor: Executor | None = None,
+        hooks: ClientHooks | None = None,
     ) -> None:
         names = shard_namespaces(namespace, shards)
-        super().__init__(url, names, settings, client, executor)
+        super().__init__(url, names, settings, client, executor, hooks=hooks)
         self.name = namespace  # the logical queue's name, without a shard's suffix
-        # Each shard as a queue of its own, on the same connection pool.
-        self.shards = [FairQueue(namespace=name, executor=self.executor) for name in names]
+        # Each shard as a queue of its own, on the same connection pool, with the same hooks.
+        self.shards = [
+            FairQueue(namespace=name, executor=self.executor, hooks=self.hooks) for name in names
+        ]
 
     def shard_for(self, tenant: str) -> FairQueue:
         """The shard that holds ``tenant``'s tasks."""
@@ -445,8 +456,11 @@ def open_queue(
     *,
     settings: QueueSettings | None = None,
     executor: Executor | None = None,
+    hooks: ClientHooks | None = None,
 ) -> FairQueue | ShardedQueue:
     """An :class:`FairQueue`, or an :class:`ShardedQueue` when ``shards`` > 1."""
     if shards > 1:
-        return ShardedQueue(url, namespace, shards=shards, settings=settings, executor=executor)
-    return FairQueue(url, namespace, settings=settings, executor=executor)
+        return ShardedQueue(
+            url, namespace, shards=shards, settings=settings, executor=executor, hooks=hooks
+        )
+    return FairQueue(url, namespace, settings=settings, executor=executor, hooks=hooks)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
@@ -19,6 +21,47 @@ from fairque.engine.records import (
     check_moment,
 )
 from fairque.errors import InvalidInput, validated
+
+# Bounds of a task's headers (Task.headers): a few short strings, such as a trace context.
+# A value may be as long as W3C baggage may be (8,192 bytes), so whatever a propagator
+# writes fits.
+MAX_HEADERS = 32
+MAX_HEADER_NAME = 64
+MAX_HEADER_VALUE = 8_192
+_HEADER_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_HEADER_NAME}}}")
+
+
+def check_headers(headers: Any) -> dict[str, str]:
+    """``headers`` as a dict: at most :data:`MAX_HEADERS` names of 1 to
+    :data:`MAX_HEADER_NAME` characters ``[A-Za-z0-9_.-]``, each to a string of at most
+    :data:`MAX_HEADER_VALUE` characters; ValueError saying what is wrong otherwise."""
+    if not isinstance(headers, Mapping):
+        raise ValueError(f"must map names to strings, got {type(headers).__name__}")  # noqa: TRY004
+    if len(headers) > MAX_HEADERS:
+        raise ValueError(f"must hold at most {MAX_HEADERS} entries, got {len(headers)}")
+    for name, value in headers.items():
+        if not (isinstance(name, str) and _HEADER_NAME.fullmatch(name)):
+            raise ValueError(
+                f"a name must be 1 to {MAX_HEADER_NAME} letters, digits, '_', '.' or '-',"
+                f" got {name!r}"
+            )
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: must be a string, got {type(value).__name__}")  # noqa: TRY004
+        if len(value) > MAX_HEADER_VALUE:
+            raise ValueError(
+                f"{name}: must be at most {MAX_HEADER_VALUE} characters, got {len(value)}"
+            )
+        if not value.isascii() and not _encodes(value):
+            raise ValueError(f"{name}: must be text that UTF-8 can encode (a lone surrogate)")
+    return dict(headers)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Priority(IntEnum):
@@ -57,6 +100,8 @@ class Task(BaseModel):
     execute_after: AwareDatetime | None = None
     delay: timedelta | float | None = None  # seconds, or a timedelta
     depends_on: tuple[str, ...] = Field(default=(), max_length=1000)  # ids that must finish first
+    # Small strings carried to the worker with the task (a trace context: see fairque.otel).
+    headers: Mapping[str, str] = Field(default_factory=dict)
 
     @pydantic.model_validator(mode="wrap")
     @classmethod
@@ -81,6 +126,11 @@ class Task(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError("names a task twice")
         return value
+
+    @pydantic.field_validator("headers", mode="before")
+    @classmethod
+    def _check_headers(cls, value: Any) -> dict[str, str]:
+        return check_headers(value)
 
     @pydantic.field_validator("priority", mode="before")
     @classmethod
@@ -131,6 +181,7 @@ class LeasedTask:
     created_at: float
     start_time: float  # when this attempt became available
     prev_start_time: float | None  # when the previous attempt did
+    headers: dict[str, str] = field(default_factory=dict)  # as pushed (Task.headers)
 
     def log_fields(self) -> dict[str, Any]:
         """The fields a log line about this task carries (``extra=``); JSON log lines
@@ -170,6 +221,7 @@ class TaskInfo:
     progress: float | None = None  # what the task last reported (TaskContext.progress)
     progress_message: str | None = None
     logs: tuple[str, ...] = ()  # the newest lines it logged (TaskContext.log)
+    headers: dict[str, str] = field(default_factory=dict)  # as pushed (Task.headers)
 
 
 @dataclass(frozen=True)

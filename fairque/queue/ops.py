@@ -70,6 +70,7 @@ from fairque.queue.models import (
     TenantStats,
     TenantStatsPage,
     WorkerInfo,
+    check_headers,
 )
 from fairque.queue.shares import SHARES, SharesChangeModel, change_args, read_shares
 
@@ -84,7 +85,7 @@ MAINTENANCE_INTERVAL = 2.0  # seconds between a namespace's maintenance rounds
 MAINTENANCE_ROUNDS = 100  # rounds in a row, at most, while each hits its bound
 HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
 UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
-_POP_ROW = 13
+_POP_ROW = 14
 # What a running task may report about itself (QueueOps.report), kept in its record.
 MAX_LOG_LINES = 100  # the newest lines kept
 MAX_LOG_LINE = 1_000  # characters of a line; a longer one is cut
@@ -182,6 +183,18 @@ def _start_arg(task: Task) -> str:
     if isinstance(task.delay, timedelta) and task.delay > timedelta(0):
         return f"+{int(task.delay.total_seconds() * MICROS)}"
     return ""
+
+
+def _headers_arg(task: Task) -> dict[str, str] | str:
+    """The headers field of push: '' (none: the record gets no field), else the map.
+    Checked again here, for a task a hook made with ``model_copy`` (which validates
+    nothing)."""
+    if not task.headers:
+        return ""
+    try:
+        return check_headers(task.headers)
+    except ValueError as exc:
+        raise InvalidInput("headers", str(exc)) from None
 
 
 def _dependency_order(ids: list[str], depends_on: Sequence[Sequence[str]]) -> list[int]:
@@ -285,6 +298,7 @@ class QueueOps:
             task.timeout,
             int(task.keep_result),
             _start_arg(task),
+            _headers_arg(task),
             len(task.depends_on),
             *task.depends_on,
         )
@@ -711,6 +725,7 @@ _POP_FIELDS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("created_at", lambda raw: int(raw) / MICROS),
     ("start_time", lambda raw: int(raw) / MICROS),
     ("prev_start_time", seconds),
+    ("headers", lambda raw: decode(raw) if raw else {}),
 )
 # What reading a field written by something other than fairque's checked clients can raise.
 _UNREADABLE = (KeyError, ValueError, TypeError, OverflowError, RecursionError)
@@ -759,6 +774,7 @@ def _read_leased(reply: list[Any], i: int) -> LeasedTask:
         int(reply[i + 10]) / MICROS,  # created_at
         int(reply[i + 11]) / MICROS,  # start_time
         seconds(reply[i + 12]),  # prev_start_time
+        decode(reply[i + 13]) if reply[i + 13] else {},  # headers
     )
 
 
@@ -836,6 +852,7 @@ def _task_info_of(record: Record) -> TaskInfo:
         progress=None if "progress" not in fields else float(fields["progress"]),
         progress_message=text(fields.get("progress_message")),
         logs=tuple(decode(fields["logs"])) if "logs" in fields else (),
+        headers=decode(fields["headers"]) if "headers" in fields else {},
     )
 
 

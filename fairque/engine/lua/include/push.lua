@@ -7,12 +7,12 @@ local function push_row_starts(values, rows)
   if type(values) ~= 'table' or rows == nil then return nil end
   local starts, at = {}, 1
   for i = 1, rows do
-    local dependencies = values[at + 8]
+    local dependencies = values[at + 9]
     if type(dependencies) ~= 'number' or dependencies < 0 or dependencies % 1 ~= 0 then
       return nil
     end
     starts[i] = at
-    at = at + 9 + dependencies
+    at = at + 10 + dependencies
   end
   if at ~= #values + 1 then return nil end
   return starts
@@ -36,7 +36,7 @@ local function push_rows(values, rows, payload_at)
   -- Refuse the whole batch before writing anything.
   local keys, seen, dependency_state, unknown = {}, {}, {}, {}
   for i, at in ipairs(starts) do
-    for j = at + 9, at + 8 + values[at + 8] do
+    for j = at + 10, at + 9 + values[at + 9] do
       local dependency = values[j]
       if type(dependency) ~= 'string' or dependency == '' then
         return nil, redis.error_reply('INVALID depends_on of task ' .. i)
@@ -55,6 +55,9 @@ local function push_rows(values, rows, payload_at)
     local id, tenant, priority = values[at], values[at + 1], values[at + 2]
     if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
       return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
+    end
+    if values[at + 8] ~= '' and type(values[at + 8]) ~= 'table' then
+      return nil, redis.error_reply('INVALID headers of task ' .. i)
     end
     local refused = too_big('payload', ARGV[payload_at + i])
     if refused then return nil, refused end
@@ -84,7 +87,7 @@ local function push_rows(values, rows, payload_at)
     local execute_after = parse_start(start, now)
     -- Dependencies that have finished already do not block (seed 000).
     local open = nil
-    for j = at + 9, at + 8 + values[at + 8] do
+    for j = at + 10, at + 9 + values[at + 9] do
       if dependency_state[values[j]] ~= 'finished' then
         open = open or {}
         open[#open + 1] = values[j]
@@ -114,6 +117,10 @@ local function push_rows(values, rows, payload_at)
       'max_retries', values[at + 4], 'timeout', values[at + 5], 'created_at', now,
       'state', state, time_field, time_value)
     if values[at + 6] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
+    -- Headers are rare: a task without them gets no field, and no command.
+    if values[at + 8] ~= '' then
+      redis.call('HSET', keys[i], 'headers', cmsgpack.pack(values[at + 8]))
+    end
     if state == 'deferred' and execute_after ~= nil then
       redis.call('HSET', keys[i], 'execute_after', execute_after)
     end

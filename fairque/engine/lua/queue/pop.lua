@@ -11,7 +11,8 @@
 -- ARGV[5] 1 when the worker names tenants, else 0 and nothing follows
 -- ARGV[6..] the number of assigned tenants, those, the number of steal targets, those
 -- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
--- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time.
+-- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time,
+-- headers ('' for none, else MessagePack).
 --@include maintenance
 
 local MANY_LEASES = 16
@@ -130,7 +131,7 @@ local room, turn_left, weight, tokens = {}, {}, {}, {}
 local function lease(id, tenant)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
-    'max_retries', 'created_at', 'start_time', 'prev_start_time')
+    'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
   local deadline = now + math.floor((lease_seconds or tonumber(f[5])) * MICROS)
   local token = next_tick(now)
   append('ZADD', K.leases, deadline, id)
@@ -140,7 +141,7 @@ local function lease(id, tenant)
   leased[row + 1], leased[row + 2], leased[row + 3], leased[row + 4] = id, tenant, f[1], f[2] or ''
   leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
   leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
-  leased[row + 12], leased[row + 13] = f[8], f[9] or ''
+  leased[row + 12], leased[row + 13], leased[row + 14] = f[8], f[9] or '', f[10] or ''
   count('started')
   note_start(tenant, now - (tonumber(f[8]) or now))
   taken = taken + 1
