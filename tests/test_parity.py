@@ -105,11 +105,21 @@ class Sent(Exception):  # noqa: N818 - control flow of the recorder, never seen 
         self.call = call
 
 
+def first_call(plan: Any) -> Any:
+    """Raises Sent with a plan's first call; the value of a plan that sends none."""
+    if isinstance(plan, Call):
+        raise Sent(plan)
+    try:
+        step = next(plan)
+    except StopIteration as done:
+        return done.value
+    raise Sent(step[0])
+
+
 class Recorder:
     """An executor that records the call it is given instead of sending it."""
 
     client: Any = None
-    stop_count = 0
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         pass  # what a client sends before its first call: not what is compared
@@ -121,7 +131,7 @@ class Recorder:
         raise Sent(calls[0])
 
     def run(self, plan: Any) -> Any:
-        raise Sent(plan if isinstance(plan, Call) else next(plan)[0])
+        return first_call(plan)
 
     def close(self) -> None:
         pass
@@ -131,7 +141,6 @@ class AsyncRecorder:
     """:class:`Recorder` for the asyncio clients."""
 
     client: Any = None
-    stop_count = 0
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
         pass
@@ -143,7 +152,7 @@ class AsyncRecorder:
         raise Sent(calls[0])
 
     async def run(self, plan: Any) -> Any:
-        raise Sent(plan if isinstance(plan, Call) else next(plan)[0])
+        return first_call(plan)
 
     async def close(self) -> None:
         pass

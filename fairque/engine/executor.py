@@ -184,7 +184,7 @@ class Executor(ExecutorState):
         operation's value."""
         if isinstance(plan, Call):
             return self.execute(plan)
-        since = self._stops  # a stop_waits() from now on ends its waits
+        since = self.stop_count  # a stop_waits() from now on ends its waits
         try:
             step = next(plan)
             while True:
@@ -328,7 +328,7 @@ class AsyncExecutor(ExecutorState):
         """Sends a plan's calls (see :meth:`Executor.run`), the calls of a step at once."""
         if isinstance(plan, Call):
             return await self.execute(plan)
-        since = self._stops  # a stop_waits() from now on ends its waits
+        since = self.stop_count  # a stop_waits() from now on ends its waits
         try:
             step = next(plan)
             while True:

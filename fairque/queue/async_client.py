@@ -12,7 +12,7 @@ test checks that the generated file is current).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
@@ -22,7 +22,7 @@ from fairque.engine.executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
 from fairque.engine.records import Record, TaskState
-from fairque.engine.shards import Plan, shard_namespaces
+from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import AsyncPushes
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
@@ -82,18 +82,6 @@ class AsyncQueue(AsyncClosing):
         for ops in self.plans.shards:
             settings_store.write_on_first_use(executor, ops.namespace, settings)
 
-    async def _run(self, plan: Plan[T]) -> T:
-        """Sends a plan's calls, step by step; the operation's value."""
-        if isinstance(plan, Call):
-            return await self.executor.execute(plan)
-        since = self.executor.stop_count  # a stop_waiting() from now on ends its waits
-        try:
-            step = next(plan)
-            while True:
-                step = plan.send(await self.executor.execute_all(step, since))
-        except StopIteration as done:
-            return cast("T", done.value)
-
     @property
     def redis(self) -> AsyncClient:
         """The redis-py client the calls go through."""
@@ -140,7 +128,7 @@ class AsyncQueue(AsyncClosing):
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
         tasks = [self.hooks.before_push(task) for task in tasks]
-        return await self._run(self.plans.push(tasks, replicas, replica_timeout))
+        return await self.executor.run(self.plans.push(tasks, replicas, replica_timeout))
 
     async def pop(
         self,
@@ -167,7 +155,7 @@ class AsyncQueue(AsyncClosing):
         plan = self.plans.pop(
             count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
         )
-        return await self._run(plan)
+        return await self.executor.run(plan)
 
     async def stop_waiting(self) -> None:
         """Ends the waits of the pops of this client's connection pool now (from another
@@ -183,11 +171,11 @@ class AsyncQueue(AsyncClosing):
     ) -> list[str]:
         """Finishes many tasks in one call (per shard); returns the ids whose lease was
         lost."""
-        return await self._run(self.plans.finish(tasks, results))
+        return await self.executor.run(self.plans.finish(tasks, results))
 
     async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
-        return await self._run(self.plans.release(tasks))
+        return await self.executor.run(self.plans.release(tasks))
 
     async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
@@ -222,19 +210,19 @@ class AsyncQueue(AsyncClosing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return await self._run(self.plans.cancel(task_id))
+        return await self.executor.run(self.plans.cancel(task_id))
 
     async def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return await self._run(self.plans.retry(task_id))
+        return await self.executor.run(self.plans.retry(task_id))
 
     async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
-        await self._run(self.plans.xcom_push(task_id, key, value, ttl))
+        await self.executor.run(self.plans.xcom_push(task_id, key, value, ttl))
 
     async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
-        return await self._run(self.plans.xcom_pull(task_id, key, default))
+        return await self.executor.run(self.plans.xcom_pull(task_id, key, default))
 
     async def tasks(
         self,
@@ -245,19 +233,19 @@ class AsyncQueue(AsyncClosing):
         limit: int = 50,
     ) -> TaskPage:
         """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
-        return await self._run(self.plans.tasks(state, user_id, name, cursor, limit))
+        return await self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     async def retry_failed(self, user_id: str) -> int:
         """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
-        return await self._run(self.plans.retry_failed(user_id))
+        return await self.executor.run(self.plans.retry_failed(user_id))
 
     async def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
-        return await self._run(self.plans.get(task_id))
+        return await self.executor.run(self.plans.get(task_id))
 
     async def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return await self._run(self.plans.get_record(record_id))
+        return await self.executor.run(self.plans.get_record(record_id))
 
     async def result(
         self,
@@ -278,7 +266,7 @@ class AsyncQueue(AsyncClosing):
         ``context.log`` wake it too).
         """
         wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
-        ops = await self._run(self.plans.holder(task_id))
+        ops = await self.executor.run(self.plans.holder(task_id))
         # An ended task needs no subscription.
         settled = wait.settle(await self.executor.execute(ops.get(task_id)))
         if settled is not None:
@@ -295,11 +283,11 @@ class AsyncQueue(AsyncClosing):
         """Tasks per state, lifetime counters and the busiest tenants' figures, with the
         fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
         costs most, for an overview that polls)."""
-        return await self._run(self.plans.stats(fairness_top))
+        return await self.executor.run(self.plans.stats(fairness_top))
 
     async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""
-        return await self._run(self.plans.busiest_tenants(cursor, count))
+        return await self.executor.run(self.plans.busiest_tenants(cursor, count))
 
     async def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
@@ -307,27 +295,27 @@ class AsyncQueue(AsyncClosing):
 
     async def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
-        return await self._run(self.plans.reap(limit))
+        return await self.executor.run(self.plans.reap(limit))
 
     async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
         """A maintenance round if the namespace's last one (by any process) is ``interval``
         seconds old. Workers, the master and the scheduler call this every few seconds, so a
         namespace tidies itself; ``ran`` is False when no round was due."""
-        return await self._run(self.plans.maintain(interval))
+        return await self.executor.run(self.plans.maintain(interval))
 
     async def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
-        return await self._run(self.plans.next_due())
+        return await self.executor.run(self.plans.next_due())
 
     async def backlog(self, tenants: int = 20) -> Backlog:
         """How long ready tasks have waited: the age of the oldest ready task of the
         ``tenants`` busiest tenants and of the ``tenants`` served longest ago (1 to 100);
         ``.oldest`` is the queue's latency. Fair tasks only."""
-        return await self._run(self.plans.backlog(tenants))
+        return await self.executor.run(self.plans.backlog(tenants))
 
     async def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
-        return await self._run(self.plans.promote(limit))
+        return await self.executor.run(self.plans.promote(limit))
 
     async def namespace_settings(self) -> QueueSettings:
         """The settings the namespace's scripts apply, as the server holds them."""
@@ -335,15 +323,15 @@ class AsyncQueue(AsyncClosing):
 
     async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
-        await self._run(self.plans.register_worker(worker, ttl))
+        await self.executor.run(self.plans.register_worker(worker, ttl))
 
     async def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
-        await self._run(self.plans.unregister_worker(worker_id))
+        await self.executor.run(self.plans.unregister_worker(worker_id))
 
     async def workers(self) -> list[WorkerInfo]:
         """The live workers: what they serve, their concurrency, tasks in flight."""
-        return await self._run(self.plans.workers())
+        return await self.executor.run(self.plans.workers())
 
     async def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
@@ -368,13 +356,13 @@ class AsyncQueue(AsyncClosing):
 
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
-        return await self._run(self.plans.tenants_with_shares(cursor, count))
+        return await self.executor.run(self.plans.tenants_with_shares(cursor, count))
 
     async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
         """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
         from ready to start, overall and for the ``top`` busiest tenants, with their
         shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
-        return await self._run(self.plans.fairness(minutes, top))
+        return await self.executor.run(self.plans.fairness(minutes, top))
 
     async def hand_over(
         self,
@@ -384,7 +372,7 @@ class AsyncQueue(AsyncClosing):
     ) -> list[str]:
         """Gives back leased tasks whose function this worker lacks (no attempt counted);
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
-        return await self._run(self.plans.hand_over(tasks, delay, grace))
+        return await self.executor.run(self.plans.hand_over(tasks, delay, grace))
 
 
 class AsyncFairQueue(AsyncQueue):

@@ -13,7 +13,7 @@ test checks that the generated file is current).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
@@ -23,7 +23,7 @@ from fairque.engine.executor import Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, Listener
 from fairque.engine.records import Record, TaskState
-from fairque.engine.shards import Plan, shard_namespaces
+from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import Pushes
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
@@ -83,18 +83,6 @@ class Queue(Closing):
         for ops in self.plans.shards:
             settings_store.write_on_first_use(executor, ops.namespace, settings)
 
-    def _run(self, plan: Plan[T]) -> T:
-        """Sends a plan's calls, step by step; the operation's value."""
-        if isinstance(plan, Call):
-            return self.executor.execute(plan)
-        since = self.executor.stop_count  # a stop_waiting() from now on ends its waits
-        try:
-            step = next(plan)
-            while True:
-                step = plan.send(self.executor.execute_all(step, since))
-        except StopIteration as done:
-            return cast("T", done.value)
-
     @property
     def redis(self) -> SyncClient:
         """The redis-py client the calls go through."""
@@ -141,7 +129,7 @@ class Queue(Closing):
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
         tasks = [self.hooks.before_push(task) for task in tasks]
-        return self._run(self.plans.push(tasks, replicas, replica_timeout))
+        return self.executor.run(self.plans.push(tasks, replicas, replica_timeout))
 
     def pop(
         self,
@@ -168,7 +156,7 @@ class Queue(Closing):
         plan = self.plans.pop(
             count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
         )
-        return self._run(plan)
+        return self.executor.run(plan)
 
     def stop_waiting(self) -> None:
         """Ends the waits of the pops of this client's connection pool now (from another
@@ -184,11 +172,11 @@ class Queue(Closing):
     ) -> list[str]:
         """Finishes many tasks in one call (per shard); returns the ids whose lease was
         lost."""
-        return self._run(self.plans.finish(tasks, results))
+        return self.executor.run(self.plans.finish(tasks, results))
 
     def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
-        return self._run(self.plans.release(tasks))
+        return self.executor.run(self.plans.release(tasks))
 
     def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
@@ -219,19 +207,19 @@ class Queue(Closing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return self._run(self.plans.cancel(task_id))
+        return self.executor.run(self.plans.cancel(task_id))
 
     def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return self._run(self.plans.retry(task_id))
+        return self.executor.run(self.plans.retry(task_id))
 
     def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
-        self._run(self.plans.xcom_push(task_id, key, value, ttl))
+        self.executor.run(self.plans.xcom_push(task_id, key, value, ttl))
 
     def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
-        return self._run(self.plans.xcom_pull(task_id, key, default))
+        return self.executor.run(self.plans.xcom_pull(task_id, key, default))
 
     def tasks(
         self,
@@ -242,19 +230,19 @@ class Queue(Closing):
         limit: int = 50,
     ) -> TaskPage:
         """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
-        return self._run(self.plans.tasks(state, user_id, name, cursor, limit))
+        return self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     def retry_failed(self, user_id: str) -> int:
         """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
-        return self._run(self.plans.retry_failed(user_id))
+        return self.executor.run(self.plans.retry_failed(user_id))
 
     def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
-        return self._run(self.plans.get(task_id))
+        return self.executor.run(self.plans.get(task_id))
 
     def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return self._run(self.plans.get_record(record_id))
+        return self.executor.run(self.plans.get_record(record_id))
 
     def result(
         self,
@@ -275,7 +263,7 @@ class Queue(Closing):
         ``context.log`` wake it too).
         """
         wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
-        ops = self._run(self.plans.holder(task_id))
+        ops = self.executor.run(self.plans.holder(task_id))
         # An ended task needs no subscription.
         settled = wait.settle(self.executor.execute(ops.get(task_id)))
         if settled is not None:
@@ -292,11 +280,11 @@ class Queue(Closing):
         """Tasks per state, lifetime counters and the busiest tenants' figures, with the
         fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
         costs most, for an overview that polls)."""
-        return self._run(self.plans.stats(fairness_top))
+        return self.executor.run(self.plans.stats(fairness_top))
 
     def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""
-        return self._run(self.plans.busiest_tenants(cursor, count))
+        return self.executor.run(self.plans.busiest_tenants(cursor, count))
 
     def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
@@ -304,27 +292,27 @@ class Queue(Closing):
 
     def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
-        return self._run(self.plans.reap(limit))
+        return self.executor.run(self.plans.reap(limit))
 
     def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
         """A maintenance round if the namespace's last one (by any process) is ``interval``
         seconds old. Workers, the master and the scheduler call this every few seconds, so a
         namespace tidies itself; ``ran`` is False when no round was due."""
-        return self._run(self.plans.maintain(interval))
+        return self.executor.run(self.plans.maintain(interval))
 
     def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
-        return self._run(self.plans.next_due())
+        return self.executor.run(self.plans.next_due())
 
     def backlog(self, tenants: int = 20) -> Backlog:
         """How long ready tasks have waited: the age of the oldest ready task of the
         ``tenants`` busiest tenants and of the ``tenants`` served longest ago (1 to 100);
         ``.oldest`` is the queue's latency. Fair tasks only."""
-        return self._run(self.plans.backlog(tenants))
+        return self.executor.run(self.plans.backlog(tenants))
 
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
-        return self._run(self.plans.promote(limit))
+        return self.executor.run(self.plans.promote(limit))
 
     def namespace_settings(self) -> QueueSettings:
         """The settings the namespace's scripts apply, as the server holds them."""
@@ -332,15 +320,15 @@ class Queue(Closing):
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
-        self._run(self.plans.register_worker(worker, ttl))
+        self.executor.run(self.plans.register_worker(worker, ttl))
 
     def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
-        self._run(self.plans.unregister_worker(worker_id))
+        self.executor.run(self.plans.unregister_worker(worker_id))
 
     def workers(self) -> list[WorkerInfo]:
         """The live workers: what they serve, their concurrency, tasks in flight."""
-        return self._run(self.plans.workers())
+        return self.executor.run(self.plans.workers())
 
     def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
@@ -365,13 +353,13 @@ class Queue(Closing):
 
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
-        return self._run(self.plans.tenants_with_shares(cursor, count))
+        return self.executor.run(self.plans.tenants_with_shares(cursor, count))
 
     def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
         """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
         from ready to start, overall and for the ``top`` busiest tenants, with their
         shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
-        return self._run(self.plans.fairness(minutes, top))
+        return self.executor.run(self.plans.fairness(minutes, top))
 
     def hand_over(
         self,
@@ -381,7 +369,7 @@ class Queue(Closing):
     ) -> list[str]:
         """Gives back leased tasks whose function this worker lacks (no attempt counted);
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
-        return self._run(self.plans.hand_over(tasks, delay, grace))
+        return self.executor.run(self.plans.hand_over(tasks, delay, grace))
 
 
 class FairQueue(Queue):
