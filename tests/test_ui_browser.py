@@ -242,6 +242,12 @@ def test_the_task_page_shows_progress_and_log_lines_as_they_come(
     wait(browser, lambda: "half" in text_of(browser, "#live table"))  # refreshed by itself
     wait(browser, lambda: text_of(browser, "#logs") == "<b>first</b> line\nsecond line")
     assert not browser.find_elements(By.CSS_SELECTOR, "#live b")
+    # A running task has a Cancel button too: its worker stops the run.
+    assert "canceled" in confirm(browser, "button.cancel")
+    info = queue.get(task_id)
+    assert info is not None
+    assert info.state.value == "canceled"
+    assert queue.finish_many([leased]) == [task_id]  # the lease went with it
 
 
 def test_cancel_a_queued_task_and_requeue_a_tenant(
