@@ -62,7 +62,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
 def test_scripts_are_self_contained(name: str) -> None:
     script = scripts.load(name)
     assert "--@include" not in script.source
-    assert script.source.startswith("local K = {")
+    assert script.source.startswith(scripts.KEY_NAMES + "local K = setmetatable({")
     for helper in re.findall(r"^local function (\w+)", script.source, re.MULTILINE):
         assert script.source.count(f"local function {helper}(") == 1, helper
     # SMEMBERS is allowed: dependency sets are per task and read whole, as seed 000 does.
@@ -78,21 +78,35 @@ def test_scripts_are_self_contained(name: str) -> None:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_a_script_declares_exactly_the_keys_it_touches(name: str) -> None:
     script = scripts.load(name)
-    code = re.sub(r"--[^\n]*", "", script.source.split("\n", 2)[2])  # past the prelude
+    code = re.sub(r"--[^\n]*", "", script.source.split("\n", 3)[3])  # past the prelude
     used = {dotted or quoted for dotted, quoted in KEY_REFERENCE.findall(code)}
     assert used == {scripts.lua_name(key) for key in script.keys}
     # Keys made from ids hash to the namespace's slot: every one starts with the prefix.
     assert "PREFIX .. '" in code or not re.search(r"redis\.call\('\w+', '", code)
 
 
-def test_the_prelude_names_the_declared_keys_in_order() -> None:
+def test_the_prelude_names_the_keys_sent_in_order() -> None:
     script = scripts.load("namespace/get")
     assert script.keys == ("task:<id>", "result:<id>", "deps:blocked:<id>", "deps:waiting:<id>")
-    prelude = script.source.splitlines()[0]
+    assert script.sent_keys == script.keys  # each has a parameter: the caller fills it
+    prelude = script.source.splitlines()[1]
     assert prelude == (
-        "local K = {['task'] = KEYS[1], ['result'] = KEYS[2], ['deps:blocked'] = KEYS[3], "
-        "['deps:waiting'] = KEYS[4]}"
+        "local K = setmetatable({['task'] = KEYS[1], ['result'] = KEYS[2], "
+        "['deps:blocked'] = KEYS[3], ['deps:waiting'] = KEYS[4]}, KEY_NAMES)"
     )
+
+
+def test_fixed_keys_are_made_from_the_prefix_not_sent() -> None:
+    """A call sends the first declared key for routing; the script makes the others from
+    the prefix when it reads them (each key sent cost the server ~0.9k instructions)."""
+    script = scripts.load("queue/pop")
+    assert script.sent_keys == ("ring",)
+    assert len(script.keys) > 10
+    assert (
+        script.source.splitlines()[1] == "local K = setmetatable({['ring'] = KEYS[1]}, KEY_NAMES)"
+    )
+    call = QUEUE.pop(1, None, None, None, None)
+    assert call.keys == (NAMESPACE.prefix + "ring",)
 
 
 def test_load_is_cached_and_hashed() -> None:
@@ -284,10 +298,10 @@ def test_every_script_has_a_call_checked_below() -> None:
 def test_a_call_sends_the_keys_and_arguments_its_script_declares(case: str) -> None:
     call = CALLS[case]()
     script = call.script
-    declared = [*script.keys]
+    declared = [*script.sent_keys]
     if script.variadic_key is not None:
-        assert len(call.keys) > len(script.keys)  # every such call names its queues
-        declared += [script.variadic_key] * (len(call.keys) - len(script.keys))
+        assert len(call.keys) > len(declared)  # every such call names its queues
+        declared += [script.variadic_key] * (len(call.keys) - len(script.sent_keys))
     assert len(call.keys) == len(declared)
     for key, name in zip(call.keys, declared, strict=True):
         # All under the namespace's hash tag: one cluster slot.

@@ -82,7 +82,7 @@ class Namespace:
             script, keys = self._fixed_keys(script_name)
         else:
             script = load(script_name)
-            keys = tuple(self._fill(key, params or {}) for key in script.keys)
+            keys = tuple(self._fill(key, params or {}) for key in script.sent_keys)
             if script.variadic_key is not None:  # storage:queue:<n>...: its values follow
                 stem = self.prefix + script.variadic_key[: script.variadic_key.index("<")]
                 keys += tuple(stem + value for value in more_keys)
@@ -94,7 +94,7 @@ class Namespace:
         found = self._fixed.get(script_name)
         if found is None:
             script = load(script_name)
-            found = script, tuple(self.key(name) for name in script.keys)
+            found = script, tuple(self.key(name) for name in script.sent_keys)
             self._fixed[script_name] = found
         return found
 
