@@ -10,7 +10,7 @@
 --@include maintenance
 
 local worker_id, wanted = ARGV[2], tonumber(ARGV[3])
-local grace, limit = tonumber(ARGV[4]), setting('maintenance_batch')
+local grace = tonumber(ARGV[4])
 local served = nil
 if #ARGV > 4 then
   served = {}
@@ -18,8 +18,9 @@ if #ARGV > 4 then
 end
 
 local now = clock_now()
-reap_expired(now, limit)
-promote_due(now, limit)
+-- The maintenance batch is read only when something is due (maintenance.lua).
+reap_expired(now)
+promote_due(now)
 flush_ready(now)
 
 -- The head of every partition this worker may take from: {partition, cids, priority, member}.

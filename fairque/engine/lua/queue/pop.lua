@@ -20,7 +20,6 @@ local MANY_LEASES = 16
 local worker_id = ARGV[2]
 local wanted = tonumber(ARGV[3])
 local lease_seconds = tonumber(ARGV[4])
-local limit = setting('maintenance_batch')
 local assigned, steal = nil, nil
 if ARGV[5] == '1' then
   local n = tonumber(ARGV[6])
@@ -31,8 +30,9 @@ end
 
 local now = clock_now()
 -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
-reap_expired(now, limit)
-promote_due(now, limit)
+-- The maintenance batch is read only when something is due (maintenance.lua).
+reap_expired(now)
+promote_due(now)
 flush_ready(now)
 flush_running(now)
 
