@@ -64,6 +64,17 @@ else
   groups = {in_ring_order(assigned, skip), in_ring_order(steal, skip)}
 end
 
+-- No tenant to serve (an idle worker's pop): it ends here, before the tables and
+-- closures serving needs. The wake-up token follows the ring, as at the end below.
+if #groups[1] == 0 and (groups[2] == nil or #groups[2] == 0) then
+  if assigned ~= nil and redis.call('EXISTS', K.ring) == 1 then
+    signal_ready()
+  else -- an empty head of the ring: the ring is empty
+    redis.call('DEL', K.wakeups)
+  end
+  return flush(now, {})
+end
+
 -- Per tenant: ready tasks left, and before this call, levels mask, tick of its last
 -- serve; and the tenants this call looked at.
 local remaining, before, mask, served_tick, touched = {}, {}, {}, {}, {}
