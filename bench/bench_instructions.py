@@ -9,7 +9,8 @@ timing on a shared VM, the count is the same from run to run within about 3% (th
 clock's digits and Lua's garbage collector vary), so an engine change can be judged by
 one run before and one after. Prints instructions per task for named tasks (a worker
 runs a task by its name) spread over ``--tenants`` tenants, in batches (push 1,000 per
-call, pop and finish 100 per call) and one task per call, a call's fixed cost (a pop
+call, pop and finish 100 per call) and one task per call (pops without names, and as a
+worker makes them, naming its task names), a call's fixed cost (a pop
 that finds nothing, a finish of no task), pop + finish in a worker's cycle (pop 100,
 finish them, again), and beside them the same batches and single calls made of only the
 commands a task's life needs (``bench_floor.py``'s functions); asserts nothing. A
@@ -141,8 +142,11 @@ def cycles(server: CountedServer, tenants: int) -> float:
     return count / BATCH_TASKS
 
 
-def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
-    queue = FairQueue(server.url, "single")
+def one_per_call(
+    server: CountedServer, tenants: int, namespace: str = "single", names: list[str] | None = None
+) -> dict[str, float]:
+    """One task per call; with ``names``, pops as a worker makes them (its task names)."""
+    queue = FairQueue(server.url, namespace)
     leased: list[LeasedTask] = []
 
     def push() -> None:
@@ -151,13 +155,13 @@ def one_per_call(server: CountedServer, tenants: int) -> dict[str, float]:
 
     def pop() -> None:
         for _ in range(SINGLE_TASKS):
-            leased.extend(queue.pop(count=1, worker_id="bench"))
+            leased.extend(queue.pop(count=1, worker_id="bench", names=names))
 
     def finish() -> None:
         for one in leased:
             queue.finish(one)
 
-    figures = {name: server.measure(name, work) for name, work in
+    figures = {name: server.measure(f"{namespace}_{name}", work) for name, work in
                (("push", push), ("pop", pop), ("finish", finish))}  # fmt: skip
     assert len(leased) == SINGLE_TASKS, "every task pushed was popped"
     queue.close()
@@ -210,7 +214,7 @@ def empty_calls(server: CountedServer) -> dict[str, float]:
 
 def warm_up(server: CountedServer, tenants: int) -> None:
     """Loads the functions and writes the namespaces' settings, outside the counts."""
-    for namespace in ("batches", "single"):
+    for namespace in ("batches", "single", "named"):
         with FairQueue(server.url, namespace) as queue:
             queue.push_many([task(i, tenants) for i in range(tenants)])
             leased = queue.pop(count=tenants, worker_id="bench")
@@ -237,6 +241,9 @@ def main() -> None:
             rows = {
                 "batches (push 1,000, pop/finish 100)": batches(server, options.tenants),
                 "one task per call": one_per_call(server, options.tenants),
+                "one per call, a worker's pops (names)": one_per_call(
+                    server, options.tenants, "named", ["send_email"]
+                ),
             }
             empty = empty_calls(server)
             cycle = cycles(server, options.tenants)

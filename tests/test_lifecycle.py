@@ -353,7 +353,14 @@ def test_tasks_becoming_ready_wake_idle_workers(queue: FairQueue) -> None:
     wait_for(lambda: listener.get_sharded_message(timeout=0.01) is None and listener.subscribed)
     queue.push(Task(user_id="u", payload="wake up", delay=timedelta(hours=1)))
     assert listener.get_sharded_message(timeout=0.2) is None  # nothing ready yet
-    queue.push_many([Task(user_id="a"), Task(user_id="b")])
-    message = wait_for(lambda: listener.get_sharded_message(timeout=0.1), timeout=5)
-    assert (message["channel"], message["data"]) == (queue.namespace.wake_channel.encode(), b"2")
+    queue.push_many([Task(user_id="a"), Task(user_id="b", name="render")])
+    # One message per lane where a tenant may now be served, naming it ('' for unnamed tasks).
+    messages = [wait_for(lambda: listener.get_sharded_message(timeout=0.1), timeout=5)]
+    messages.append(wait_for(lambda: listener.get_sharded_message(timeout=0.1), timeout=5))
+    channel = queue.namespace.wake_channel.encode()
+    assert {(message["channel"], message["data"]) for message in messages} == {
+        (channel, b""),
+        (channel, b"render"),
+    }
+    assert listener.get_sharded_message(timeout=0.1) is None
     listener.close()

@@ -100,13 +100,13 @@ def test_fixed_keys_are_made_from_the_prefix_not_sent() -> None:
     """A call sends the first declared key for routing; the script makes the others from
     the prefix when it reads them (each key sent cost the server ~0.9k instructions)."""
     script = scripts.load("queue/pop")
-    assert script.sent_keys == ("ring",)
+    assert script.sent_keys == ("scheduled",)
     assert len(script.keys) > 10
-    assert (
-        script.source.splitlines()[1] == "local K = setmetatable({['ring'] = KEYS[1]}, KEY_NAMES)"
+    assert script.source.splitlines()[1] == (
+        "local K = setmetatable({['scheduled'] = KEYS[1]}, KEY_NAMES)"
     )
     call = QUEUE.pop(1, None, None, None, None)
-    assert call.keys == (NAMESPACE.prefix + "ring",)
+    assert call.keys == (NAMESPACE.prefix + "scheduled",)
 
 
 def test_load_is_cached_and_hashed() -> None:

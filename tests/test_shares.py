@@ -214,12 +214,12 @@ def test_pushes_for_a_held_tenant_wake_no_worker(queue: FairQueue) -> None:
     wake.ssubscribe(queue.namespace.wake_channel)
     try:
         wait_for(lambda: waiting_workers(queue) == 1)
-        token = queue.namespace.key("wakeups")  # what a worker waiting in its pop waits for
+        token = queue.namespace.key("wakeups:any")  # what a worker waiting in its pop waits for
         push(queue, "a", 2)  # paused: nobody may serve it, so no message
         assert queue.redis.llen(token) == 0
         push(queue, "b", 1)  # one tenant may be served: one message
         message = wait_for(lambda: wake.get_sharded_message(timeout=0.05))
-        assert int(message["data"]) == 1
+        assert message["data"] == b""  # it names the lane: that of unnamed tasks
         assert wake.get_sharded_message(timeout=0.05) is None
         assert queue.redis.llen(token) == 1
     finally:
@@ -234,13 +234,13 @@ def test_more_work_for_a_tenant_with_ready_tasks_wakes_no_worker(queue: FairQueu
     try:
         wait_for(lambda: waiting_workers(queue) == 1)
         push(queue, "a", 1)  # "a" comes into the ring: the workers are told
-        assert int(wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"]) == 1
+        assert wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"] == b""
         push(queue, "a", 1)  # "a" was in the ring already: nothing new to serve
         push(queue, "a", 3)
         push(queue, "b", 1)  # "b" comes in: one message, for it alone
-        assert int(wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"]) == 1
+        assert wait_for(lambda: wake.get_sharded_message(timeout=0.05))["data"] == b""
         assert wake.get_sharded_message(timeout=0.05) is None
-        assert queue.redis.llen(queue.namespace.key("wakeups")) == 1
+        assert queue.redis.llen(queue.namespace.key("wakeups:any")) == 1
         assert Counter(task.user_id for task in queue.pop(count=10)) == {"a": 5, "b": 1}
     finally:
         wake.close()

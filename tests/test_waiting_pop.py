@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 
 def token(queue: FairQueue) -> int:
     """How many wake-up tokens the namespace holds (0 or 1)."""
-    return int(queue.redis.llen(queue.namespace.key("wakeups")))
+    return int(queue.redis.llen(queue.namespace.key("wakeups:any")))
 
 
 def blocked(queue: FairQueue) -> bool:
@@ -167,10 +167,10 @@ def test_a_pop_behind_a_wait_that_failed_still_counts(queue: FairQueue) -> None:
     # The wait is a signal: when it fails (here the token's key was overwritten), the pop
     # behind it has run all the same, and what it leased is returned, not lost.
     queue.push(Task(user_id="u", payload="kept"))
-    queue.redis.set(queue.namespace.key("wakeups"), "not a list")
+    queue.redis.set(queue.namespace.key("wakeups:any"), "not a list")
     [leased] = queue.pop(wait=1)
     assert leased.payload == "kept"
-    assert queue.redis.exists(queue.namespace.key("wakeups")) == 0  # the ring is empty
+    assert queue.redis.exists(queue.namespace.key("wakeups:any")) == 0  # the ring is empty
 
 
 @pytest.mark.one_engine

@@ -254,6 +254,34 @@ async def test_a_task_goes_to_a_live_worker_that_serves_its_function(
     assert (await pusher.workers()) == []  # both left the registry when they stopped
 
 
+async def test_two_deployments_never_lease_each_others_tasks(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """Disjoint functions in one namespace: once both are live, each worker's pops reach
+    only its own names (their lanes): no task is handed over, and each runs its own."""
+    calls.clear()
+    mine = Worker(config(server, namespace, id="mine"), functions)
+    theirs = Worker(config(server, namespace, id="theirs"), other_functions)
+    pushed = False
+
+    async def both_live_then_all_ran() -> bool:
+        nonlocal pushed
+        if not pushed:
+            if len(await pusher.workers()) < 2:
+                return False
+            tasks = [elsewhere.build(user_id=f"u{n % 5}", args=[f"e{n}"]) for n in range(60)]
+            tasks += [add.build(user_id=f"u{n % 5}", args=[n, n]) for n in range(60)]
+            await pusher.push_many(tasks)
+            pushed = True
+        return await finished(pusher, 120)
+
+    await run_workers([mine, theirs], both_live_then_all_ran)
+    counters = (await pusher.stats()).counters
+    assert counters.get("handed_over", 0) == 0
+    assert counters["started"] == 120  # each task leased once, by a worker that runs it
+    assert (mine.finished, theirs.finished) == (60, 60)
+
+
 async def test_a_worker_without_functions_refuses_to_start(
     server: LocalServer, namespace: str
 ) -> None:

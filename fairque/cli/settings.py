@@ -102,6 +102,9 @@ def upgrade(
                 if found == DATA_FORMAT:
                     typer.echo(f"{ns.name}: data format {found}, current: nothing to do")
                     continue
+                if (found or 1) < 2:
+                    typer.echo(f"{ns.name}: format 2 keeps fair tasks in lanes by task name: "
+                               "builds their entries from format 1's queues")  # fmt: skip
                 change = f"{ns.name}: data format {_recorded(found)} -> {DATA_FORMAT}: records it"
                 if dry_run:
                     typer.echo(f"{change} (dry run: nothing written)")

@@ -38,10 +38,10 @@ _decoder = msgspec.msgpack.Decoder()
 
 @dataclass(frozen=True)
 class Wait:
-    """A call that waits for a signal first: it is sent once the list ``key`` gives an
-    element (``BLPOP``) or ``seconds`` have passed, whichever comes first."""
+    """A call that waits for a signal first: it is sent once one of the lists ``keys``
+    gives an element (``BLPOP``) or ``seconds`` have passed, whichever comes first."""
 
-    key: str
+    keys: tuple[str, ...]
     seconds: float
 
 

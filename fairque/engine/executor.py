@@ -58,7 +58,7 @@ def _waiting_commands(call: Call[Any], wait: Wait) -> list[tuple[Any, ...]]:
     function = call.script.function
     return [
         ("CLIENT", "ID"),
-        ("BLPOP", wait.key, f"{wait.seconds:.3f}"),
+        ("BLPOP", *wait.keys, f"{wait.seconds:.3f}"),
         ("FCALL", function, len(call.keys), *call.keys, *call.args),
     ]
 
@@ -223,7 +223,7 @@ class Executor(ExecutorState):
         server had the wait, could not end it, so the wait ends itself."""
         if isinstance(self.client, RedisCluster):
             for seconds in cluster_wait_slices(wait.seconds, self.client):
-                blpop = functools.partial(self.client.blpop, [wait.key], seconds)
+                blpop = functools.partial(self.client.blpop, list(wait.keys), seconds)
                 if self._stops != stops or _reply_or_error(blpop):
                     break
             return self._send(call)  # the call decides, as in the pipeline
@@ -369,7 +369,9 @@ class AsyncExecutor(ExecutorState):
         if isinstance(self.client, AsyncRedisCluster):
             for seconds in cluster_wait_slices(wait.seconds, self.client):
                 with connection_errors():
-                    signalled = await _async_reply_or_error(self.client.blpop([wait.key], seconds))
+                    signalled = await _async_reply_or_error(
+                        self.client.blpop(list(wait.keys), seconds)
+                    )
                 if signalled or self._stops != stops:
                     break
             return await self._send(call)  # the call decides, as in the pipeline

@@ -49,6 +49,13 @@ class Namespace:
         """The full key of ``name`` (``ring``, ``task:<id>`` with the id filled in...)."""
         return self.prefix + name
 
+    def lane_key(self, lane: str, name: str) -> str:
+        """The full key ``name`` (``ring``, ``wakeups``...) of the lane of task name
+        ``lane`` (``''``: unnamed tasks), as include/base.lua's ``lane_key`` makes it."""
+        if not lane:
+            return self.prefix + name
+        return f"{self.prefix}lane:{len(lane.encode())}:{lane}:{name}"
+
     @property
     def wake_channel(self) -> str:
         """The sharded pub/sub channel the scripts publish on when tasks become ready."""

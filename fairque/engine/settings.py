@@ -28,7 +28,7 @@ log = logging.getLogger("fairque.settings")
 FIELDS: tuple[str, ...] = tuple(QueueSettings.model_fields)
 # The data format this release reads and writes: the layout of a namespace's keys and
 # records. CHANGELOG.md names each change; data from before formats were recorded is 1.
-DATA_FORMAT = 1
+DATA_FORMAT = 2
 
 
 def _stored(flat: list[bytes]) -> dict[str, str]:

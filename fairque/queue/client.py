@@ -140,8 +140,14 @@ class Queue(Closing):
         lease_seconds: float | None = None,
         *,
         wait: float | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[LeasedTask]:
         """Leases up to ``count`` ready tasks, fairly across tenants; [] when none is ready.
+
+        With ``names``, only tasks of those names, and then tasks of names no live worker
+        serves (those a worker hands over, see :meth:`hand_over`): a worker passes the
+        names of its functions, so it never leases another deployment's tasks. Without,
+        tasks of any name.
 
         With ``wait`` (seconds; one namespace only), it first waits until a tenant may be
         served, at most that long, then pops: at once if one may be served already. On
@@ -154,7 +160,7 @@ class Queue(Closing):
         A task whose stored record cannot be read is failed (its error names the field)
         instead of being returned; the others are."""
         plan = self.plans.pop(
-            count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait
+            count, assigned_users, steal_targets, worker_id, lease_seconds, wait=wait, names=names
         )
         return self.executor.run(plan)
 

@@ -77,6 +77,7 @@ from fairque.queue.shares import SHARES, SharesChangeModel, change_args, read_sh
 T = TypeVar("T")
 
 MAX_TENANTS_PER_POP = 1_000
+MAX_NAMES_PER_POP = 1_000
 MAX_POP_WAIT = 3_600.0  # seconds a pop may wait for work
 MIN_POP_WAIT = 0.001  # BLPOP's resolution: a shorter wait would be read as "for ever"
 STATS_FAIRNESS_MINUTES, STATS_FAIRNESS_TOP = 5, 20  # as namespace/stats.lua reads them
@@ -241,6 +242,22 @@ def _check_name(value: str, field: str) -> None:
         raise InvalidInput(field, str(exc)) from None
 
 
+def _names(values: Sequence[str] | None) -> list[str]:
+    """The task names a pop serves, each once, in their order; refused if not names."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InvalidInput("names", "must be a list of task names, not a single string")
+    if not values:
+        raise InvalidInput("names", "must name at least one task name (None: any name)")
+    if len(values) > MAX_NAMES_PER_POP:
+        raise InvalidInput("names", f"must name at most {MAX_NAMES_PER_POP} task names")
+    try:
+        return list(dict.fromkeys(check_identifier(value) for value in values))
+    except ValueError as exc:
+        raise InvalidInput("names", str(exc)) from None
+
+
 def _tenant_list(values: Sequence[str] | None, field: str) -> list[str]:
     if values is None:
         return []
@@ -332,10 +349,13 @@ class QueueOps:
         lease_seconds: float | None = None,
         *,
         wait: float | None = None,
+        names: Sequence[str] | None = None,
     ) -> Call[Leased]:
-        """Leases up to ``count`` tasks by the fair policy (see :class:`Leased`); with
-        ``wait``, once a tenant may be served or ``wait`` seconds have passed (the
-        namespace's ``wakeups`` token, see ``include/ready.lua``)."""
+        """Leases up to ``count`` tasks by the fair policy (see :class:`Leased`): of the
+        task ``names`` given, then of names no live worker serves (to hand over: see
+        ``queue/pop.lua``), or of any name when none are given. With ``wait``, once a
+        tenant may be served or ``wait`` seconds have passed (the wake-up tokens of the
+        names' lanes, see ``include/ready.lua``)."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
             raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
         if lease_seconds is not None:
@@ -346,10 +366,13 @@ class QueueOps:
             worker = check_identifier(default_worker_id() if worker_id is None else worker_id)
         except ValueError as exc:
             raise InvalidInput("worker_id", str(exc)) from None
+        served = _names(names)
         args: list[Arg] = [
             worker,
             count,
             "" if lease_seconds is None else repr(lease_seconds),
+            len(served),
+            *served,
         ]
         if assigned_users is None and steal_targets is None:
             args.append(0)
@@ -360,7 +383,10 @@ class QueueOps:
         call = self.namespace.call("queue/pop", args, _parse_leased)
         if wait is None:
             return call
-        return call.after(Wait(self.namespace.key("wakeups"), max(wait, MIN_POP_WAIT)))
+        tokens = tuple(self.namespace.lane_key(name, "wakeups") for name in served)
+        return call.after(
+            Wait(tokens or (self.namespace.key("wakeups:any"),), max(wait, MIN_POP_WAIT))
+        )
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> Call[None]:
         """Registers (or keeps registered) a live worker for ``ttl`` seconds."""

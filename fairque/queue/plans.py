@@ -199,6 +199,7 @@ class QueuePlans(ShardPlans[QueueOps]):
         lease_seconds: float | None,
         *,
         wait: float | None,
+        names: Sequence[str] | None = None,
     ) -> Steps[list[LeasedTask]]:
         """Leases up to ``count`` tasks, asking the shards in a rotating order, each only
         for what the ones before it did not give. A task whose record cannot be read is
@@ -209,14 +210,22 @@ class QueuePlans(ShardPlans[QueueOps]):
                     "wait", "a sharded queue's pop cannot wait: use its wake_channels"
                 )
             pop = functools.partial(
-                self.single.pop, count, assigned_users, steal_targets, worker_id, lease_seconds
+                self.single.pop,
+                count,
+                assigned_users,
+                steal_targets,
+                worker_id,
+                lease_seconds,
+                names=names,
             )
             return (yield from self._pop_waiting(self.single, pop, wait))
         got: list[LeasedTask] = []
         for index in [0] if self.single is not None else self.rotation.next_order():
             ops = self.shards[index]
             wanted = count - len(got) if got else count  # as given: the call checks it
-            call = ops.pop(wanted, assigned_users, steal_targets, worker_id, lease_seconds)
+            call = ops.pop(
+                wanted, assigned_users, steal_targets, worker_id, lease_seconds, names=names
+            )
             leased: Leased = yield from self._leased(ops, call)
             if self.single is not None:
                 return leased  # as the script returned it

@@ -155,6 +155,7 @@ class Worker:
         self.handed_back = 0  # unfinished tasks released at the stop
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
+        self._names: tuple[str, ...] = ()  # the task names its pops ask for, set by the run
         self._idle_pops = False  # the last pop found nothing: the next one waits for work
         self._pops_short = True  # the last pop leased fewer than it asked for
         self._waiting: AsyncFairQueue | None = None  # the queue of the pop waiting now
@@ -194,6 +195,7 @@ class Worker:
         if not self.functions.functions:
             # It would lease every task and run none of them.
             raise InvalidInput("tasks", "no task functions registered: import a module of @task")
+        self._names = tuple(sorted(self.functions.functions))  # the lanes its pops reach
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         loop = asyncio.get_running_loop()
         try:
@@ -378,6 +380,7 @@ class Worker:
             steal_targets=self.config.steal_targets,
             worker_id=self.config.id,
             lease_seconds=self.config.lease_seconds,
+            names=self._names,
         )
 
     async def _start_all(self, queue: AsyncQueue, leased: list[LeasedTask]) -> int:
@@ -423,6 +426,7 @@ class Worker:
                 worker_id=self.config.id,
                 lease_seconds=self.config.lease_seconds,
                 wait=max(wait, MIN_IDLE_WAIT_SECONDS),
+                names=self._names,
             )
         finally:
             self._waiting = None
@@ -438,10 +442,18 @@ class Worker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + await self._idle_seconds(queue)
         while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
-            if await _wake_message(wake, min(left, WAKE_CHECK_SECONDS)):
+            if self._serves_lane(await _wake_message(wake, min(left, WAKE_CHECK_SECONDS))):
                 while await _wake_message(wake, 0):
                     pass  # one pop serves every wake-up that arrived meanwhile
                 return
+
+    def _serves_lane(self, message: Any) -> bool:
+        """Whether a wake message names the lane of a task name this worker serves (a
+        message names the lane where a tenant may now be served)."""
+        if not message:
+            return False
+        lane = message["data"]
+        return (lane.decode() if isinstance(lane, bytes) else str(lane)) in self.functions.functions
 
     def _start(self, queue: AsyncQueue, leased: LeasedTask) -> None:
         job = asyncio.create_task(self._execute(queue, leased))

@@ -17,9 +17,21 @@ local function result_key(id) return PREFIX .. 'result:' .. id end
 -- Seed 000: the tasks waiting for `id`, and the tasks `id` still waits for.
 local function waiting_key(id) return PREFIX .. 'deps:waiting:' .. id end
 local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
-local function critical_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':critical' end
-local function normal_key(tenant, priority)
-  return PREFIX .. 'queue:user:' .. tenant .. ':normal:' .. priority
+-- Lanes (design section 5): a fair task waits in the lane of its name, so that a worker
+-- reaches only tasks it can run. A lane has its own ring, ready entries, wake-up token and
+-- tenant queues; the lane of unnamed tasks, '', keeps the keys of data format 1. A name
+-- may hold any character, so its length comes first: the key stays unambiguous.
+local function lane_key(lane, suffix)
+  if lane == '' then return PREFIX .. suffix end
+  return PREFIX .. 'lane:' .. #lane .. ':' .. lane .. ':' .. suffix
+end
+-- The lanes where `tenant` has ready tasks.
+local function lanes_of_key(tenant) return PREFIX .. 'lanes:of:' .. tenant end
+local function critical_key(tenant, lane)
+  return lane_key(lane, 'queue:user:' .. tenant .. ':critical')
+end
+local function normal_key(tenant, priority, lane)
+  return lane_key(lane, 'queue:user:' .. tenant .. ':normal:' .. priority)
 end
 
 -- A page of a task list: the next cursor, then for each of `ids` that `keep` accepts

@@ -39,7 +39,8 @@ end
 -- execute_after is still ahead.
 local function undefer(id, now)
   local key = task_key(id)
-  local f = redis.call('HMGET', key, 'state', 'tenant', 'priority', 'execute_after', 'kind')
+  local f = redis.call('HMGET', key, 'state', 'tenant', 'priority', 'execute_after', 'kind',
+    'name')
   if f[1] ~= 'deferred' then return end
   redis.call('SREM', K['state:deferred'], id)
   local execute_after = tonumber(f[4])
@@ -49,7 +50,7 @@ local function undefer(id, now)
   else
     local start_time = next_tick(now)
     redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
-    queue_ready(id, f[5], f[2], tonumber(f[3]), start_time)
+    queue_ready(id, f[5], f[2], f[6] or '', tonumber(f[3]), start_time)
   end
 end
 
@@ -77,11 +78,11 @@ end
 -- that runs is never aborted: its constraints count it until its worker reports. It waits
 -- for nothing any more: its links to its blockers go.
 local function cancel_one(id, reason, now, abort)
-  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind')
+  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind', 'name')
   local state, tenant, kind = f[1], f[2], f[4]
   if kind == 'storage' then return 'storage', false end -- seed 004's are done, never canceled
   if state == 'queued' then
-    unqueue(id, kind, tenant, tonumber(f[3]))
+    unqueue(id, kind, tenant, f[5] or '', tonumber(f[3]))
   elseif state == 'scheduled' then
     redis.call('ZREM', K.scheduled, id)
   elseif state == 'deferred' then
@@ -142,13 +143,13 @@ end
 
 -- Queues FAILED record `id` again now (say, after fixing what broke it). It keeps its
 -- attempts and its dependents, which are released when it finishes.
-local function requeue(id, kind, tenant, priority, now)
+local function requeue(id, kind, tenant, lane, priority, now)
   local key = task_key(id)
   redis.call('ZREM', K['state:failed'], id)
   redis.call('PERSIST', key)
   local start_time = next_tick(now)
   redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
-  queue_ready(id, kind, tenant, tonumber(priority), start_time)
+  queue_ready(id, kind, tenant, lane, tonumber(priority), start_time)
   count('requeued', tenant)
 end
 

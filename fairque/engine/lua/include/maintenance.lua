@@ -23,7 +23,7 @@ local function reap_expired(now, limit)
   for _, id in ipairs(ids) do
     local key = task_key(id)
     local f = redis.call('HMGET', key, 'tenant', 'priority', 'attempts', 'max_retries', 'start_time',
-      'kind', 'queue')
+      'kind', 'queue', 'name')
     local tenant, priority = f[1], tonumber(f[2])
     local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
     count('expired', tenant)
@@ -38,7 +38,7 @@ local function reap_expired(now, limit)
       if f[6] == 'storage' then -- back to its numbered queue (seed 004)
         append('ZADD', storage_queue_key(f[7]), start_time, id)
       else
-        queue_ready(id, f[6], tenant, priority, start_time)
+        queue_ready(id, f[6], tenant, f[8] or '', priority, start_time)
       end
     end
   end
@@ -59,9 +59,9 @@ local function promote_due(now, limit)
     local id, ready_at = due[i], tonumber(due[i + 1])
     ids[#ids + 1] = id
     local key = task_key(id)
-    local f = redis.call('HMGET', key, 'kind', 'tenant', 'priority')
+    local f = redis.call('HMGET', key, 'kind', 'tenant', 'priority', 'name')
     redis.call('HSET', key, 'state', 'queued', 'start_time', ready_at)
-    queue_ready(id, f[1], f[2], tonumber(f[3]), ready_at)
+    queue_ready(id, f[1], f[2], f[4] or '', tonumber(f[3]), ready_at)
   end
   redis.call('ZREM', K.scheduled, unpack(ids))
   return #ids

@@ -56,6 +56,9 @@ local function push_rows(values, rows, payload_at)
     if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
       return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
     end
+    if type(values[at + 3]) ~= 'string' then
+      return nil, redis.error_reply('INVALID name of task ' .. i)
+    end
     if values[at + 8] ~= '' and type(values[at + 8]) ~= 'table' then
       return nil, redis.error_reply('INVALID headers of task ' .. i)
     end
@@ -109,7 +112,7 @@ local function push_rows(values, rows, payload_at)
     else
       -- A task due in the past has been ready since then; that counts as waiting time.
       state, time_field, time_value = 'queued', 'start_time', execute_after or next_tick(now)
-      queue_ready(id, 'task', tenant, priority, time_value)
+      queue_ready(id, 'task', tenant, values[at + 3], priority, time_value)
     end
     -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
     hset_named(keys[i], values[at + 3], 'kind', 'task', 'tenant', tenant,

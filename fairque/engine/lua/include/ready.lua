@@ -1,14 +1,17 @@
 -- Ready work: per-tenant queues, the per-tenant ready entry and the global ring.
 --
--- A tenant's score in the `ready` zset is count * 64 + levels: how many ready tasks it
--- has, and a bitmask of its queues that may hold tasks (a superset: a pop clears the
--- bits of queues it finds empty), so a pop reads both in one score and probes only
--- queues that have work. Scores order tenants by backlog, so the busiest are read
--- first without a scan; `ready:total` keeps the sum of the counts, so the number of
--- ready fair tasks costs one read however many tenants there are. Invariant: a tenant is in the ring exactly when its count is
--- above zero and its shares let it start a task (shares.lua); a tenant whose rate
--- window is full waits in K.sleeping instead. Strict-policy jobs (kind 'job') have their
--- own partitions (strict.lua).
+-- Fair tasks wait in lanes, one per task name (base.lua's lane_key). In a lane, a
+-- tenant's score in the lane's `ready` zset is count * 64 + levels: how many ready tasks
+-- it has there, and a bitmask of its queues that may hold tasks (a superset: a pop clears
+-- the bits of queues it finds empty), so a pop reads both in one score and probes only
+-- queues that have work. Across lanes, `ready:tenants` holds each tenant's ready count
+-- (ranking tenants by backlog without a scan), `ready:total` their sum, K.lanes the lanes
+-- that may hold ready tasks, and lanes_of_key(tenant) the lanes where the tenant has some.
+-- Invariant: a tenant is in a lane's ring exactly when its count there is above zero and
+-- its shares let it start a task (shares.lua: shares, running counts, turns and rate
+-- windows are the tenant's, across lanes); a tenant whose rate window is full waits in
+-- K.sleeping instead. Strict-policy jobs (kind 'job') have their own partitions
+-- (strict.lua).
 --
 -- Every record says what it is in its `kind` field, written when it is created: 'task'
 -- (the fair queue), 'job' (the strict policy) or 'storage' (a numbered queue).
@@ -30,48 +33,65 @@ local function split_ready(entry)
   return math.floor(entry / LEVELS), entry % LEVELS
 end
 
--- Ready tasks added in this call, per tenant, in the order tenants first appeared, and
--- the levels they were added to.
-local ready_added, ready_tenants, ready_levels = nil, nil, nil
+-- Ready tasks added in this call, per lane and tenant ({lane, tenant} in the order they
+-- first appeared), and the levels they were added to.
+local ready_added, ready_order, ready_levels = nil, nil, nil
 
 -- Queues record `id` as ready since `start_time` (the caller sets its hash): a strict
--- job in its partition, a fair task in its tenant's queues, where a critical task handed
--- back (`first`) goes to the head of its list.
-local function queue_ready(id, kind, tenant, priority, start_time, first)
+-- job in its partition, a fair task in its tenant's queues in the lane of its name
+-- (`lane`), where a critical task handed back (`first`) goes to the head of its list.
+local function queue_ready(id, kind, tenant, lane, priority, start_time, first)
   if kind == 'job' then return queue_strict(id) end
-  if ready_added == nil then ready_added, ready_tenants, ready_levels = {}, {}, {} end
-  ready_levels[tenant] = bit.bor(ready_levels[tenant] or 0, level_bit(priority))
+  if ready_added == nil then ready_added, ready_order, ready_levels = {}, {}, {} end
+  local added, levels = ready_added[lane], ready_levels[lane]
+  if added == nil then
+    added, levels = {}, {}
+    ready_added[lane], ready_levels[lane] = added, levels
+  end
+  levels[tenant] = bit.bor(levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
-    append(first and 'LPUSH' or 'RPUSH', critical_key(tenant), id)
+    append(first and 'LPUSH' or 'RPUSH', critical_key(tenant, lane), id)
   else
-    append('ZADD', normal_key(tenant, priority), start_time, id)
+    append('ZADD', normal_key(tenant, priority, lane), start_time, id)
   end
-  if ready_added[tenant] == nil then
-    ready_added[tenant] = 0
-    ready_tenants[#ready_tenants + 1] = tenant
+  if added[tenant] == nil then
+    added[tenant] = 0
+    ready_order[#ready_order + 1] = {lane, tenant}
   end
-  ready_added[tenant] = ready_added[tenant] + 1
+  added[tenant] = added[tenant] + 1
 end
 
 -- The ring, the ready entries, the running counts and the tenants' counters are written
 -- for every tenant a call serves: a pop that reaches WIDE tenants or more takes them out
 -- of their listpacks (see leave_listpack).
 local WIDE = 8
-local function unpack_tenant_keys()
-  leave_listpack(K.ring, 'zset')
-  leave_listpack(K.ready, 'zset')
+local function unpack_tenant_keys(lane)
+  leave_listpack(lane_key(lane, 'ring'), 'zset')
+  leave_listpack(lane_key(lane, 'ready'), 'zset')
+  leave_listpack(K['ready:tenants'], 'zset')
   leave_listpack(K.running, 'hash')
   leave_listpack(K['stats:tenants'], 'hash')
 end
 
--- Puts `tenant` where its ready count and shares say: in the ring (joining at the back
--- if it was not there), asleep until its rate window opens, or in neither (no ready
--- work, paused, at its concurrency limit). Returns true if it is in the ring.
+-- Lanes where a tenant may now be served: their workers are woken at the call's end.
+local woken, woken_order = nil, nil
+local function lane_servable(lane)
+  if woken == nil then woken, woken_order = {}, {} end
+  if not woken[lane] then
+    woken[lane] = true
+    woken_order[#woken_order + 1] = lane
+  end
+end
+
+-- Puts `tenant` where its ready counts and shares say: in the ring of each lane where it
+-- has ready tasks (joining at the back where it was not), asleep until its rate window
+-- opens, or in no ring (no ready work, paused, at its concurrency limit). Returns true if
+-- it is in a ring.
 local function place(tenant, now)
-  local ready = split_ready(redis.call('ZSCORE', K.ready, tenant))
+  local lanes = redis.call('SMEMBERS', lanes_of_key(tenant))
   local s = shares_of(tenant)
   local room, opens = 1, nil
-  if ready > 0 then room, opens = start_room(tenant, s, now) end
+  if #lanes > 0 then room, opens = start_room(tenant, s, now) end
   if s then
     if opens then
       redis.call('ZADD', K.sleeping, opens, tenant)
@@ -79,126 +99,159 @@ local function place(tenant, now)
       redis.call('ZREM', K.sleeping, tenant)
     end
   end
-  if ready > 0 and room > 0 then
-    redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant)
-    return true
+  if #lanes == 0 then
+    if s and s.weight > 1 then redis.call('HDEL', K.turns, tenant) end
+    return false
   end
-  redis.call('ZREM', K.ring, tenant)
-  if ready == 0 and s and s.weight > 1 then redis.call('HDEL', K.turns, tenant) end
-  return false
+  local tick = room > 0 and next_tick(now)
+  for _, lane in ipairs(lanes) do
+    if tick then
+      redis.call('ZADD', lane_key(lane, 'ring'), 'NX', tick, tenant)
+      lane_servable(lane)
+    else
+      redis.call('ZREM', lane_key(lane, 'ring'), tenant)
+    end
+  end
+  return room > 0
 end
 
 -- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
--- 0/1), then running, ready, in the ring (0/1), when its rate window opens (us, or -1).
+-- 0/1), then running, ready, in a ring (0/1), when its rate window opens (us, or -1).
 local function shares_row(tenant)
   local s = shares_of(tenant) or DEFAULT_SHARES
   local row = {}
   for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
   row[#row + 1] = running_of(tenant)
-  row[#row + 1] = split_ready(redis.call('ZSCORE', K.ready, tenant))
-  row[#row + 1] = redis.call('ZSCORE', K.ring, tenant) and 1 or 0
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K['ready:tenants'], tenant)) or 0
+  local in_ring = 0
+  for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
+    if redis.call('ZSCORE', lane_key(lane, 'ring'), tenant) then in_ring = 1 end
+  end
+  row[#row + 1] = in_ring
   row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
   return row
 end
 
--- K.wakeups holds one token while a tenant may be served, none otherwise. A worker on
--- one server waits in BLPOP on it with its pop pipelined behind (FairQueue.pop's
--- `wait`): the pop runs as soon as the token comes, with no round trip after the
--- wake-up. A pop takes the token away or passes it on (see pop.lua), so waiting workers
--- wake one after another while work is left, and at most one wake-up finds nothing.
-local function signal_ready()
-  if redis.call('LLEN', K.wakeups) == 0 then redis.call('RPUSH', K.wakeups, 1) end
+-- A lane's wake-up token holds one element while a tenant may be served in the lane,
+-- none otherwise. A worker on one server waits in BLPOP on the tokens of its names' lanes
+-- with its pop pipelined behind (FairQueue.pop's `wait`): the pop runs as soon as a token
+-- comes, with no round trip after the wake-up. A pop takes the token away or passes it
+-- on (see pop.lua), so waiting workers wake one after another while work is left, and at
+-- most one wake-up finds nothing. `wakeups:any` is the token of a pop that names no task
+-- names (any lane).
+local function signal_ready(token)
+  if redis.call('LLEN', token) == 0 then redis.call('RPUSH', token, 1) end
 end
 
--- Idle workers wait on the token above, or on `wake` (sharded pub/sub: on a cluster the
--- message stays within the shard of the namespace); both are given only when a tenant
--- may be served.
-local function wake_workers(tenants)
-  if tenants > 0 then
-    redis.call('SPUBLISH', PREFIX .. 'wake', tenants)
-    signal_ready()
+-- Idle workers wait on the tokens above, or on `wake` (sharded pub/sub: on a cluster the
+-- message stays within the shard of the namespace; it names the lane); both are given
+-- only where a tenant may be served.
+local function wake_workers()
+  if woken_order == nil then return end
+  for _, lane in ipairs(woken_order) do
+    redis.call('SPUBLISH', PREFIX .. 'wake', lane)
+    signal_ready(lane_key(lane, 'wakeups'))
   end
+  signal_ready(K['wakeups:any'])
+  woken, woken_order = nil, nil
 end
 
--- Writes the queued ids, the ready entries, and the ring for tenants that came back
--- (they join at the back of the ring), and wakes idle workers if any of those may be
--- served now.
+-- Writes the queued ids, the ready entries, and the rings for tenants that came back to
+-- a lane (they join at the back of its ring), and wakes idle workers if any of those may
+-- be served now.
 local function flush_ready(now)
   flush_appends()
-  if ready_tenants == nil then return end
-  local servable, total = 0, 0
-  for _, tenant in ipairs(ready_tenants) do
-    local added = ready_added[tenant]
+  if ready_order == nil then return end
+  local total = 0
+  for _, at in ipairs(ready_order) do
+    local lane, tenant = at[1], at[2]
+    local added = ready_added[lane][tenant]
     total = total + added
-    local ready, levels = split_ready(redis.call('ZINCRBY', K.ready, added * LEVELS, tenant))
-    local missing = bit.band(ready_levels[tenant], bit.bnot(levels))
-    if missing ~= 0 then redis.call('ZINCRBY', K.ready, missing, tenant) end
-    -- Only a tenant that had no ready task can change what workers may serve: one that
-    -- had some is in the ring already (or held by its shares, which this does not
-    -- change), and workers were woken when it came in. More work for it wakes no one.
+    local lane_ready = lane_key(lane, 'ready')
+    local ready, levels = split_ready(redis.call('ZINCRBY', lane_ready, added * LEVELS, tenant))
+    local missing = bit.band(ready_levels[lane][tenant], bit.bnot(levels))
+    if missing ~= 0 then redis.call('ZINCRBY', lane_ready, missing, tenant) end
+    redis.call('ZINCRBY', K['ready:tenants'], added, tenant)
+    -- Only a tenant that had no ready task in the lane can change what its workers may
+    -- serve: one that had some is in its ring already (or held by its shares, which this
+    -- does not change), and workers were woken when it came in.
     if ready == added then
+      redis.call('SADD', lanes_of_key(tenant), lane)
+      redis.call('SADD', K.lanes, lane)
       if not shares_of(tenant) then
-        redis.call('ZADD', K.ring, 'NX', next_tick(now), tenant)
-        servable = servable + 1
-      elseif place(tenant, now) then
-        servable = servable + 1
+        redis.call('ZADD', lane_key(lane, 'ring'), 'NX', next_tick(now), tenant)
+        lane_servable(lane)
+      else
+        place(tenant, now)
       end
     end
   end
   redis.call('INCRBY', K['ready:total'], total)
-  wake_workers(servable)
-  ready_added, ready_tenants, ready_levels = nil, nil, nil
+  wake_workers()
+  ready_added, ready_order, ready_levels = nil, nil, nil
 end
 
 -- Takes the leases that ended in this call off K.running; a tenant that its concurrency
--- limit held comes back into the ring at once.
+-- limit held comes back into its rings at once.
 local function flush_running(now)
   if leases_ended_tenants == nil then return end
-  local servable = 0
   for _, tenant in ipairs(leases_ended_tenants) do
     if redis.call('HINCRBY', K.running, tenant, -leases_ended[tenant]) <= 0 then
       redis.call('HDEL', K.running, tenant)
     end
     local s = shares_of(tenant)
-    if s and s.concurrency > 0 and place(tenant, now) then servable = servable + 1 end
+    if s and s.concurrency > 0 then place(tenant, now) end
   end
-  wake_workers(servable)
+  wake_workers()
   leases_ended, leases_ended_tenants = nil, nil
 end
 
--- Tenants whose rate window opened come back into the ring (at most `limit`).
+-- Tenants whose rate window opened come back into their rings (at most `limit`).
 local function wake_sleepers(now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.sleeping, '-inf', now, 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
   redis.call('ZREM', K.sleeping, unpack(due))
-  local servable = 0
-  for _, tenant in ipairs(due) do
-    if place(tenant, now) then servable = servable + 1 end
-  end
-  wake_workers(servable)
+  for _, tenant in ipairs(due) do place(tenant, now) end
+  wake_workers()
   return #due
 end
 
--- One ready task of `tenant` left its queues outside a pop (cancel).
-local function release_ready(tenant)
+-- `tenant` has `taken` ready tasks fewer over all lanes; returns how many it has left.
+local function ready_taken(tenant, taken)
+  local left = tonumber(redis.call('ZINCRBY', K['ready:tenants'], -taken, tenant))
+  if left <= 0 then redis.call('ZREM', K['ready:tenants'], tenant) end
+  return left
+end
+
+-- `tenant` has no ready task left in `lane`.
+local function leave_lane(tenant, lane)
+  redis.call('ZREM', lane_key(lane, 'ready'), tenant)
+  redis.call('ZREM', lane_key(lane, 'ring'), tenant)
+  redis.call('SREM', lanes_of_key(tenant), lane)
+  if redis.call('EXISTS', lane_key(lane, 'ready')) == 0 then redis.call('SREM', K.lanes, lane) end
+end
+
+-- One ready task of `tenant` left its queues in `lane` outside a pop (cancel).
+local function release_ready(tenant, lane)
   redis.call('DECR', K['ready:total'])
-  local ready = split_ready(redis.call('ZINCRBY', K.ready, -LEVELS, tenant))
+  ready_taken(tenant, 1)
+  local ready = split_ready(redis.call('ZINCRBY', lane_key(lane, 'ready'), -LEVELS, tenant))
   if ready <= 0 then
-    redis.call('ZREM', K.ready, tenant)
+    leave_lane(tenant, lane)
     place(tenant, clock_now())
   end
 end
 
 -- Removes a queued task from its tenant queue (cancel); returns true if it was there.
-local function unqueue(id, kind, tenant, priority)
+local function unqueue(id, kind, tenant, lane, priority)
   if kind == 'job' then return unqueue_strict(id) end
   local removed
   if priority == CRITICAL then
-    removed = redis.call('LREM', critical_key(tenant), 1, id)
+    removed = redis.call('LREM', critical_key(tenant, lane), 1, id)
   else
-    removed = redis.call('ZREM', normal_key(tenant, priority), id)
+    removed = redis.call('ZREM', normal_key(tenant, priority, lane), id)
   end
-  if removed == 1 then release_ready(tenant) end
+  if removed == 1 then release_ready(tenant, lane) end
   return removed == 1
 end
 
@@ -206,11 +259,12 @@ end
 local TENANT_COUNTERS = {'pushed', 'finished', 'failed', 'retried', 'requeued', 'canceled',
   'expired'}
 
--- A tenant's stats row: {tenant, ready, counters in TENANT_COUNTERS order}.
-local function tenant_stat_row(tenant, score)
+-- A tenant's stats row: {tenant, ready, counters in TENANT_COUNTERS order}; `ready` is
+-- its score in K['ready:tenants'].
+local function tenant_stat_row(tenant, ready)
   local fields = {}
   for i, name in ipairs(TENANT_COUNTERS) do fields[i] = name .. ':' .. tenant end
-  local row = {tenant, (split_ready(score))}
+  local row = {tenant, tonumber(ready) or 0}
   for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(fields))) do
     row[#row + 1] = tonumber(value) or 0
   end
@@ -220,7 +274,7 @@ end
 -- Stats rows of the tenants ranked `first` to `last` (0-based) by ready backlog, the
 -- busiest first. Costs O(log tenants + rows): nothing here goes over every tenant.
 local function tenant_stat_rows(first, last)
-  local ranked = redis.call('ZREVRANGE', K.ready, first, last, 'WITHSCORES')
+  local ranked = redis.call('ZREVRANGE', K['ready:tenants'], first, last, 'WITHSCORES')
   local rows = {}
   for i = 1, #ranked, 2 do rows[#rows + 1] = tenant_stat_row(ranked[i], ranked[i + 1]) end
   return rows

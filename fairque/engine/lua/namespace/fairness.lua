@@ -1,7 +1,7 @@
 -- fairness: who the queue served in the last minutes (include/figures.lua): all starts
 -- and their waits, and the busiest tenants' starts, waits and shares. Bounded by
 -- window * top, whatever the number of tenants, so a live view may call it every second.
--- KEYS: ring ready shares running sleeping
+-- KEYS: shares running sleeping ready:tenants
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the window, in minutes (1 to 10; the current minute is the last)

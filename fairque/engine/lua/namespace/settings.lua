@@ -9,7 +9,7 @@
 -- client of an older format is refused before anything is written, so an old release
 -- never writes into data it does not know; one of the same or a newer format records
 -- its own (upgrades of the data itself, when a format changes them, run here).
--- KEYS: settings
+-- KEYS: settings ready ready:tenants lanes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] 'read', or 'write'
 -- ARGV[3..] for 'write': the client's data format, then name, value, name, value ..., then
@@ -18,6 +18,20 @@
 -- changed_at and changed_by, if ever written)}, or for a client of an older format the
 -- error 'NEWER_FORMAT <prefix> <recorded format> <client format>'.
 --@include base
+
+-- Format 2 put fair tasks in lanes, one per task name (include/base.lua): format 1's
+-- queues become the lane of unnamed tasks, whose keys they already have; its tasks with
+-- a name wait there until a pop hands them over to their lane (queue/hand_over.lua).
+-- Only the entries over lanes are new: O(tenants with ready tasks), once.
+local function upgrade_to_lanes()
+  local entries = redis.call('ZRANGE', K.ready, 0, -1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    local tenant = entries[i]
+    redis.call('ZADD', K['ready:tenants'], math.floor(tonumber(entries[i + 1]) / 64), tenant)
+    redis.call('SADD', lanes_of_key(tenant), '')
+  end
+  if #entries > 0 then redis.call('SADD', K.lanes, '') end
+end
 
 local now = clock_now()
 local before = redis.call('HGETALL', K.settings)
@@ -37,6 +51,7 @@ if ARGV[2] == 'write' then
       return redis.error_reply('INVALID ' .. ARGV[i] .. ' must be a number')
     end
   end
+  if recorded < 2 and format >= 2 then upgrade_to_lanes() end
   if raw ~= tostring(format) then redis.call('HSET', K.settings, 'format', format) end
   for i = 4, #ARGV - 1, 2 do redis.call('HSET', K.settings, ARGV[i], ARGV[i + 1]) end
   if pairs_and_writer > 1 then

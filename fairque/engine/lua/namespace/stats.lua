@@ -1,7 +1,7 @@
 -- stats: records per state (fair tasks, strict jobs and storage tasks), counters, the
 -- busiest tenants and the sums over all tenants. O(1) in tenants and tasks (one read per
 -- strict partition and numbered queue, which are few): an open dashboard may poll it.
--- KEYS: ready scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance ready:total stats:tenants ring running shares sleeping
+-- KEYS: scheduled leases stats state:deferred state:finished state:failed state:canceled strict:partitions storage:queues maintenance ready:total stats:tenants running shares sleeping ready:tenants
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] how many of the busiest tenants to return
@@ -50,4 +50,4 @@ for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(TENANT_COU
 end
 return {states, redis.call('HGETALL', K.stats), tenant_stat_rows(0, top - 1),
   redis.call('HGETALL', K.maintenance), fairness_reply(now, FAIRNESS_MINUTES, fairness_top),
-  sums, redis.call('ZCARD', K.ready)}
+  sums, redis.call('ZCARD', K['ready:tenants'])}

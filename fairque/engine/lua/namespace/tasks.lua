@@ -1,9 +1,9 @@
 -- tasks: one page of the tasks and jobs in a state, for the Web UI.
--- Queued tasks are read tenant by tenant (the busiest first; in each, the critical list,
--- then priorities 5 to 1), then the strict jobs' partitions (when no tenant is asked for);
+-- Queued tasks are read tenant by tenant (the busiest first; in each, the critical lists,
+-- then priorities 5 to 1, each over its lanes in name order), then the strict jobs' partitions (when no tenant is asked for);
 -- deferred tasks by SSCAN; the other states from their registry, newest first. Entries
 -- are filtered by tenant and name after reading, so a page may hold fewer than asked.
--- KEYS: ready scheduled leases state:deferred state:finished state:failed state:canceled strict:partitions
+-- KEYS: scheduled leases state:deferred state:finished state:failed state:canceled strict:partitions ready:tenants
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the state (scheduled, deferred, queued, started, finished, failed, canceled)
@@ -58,10 +58,14 @@ local function take(key, is_list)
 end
 
 local function take_tenant(t)
-  take(critical_key(t), true)
+  local lanes = redis.call('SMEMBERS', lanes_of_key(t))
+  table.sort(lanes)
+  for _, lane in ipairs(lanes) do take(critical_key(t, lane), true) end
   for priority = 5, 1, -1 do
-    if #ids >= size then return end
-    take(normal_key(t, priority), false)
+    for _, lane in ipairs(lanes) do
+      if #ids >= size then return end
+      take(normal_key(t, priority, lane), false)
+    end
   end
 end
 
@@ -73,7 +77,7 @@ end
 
 -- Every tenant's queues, the busiest tenant first, then the strict partitions (by name).
 -- The cursor is a spot, index * OFFSETS + entries there already listed, where the index
--- is a tenant's rank in K.ready, or TENANT_SPOTS + a partition's position: so a page
+-- is a tenant's rank in K['ready:tenants'], or TENANT_SPOTS + a partition's position: so a page
 -- costs O(log tenants + page) whatever the number of tenants. Ranks move as tasks come
 -- and go, so a tenant may be listed twice or skipped between pages; tenants ranked
 -- beyond TENANT_SPOTS are not listed.
@@ -85,7 +89,7 @@ local function page_at(spot, first, taken)
   return page(spot * OFFSETS + listed)
 end
 while index < TENANT_SPOTS do
-  local ranked = redis.call('ZREVRANGE', K.ready, index, index + size - 1)
+  local ranked = redis.call('ZREVRANGE', K['ready:tenants'], index, index + size - 1)
   if #ranked == 0 then break end
   for _, t in ipairs(ranked) do
     local before = #ids

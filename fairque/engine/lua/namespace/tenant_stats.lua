@@ -1,6 +1,6 @@
 -- tenant_stats: per-tenant stats rows, either a page of the tenants with ready tasks,
 -- the busiest first, or the named tenants (with or without ready tasks).
--- KEYS: ready stats:tenants
+-- KEYS: stats:tenants ready:tenants
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the rank of the first row (0-based)
@@ -13,7 +13,7 @@ local rows
 if #ARGV > 3 then
   rows = {}
   for i = 4, #ARGV do
-    rows[#rows + 1] = tenant_stat_row(ARGV[i], redis.call('ZSCORE', K.ready, ARGV[i]))
+    rows[#rows + 1] = tenant_stat_row(ARGV[i], redis.call('ZSCORE', K['ready:tenants'], ARGV[i]))
   end
 else
   local first = tonumber(ARGV[2])

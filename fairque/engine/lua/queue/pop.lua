@@ -1,15 +1,22 @@
 -- pop: lease up to `count` ready tasks by the fair policy (design section 5).
 --
--- Round robin is simulated inside the call on the tenants it can reach (the first
--- `count` of the ring, or the named ones), then written back once: the result is the
--- same as popping one task at a time.
--- KEYS: ring ready scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants wakeups
+-- A pop reaches the lanes (include/base.lua) of the task names the worker serves, the
+-- lane whose first tenant was served longest ago first; then, if it is still short, the
+-- lanes no live worker serves (unnamed tasks, or a name whose workers are gone), whose
+-- tasks the worker hands over (queue/hand_over.lua) until they fail as unserved. A pop
+-- that names no task names reaches every lane. In a lane, round robin is simulated inside
+-- the call on the tenants it can reach (the first `count` of the ring, or the named
+-- ones), then written back once: the result is the same as popping one task at a time.
+-- A tenant's turn is its own across lanes: when it ends, the tenant goes to the back of
+-- the ring of every lane where it has ready tasks.
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any workers:functions
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
 -- ARGV[4] lease seconds ('' = each task's timeout)
--- ARGV[5] 1 when the worker names tenants, else 0 and nothing follows
--- ARGV[6..] the number of assigned tenants, those, the number of steal targets, those
+-- ARGV[5..] the number of task names the worker serves (0: it takes any) and those; then
+--   1 when the worker names tenants, else 0 and nothing follows; then the number of
+--   assigned tenants, those, the number of steal targets, those
 -- Returns, per leased task: id, tenant, priority, name, payload, attempts, lease deadline
 -- (us), lease token, timeout, max_retries, created_at, start_time, prev_start_time,
 -- headers ('' for none, else MessagePack).
@@ -20,12 +27,15 @@ local MANY_LEASES = 16
 local worker_id = ARGV[2]
 local wanted = tonumber(ARGV[3])
 local lease_seconds = tonumber(ARGV[4])
+local names_count = tonumber(ARGV[5])
+local names = {unpack(ARGV, 6, 5 + names_count)}
 local assigned, steal = nil, nil
-if ARGV[5] == '1' then
-  local n = tonumber(ARGV[6])
-  assigned = {unpack(ARGV, 7, 6 + n)}
-  local m = tonumber(ARGV[7 + n])
-  steal = {unpack(ARGV, 8 + n, 7 + n + m)}
+local at = 6 + names_count
+if ARGV[at] == '1' then
+  local n = tonumber(ARGV[at + 1])
+  assigned = {unpack(ARGV, at + 2, at + 1 + n)}
+  local m = tonumber(ARGV[at + 2 + n])
+  steal = {unpack(ARGV, at + 3 + n, at + 2 + n + m)}
 end
 
 local now = clock_now()
@@ -36,14 +46,14 @@ promote_due(now)
 flush_ready(now)
 flush_running(now)
 
--- `candidates` that are in the ring, least recently served first.
-local function in_ring_order(candidates, skip)
-  local fresh = {}
+-- `candidates` that are in `ring`, least recently served first, and the first one's score.
+local function in_ring_order(ring, candidates)
+  local fresh, skip = {}, {}
   for _, tenant in ipairs(candidates) do
     if not skip[tenant] then fresh[#fresh + 1] = tenant; skip[tenant] = true end
   end
   if #fresh == 0 then return {} end
-  local scores = redis.call('ZMSCORE', K.ring, unpack(fresh))
+  local scores = redis.call('ZMSCORE', ring, unpack(fresh))
   local present = {}
   for i, tenant in ipairs(fresh) do
     if scores[i] then present[#present + 1] = {tonumber(scores[i]), tenant} end
@@ -51,36 +61,103 @@ local function in_ring_order(candidates, skip)
   table.sort(present, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
   local ordered = {}
   for i, entry in ipairs(present) do ordered[i] = entry[2] end
-  return ordered
+  return ordered, present[1] and present[1][1]
 end
 
--- Assigned tenants first, then steal targets (work stealing, seed 001); with neither,
--- the head of the global ring: `wanted` serves never reach past its first `wanted`.
-local groups
-if assigned == nil then
-  groups = {redis.call('ZRANGE', K.ring, 0, wanted - 1)}
-else
-  local skip = {}
-  groups = {in_ring_order(assigned, skip), in_ring_order(steal, skip)}
+-- What a lane offers this pop: its groups of tenants (assigned tenants first, then steal
+-- targets (work stealing, seed 001); with neither, the head of its ring: `wanted` serves
+-- never reach past its first `wanted`), and the ring score of the first one, or nil.
+local visited = {}
+local function offer(lane)
+  local ring = lane_key(lane, 'ring')
+  local lane_state = {lane = lane, ring = ring}
+  visited[#visited + 1] = lane_state
+  if assigned == nil then
+    local head = redis.call('ZRANGE', ring, 0, wanted - 1, 'WITHSCORES')
+    local group = {}
+    for i = 1, #head, 2 do group[#group + 1] = head[i] end
+    lane_state.groups, lane_state.first = {group}, tonumber(head[2])
+    lane_state.empty = #head == 0
+  else
+    local mine, first = in_ring_order(ring, assigned)
+    local stolen, first_stolen = in_ring_order(ring, steal)
+    lane_state.groups, lane_state.first = {mine, stolen}, first or first_stolen
+  end
+  return lane_state
+end
+
+-- The lanes of `lanes` that offer tenants, the one whose first was served longest ago first.
+local function offering(lanes)
+  local open = {}
+  for _, lane in ipairs(lanes) do
+    local lane_state = offer(lane)
+    if lane_state.first then open[#open + 1] = lane_state end
+  end
+  if #open > 1 then table.sort(open, function(a, b) return a.first < b.first end) end
+  return open
+end
+
+local serving = offering(names_count > 0 and names or redis.call('SMEMBERS', K.lanes))
+
+-- A worker that names task names, still short: the lanes no live worker serves.
+local function spare_lanes()
+  local mine = {}
+  for _, name in ipairs(names) do mine[name] = true end
+  local others = {}
+  local lanes = redis.call('SMEMBERS', K.lanes)
+  -- No lane holds ready tasks: the token of pops that name no names goes too.
+  if #lanes == 0 then redis.call('DEL', K['wakeups:any']) end
+  for _, lane in ipairs(lanes) do
+    if not mine[lane] then others[#others + 1] = lane end
+  end
+  if #others == 0 then return {} end
+  local serving_workers = redis.call('HMGET', K['workers:functions'], unpack(others))
+  local unserved = {}
+  for i, lane in ipairs(others) do
+    if (tonumber(serving_workers[i]) or 0) <= 0 then unserved[#unserved + 1] = lane end
+  end
+  local open = offering(unserved)
+  for _, lane_state in ipairs(open) do lane_state.spare = true end
+  return open
+end
+
+-- The wake-up tokens follow the rings: a pop that names names keeps (or gives) the tokens
+-- of their lanes while a tenant may be served there, so the next waiting worker wakes,
+-- and takes them away once none may; a pop that names none does so for `wakeups:any`.
+local function keep_tokens()
+  local any = false
+  for _, lane_state in ipairs(visited) do
+    local open = not lane_state.empty and redis.call('EXISTS', lane_state.ring) == 1
+    any = any or open
+    if names_count > 0 and not lane_state.spare then
+      if open then
+        signal_ready(lane_key(lane_state.lane, 'wakeups'))
+      else
+        redis.call('DEL', lane_key(lane_state.lane, 'wakeups'))
+      end
+    end
+  end
+  if names_count == 0 then
+    if any then signal_ready(K['wakeups:any']) else redis.call('DEL', K['wakeups:any']) end
+  end
 end
 
 -- No tenant to serve (an idle worker's pop): it ends here, before the tables and
--- closures serving needs. The wake-up token follows the ring, as at the end below.
-if #groups[1] == 0 and (groups[2] == nil or #groups[2] == 0) then
-  if assigned ~= nil and redis.call('EXISTS', K.ring) == 1 then
-    signal_ready()
-  else -- an empty head of the ring: the ring is empty
-    redis.call('DEL', K.wakeups)
-  end
+-- closures serving needs.
+local spare = nil
+if #serving == 0 and names_count > 0 then spare = spare_lanes() end
+if #serving == 0 and (spare == nil or #spare == 0) then
+  keep_tokens()
   return flush(now, {})
 end
 
--- Per tenant: ready tasks left, and before this call, levels mask, tick of its last
--- serve; and the tenants this call looked at.
-local remaining, before, mask, served_tick, touched = {}, {}, {}, {}, {}
+-- Per tenant: before this call, tick of its last serve; and the tenants this call looked
+-- at. Per lane (its lane_state): ready tasks left, ready tasks before, levels mask, tasks
+-- started, per tenant.
+local served_tick, tenants_touched, seen = {}, {}, {}
 
-local function drop_level(tenant, priority)
-  mask[tenant] = bit.band(mask[tenant], bit.bnot(level_bit(priority)))
+local function drop_level(lane_state, tenant, priority)
+  lane_state.mask[tenant] = bit.band(lane_state.mask[tenant], bit.bnot(level_bit(priority)))
 end
 
 -- The queues a levels mask names, the critical list first, then normal priorities from
@@ -99,26 +176,27 @@ local function levels_of(m)
   return levels
 end
 
--- Removes and returns the next task id of `tenant`: the critical head (FIFO), else the
--- normal head with the highest urgency (p / 5) * (now - ready time); ties go to the
--- higher priority, then to the older task. Only queues in the tenant's mask are asked.
-local function take_task(tenant)
-  local levels = levels_of(mask[tenant])
+-- Removes and returns the next task id of `tenant` in the lane: the critical head (FIFO),
+-- else the normal head with the highest urgency (p / 5) * (now - ready time); ties go to
+-- the higher priority, then to the older task. Only queues in the tenant's mask are asked.
+local function take_task(lane_state, tenant)
+  local lane = lane_state.lane
+  local levels = levels_of(lane_state.mask[tenant])
   if levels[1] == CRITICAL then
-    local id = redis.call('LPOP', critical_key(tenant))
+    local id = redis.call('LPOP', critical_key(tenant, lane))
     if id then return id end
-    drop_level(tenant, CRITICAL)
-    levels = levels_of(mask[tenant])
+    drop_level(lane_state, tenant, CRITICAL)
+    levels = levels_of(lane_state.mask[tenant])
   end
   if #levels == 1 then
-    local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1]))
+    local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1], lane))
     if popped[1] then return popped[1] end
-    drop_level(tenant, levels[1])
+    drop_level(lane_state, tenant, levels[1])
     return nil
   end
   local best_id, best_priority, best_urgency = nil, nil, nil
   for _, priority in ipairs(levels) do
-    local head = redis.call('ZRANGE', normal_key(tenant, priority), 0, 0, 'WITHSCORES')
+    local head = redis.call('ZRANGE', normal_key(tenant, priority, lane), 0, 0, 'WITHSCORES')
     if head[1] then
       local waited = math.max(0, now - tonumber(head[2]))
       local urgency = priority / 5 * waited
@@ -126,10 +204,10 @@ local function take_task(tenant)
         best_id, best_priority, best_urgency = head[1], priority, urgency
       end
     else
-      drop_level(tenant, priority)
+      drop_level(lane_state, tenant, priority)
     end
   end
-  if best_id then redis.call('ZREM', normal_key(tenant, best_priority), best_id) end
+  if best_id then redis.call('ZREM', normal_key(tenant, best_priority, lane), best_id) end
   return best_id
 end
 
@@ -160,108 +238,172 @@ local function lease(id, tenant)
   started[#started + 1] = token
 end
 
--- Reads what the tenants of `group` may take: their ready entries, shares and turns.
--- Returns those that may start a task now, in ring order.
-local function open_group(group)
+-- Reads what the tenants of `group` may take in the lane: their ready entries there,
+-- shares and turns. Returns those that may start a task now, in ring order.
+local function open_group(lane_state, group)
   local active = {}
   if #group == 0 then return active end
-  local entries = redis.call('ZMSCORE', K.ready, unpack(group))
-  read_shares(group)
+  if lane_state.touched == nil then
+    lane_state.ready = lane_key(lane_state.lane, 'ready')
+    lane_state.remaining, lane_state.before, lane_state.mask = {}, {}, {}
+    lane_state.started, lane_state.touched = {}, {}
+  end
+  local entries = redis.call('ZMSCORE', lane_state.ready, unpack(group))
+  if #tenants_touched == 0 then
+    read_shares(group)
+  else -- a later group or lane: only those not read yet
+    local fresh = {}
+    for _, tenant in ipairs(group) do
+      if not seen[tenant] then fresh[#fresh + 1] = tenant end
+    end
+    read_shares(fresh)
+  end
+  local remaining = lane_state.remaining
   for i, tenant in ipairs(group) do
-    remaining[tenant], mask[tenant] = split_ready(entries[i])
-    before[tenant] = remaining[tenant]
-    touched[#touched + 1] = tenant
-    tokens[tenant] = {}
-    local s = shares_read[tenant]
-    room[tenant] = remaining[tenant] > 0 and start_room(tenant, s, now) or 0
-    weight[tenant] = s and s.weight or 1
-    turn_left[tenant] = weight[tenant]
-    if weight[tenant] > 1 then
-      turn_left[tenant] = tonumber(redis.call('HGET', K.turns, tenant)) or weight[tenant]
+    remaining[tenant], lane_state.mask[tenant] = split_ready(entries[i])
+    lane_state.before[tenant] = remaining[tenant]
+    lane_state.started[tenant] = 0
+    lane_state.touched[#lane_state.touched + 1] = tenant
+    if not seen[tenant] then
+      seen[tenant] = true
+      tenants_touched[#tenants_touched + 1] = tenant
+      tokens[tenant] = {}
+      local s = shares_read[tenant]
+      weight[tenant] = s and s.weight or 1
+      turn_left[tenant] = weight[tenant]
+      if weight[tenant] > 1 then
+        turn_left[tenant] = tonumber(redis.call('HGET', K.turns, tenant)) or weight[tenant]
+      end
+    end
+    if room[tenant] == nil and remaining[tenant] > 0 then
+      room[tenant] = start_room(tenant, shares_read[tenant], now)
     end
     if remaining[tenant] > 0 and room[tenant] > 0 then active[#active + 1] = tenant end
   end
   return active
 end
 
-for _, group in ipairs(groups) do
-  if taken >= wanted then break end
-  local active = open_group(group)
-  while taken < wanted and #active > 0 do
-    local still = {}
-    for _, tenant in ipairs(active) do
-      if taken >= wanted then break end
-      repeat
-        local id = take_task(tenant)
-        if id then
-          lease(id, tenant)
-          remaining[tenant] = remaining[tenant] - 1
-          room[tenant] = room[tenant] - 1
-          turn_left[tenant] = turn_left[tenant] - 1
-        else
-          remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+local function serve(lane_state)
+  for _, group in ipairs(lane_state.groups) do
+    if taken >= wanted then return end
+    local active = open_group(lane_state, group)
+    local remaining, started = lane_state.remaining, lane_state.started
+    while taken < wanted and #active > 0 do
+      local still = {}
+      for _, tenant in ipairs(active) do
+        if taken >= wanted then break end
+        repeat
+          local id = take_task(lane_state, tenant)
+          if id then
+            lease(id, tenant)
+            remaining[tenant] = remaining[tenant] - 1
+            started[tenant] = started[tenant] + 1
+            room[tenant] = room[tenant] - 1
+            turn_left[tenant] = turn_left[tenant] - 1
+          else
+            remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+          end
+        until taken >= wanted or remaining[tenant] == 0 or room[tenant] == 0
+          or turn_left[tenant] == 0
+        if turn_left[tenant] == 0 then -- its turn is over: to the back of the rings
+          served_tick[tenant] = next_tick(now)
+          turn_left[tenant] = weight[tenant]
         end
-      until taken >= wanted or remaining[tenant] == 0 or room[tenant] == 0
-        or turn_left[tenant] == 0
-      if turn_left[tenant] == 0 then -- its turn is over: to the back of the ring
-        served_tick[tenant] = next_tick(now)
-        turn_left[tenant] = weight[tenant]
+        if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
       end
-      if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
+      active = still
     end
-    active = still
   end
 end
 
--- Write back: starts to K.running (and the rate logs), ready counts, ring positions.
--- Served tenants whose turn ended move to the back in the order of their last serve;
--- one inside its turn keeps its place; one its shares now hold, and one left without
--- ready work, leave the ring.
-if #touched >= WIDE then unpack_tenant_keys() end
-local entries_left, gone, moves, held, left_ready = {}, {}, {}, {}, 0
-for _, tenant in ipairs(touched) do
+for _, lane_state in ipairs(serving) do
+  if taken >= wanted then break end
+  serve(lane_state)
+end
+if taken < wanted and names_count > 0 then
+  for _, lane_state in ipairs(spare or spare_lanes()) do
+    if taken >= wanted then break end
+    serve(lane_state)
+  end
+end
+
+-- Write back, per lane: ready entries, and tenants left without ready tasks there leave
+-- it; per tenant: starts to K.running (and the rate logs), ready counts, ring positions.
+-- Served tenants whose turn ended move to the back of their rings in the order of their
+-- last serve; one inside its turn keeps its place; one its shares now hold leaves them.
+local left_ready = 0
+for _, lane_state in ipairs(visited) do
+  local touched = lane_state.touched
+  if touched ~= nil and #touched > 0 then
+    if #touched >= WIDE then unpack_tenant_keys(lane_state.lane) end
+    local entries_left, gone = {}, {}
+    for _, tenant in ipairs(touched) do
+      local remaining = lane_state.remaining[tenant]
+      left_ready = left_ready + lane_state.before[tenant] - math.max(remaining, 0)
+      if remaining <= 0 then
+        gone[#gone + 1] = tenant
+      elseif lane_state.started[tenant] > 0 then
+        entries_left[#entries_left + 1] = remaining * LEVELS + lane_state.mask[tenant]
+        entries_left[#entries_left + 1] = tenant
+      end
+    end
+    if #entries_left > 0 then call_chunked('ZADD', lane_state.ready, entries_left) end
+    for _, tenant in ipairs(gone) do leave_lane(tenant, lane_state.lane) end
+  end
+end
+if left_ready > 0 then redis.call('DECRBY', K['ready:total'], left_ready) end
+
+-- The lanes where this pop left `tenant` ready tasks, and how many it left there.
+local function lanes_seen(tenant)
+  local lanes, left = {}, 0
+  for _, lane_state in ipairs(visited) do
+    local remaining = lane_state.remaining and lane_state.remaining[tenant]
+    if remaining and remaining > 0 then
+      lanes[#lanes + 1], left = lane_state.lane, left + remaining
+    end
+  end
+  return lanes, left
+end
+
+local moves, moved_lanes = {}, {}
+for _, tenant in ipairs(tenants_touched) do
   local started = #tokens[tenant]
-  left_ready = left_ready + before[tenant] - math.max(remaining[tenant], 0)
+  local total = nil
   if started > 0 then
     redis.call('HINCRBY', K.running, tenant, started)
     record_starts(tenant, shares_read[tenant], now, tokens[tenant])
+    total = ready_taken(tenant, started)
   end
-  if remaining[tenant] <= 0 then
-    gone[#gone + 1] = tenant
-  else
-    if started > 0 then
-      entries_left[#entries_left + 1] = remaining[tenant] * LEVELS + mask[tenant]
-      entries_left[#entries_left + 1] = tenant
-    end
-    if room[tenant] <= 0 then
-      held[#held + 1] = tenant
-    elseif served_tick[tenant] then
-      moves[#moves + 1] = served_tick[tenant]
-      moves[#moves + 1] = tenant
-    end
-    if weight[tenant] > 1 then
-      if turn_left[tenant] < weight[tenant] and room[tenant] > 0 then
-        redis.call('HSET', K.turns, tenant, turn_left[tenant])
-      else
-        redis.call('HDEL', K.turns, tenant)
+  if room[tenant] ~= nil and room[tenant] <= 0 then
+    place(tenant, now) -- held by its shares: out of every ring
+  elseif served_tick[tenant] then
+    -- Its lanes: those this pop saw it in, unless its total says it has others.
+    local lanes, left = lanes_seen(tenant)
+    if total == nil or total > left then lanes = redis.call('SMEMBERS', lanes_of_key(tenant)) end
+    for _, lane in ipairs(lanes) do
+      local lane_moves = moves[lane]
+      if lane_moves == nil then
+        lane_moves = {}
+        moves[lane], moved_lanes[#moved_lanes + 1] = lane_moves, lane
       end
+      lane_moves[#lane_moves + 1] = served_tick[tenant]
+      lane_moves[#lane_moves + 1] = tenant
+    end
+  end
+  if weight[tenant] > 1 then
+    local any_ready = redis.call('EXISTS', lanes_of_key(tenant)) == 1
+    if any_ready and turn_left[tenant] < weight[tenant] and (room[tenant] or 1) > 0 then
+      redis.call('HSET', K.turns, tenant, turn_left[tenant])
+    else
+      redis.call('HDEL', K.turns, tenant)
     end
   end
 end
-if #entries_left > 0 then call_chunked('ZADD', K.ready, entries_left) end
-if left_ready > 0 then redis.call('DECRBY', K['ready:total'], left_ready) end
-if #moves > 0 then redis.call('ZADD', K.ring, 'XX', unpack(moves)) end
-for _, tenant in ipairs(held) do place(tenant, now) end
-if #gone > 0 then
-  call_chunked('ZREM', K.ready, gone)
-  call_chunked('ZREM', K.ring, gone)
-  for _, tenant in ipairs(gone) do
-    if weight[tenant] > 1 then redis.call('HDEL', K.turns, tenant) end
-  end
+for _, lane in ipairs(moved_lanes) do
+  redis.call('ZADD', lane_key(lane, 'ring'), 'XX', unpack(moves[lane]))
 end
--- The wake-up token follows the ring: kept (or given) while a tenant may be served, so
--- the next waiting worker wakes; taken away once none may.
-if redis.call('EXISTS', K.ring) == 1 then signal_ready() else redis.call('DEL', K.wakeups) end
+wake_workers()
+keep_tokens()
 -- The leases get a member for each task taken, which finish and the reaper take off
 -- one by one: in a listpack (under 128 members) each of those writes scans it, so a pop
 -- of many makes it a skiplist before adding them (~90 bytes more per lease in flight).

@@ -1,7 +1,7 @@
 -- queue/tenant: read or change a tenant's shares (include/shares.lua): weight,
 -- concurrency limit, rate limit and paused flag. A change applies at once: the tenant
 -- leaves or rejoins the ring as its new shares say, keeping its place if it stays.
--- KEYS: ring ready shares running sleeping turns clock wakeups
+-- KEYS: shares running sleeping turns clock ready:tenants wakeups:any
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:
@@ -102,7 +102,10 @@ if new.weight ~= current.weight then
   local given = left and current.weight - left or 0
   if new.weight - given <= 0 then
     redis.call('HDEL', K.turns, tenant)
-    redis.call('ZADD', K.ring, 'XX', next_tick(now), tenant)
+    local tick = next_tick(now)
+    for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
+      redis.call('ZADD', lane_key(lane, 'ring'), 'XX', tick, tenant)
+    end
   elseif given > 0 then
     redis.call('HSET', K.turns, tenant, new.weight - given)
   else
@@ -112,5 +115,6 @@ end
 if shares_read then shares_read[tenant] = nil end
 any_shares = nil
 redis.call('ZREM', K.sleeping, tenant)
-if place(tenant, now) then wake_workers(1) end
+place(tenant, now)
+wake_workers()
 return done(shares_row(tenant))
