@@ -82,10 +82,12 @@ def test_upgrade_says_what_it_changes_and_is_safe_to_rerun(server: Server, names
     args = ["upgrade", "--url", server.url, "--namespace", namespace]
     dry = runner.invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    assert dry.stdout.strip() == (
+    assert dry.stdout.strip().splitlines() == [
+        f"{namespace}: format 2 keeps fair tasks in lanes by task name: builds their entries "
+        "from format 1's queues",
         f"{namespace}: data format none recorded (written before formats were, format 1) "
-        f"-> {DATA_FORMAT}: records it (dry run: nothing written)"
-    )
+        f"-> {DATA_FORMAT}: records it (dry run: nothing written)",
+    ]
     with redis.Redis.from_url(server.url) as client:
         assert recorded(client, namespace) is None
         done = runner.invoke(app, args)

@@ -20,10 +20,18 @@ local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
 -- Lanes (design section 5): a fair task waits in the lane of its name, so that a worker
 -- reaches only tasks it can run. A lane has its own ring, ready entries, wake-up token and
 -- tenant queues; the lane of unnamed tasks, '', keeps the keys of data format 1. A name
--- may hold any character, so its length comes first: the key stays unambiguous.
+-- may hold any character, so its length comes first: the key stays unambiguous. A call
+-- makes each lane's prefix once (a pop names its lane's keys a few times per task).
+local lane_prefixes = nil
 local function lane_key(lane, suffix)
   if lane == '' then return PREFIX .. suffix end
-  return PREFIX .. 'lane:' .. #lane .. ':' .. lane .. ':' .. suffix
+  if lane_prefixes == nil then lane_prefixes = {} end
+  local prefix = lane_prefixes[lane]
+  if prefix == nil then
+    prefix = PREFIX .. 'lane:' .. #lane .. ':' .. lane .. ':'
+    lane_prefixes[lane] = prefix
+  end
+  return prefix .. suffix
 end
 -- The lanes where `tenant` has ready tasks.
 local function lanes_of_key(tenant) return PREFIX .. 'lanes:of:' .. tenant end

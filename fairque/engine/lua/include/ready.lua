@@ -33,32 +33,33 @@ local function split_ready(entry)
   return math.floor(entry / LEVELS), entry % LEVELS
 end
 
--- Ready tasks added in this call, per lane and tenant ({lane, tenant} in the order they
--- first appeared), and the levels they were added to.
-local ready_added, ready_order, ready_levels = nil, nil, nil
+-- Ready tasks added in this call, per lane and tenant, as count * LEVELS + the levels
+-- they were added to; and the lanes and tenants in the order they first appeared (lane,
+-- tenant, lane, tenant...).
+local ready_added, ready_order = nil, nil
 
 -- Queues record `id` as ready since `start_time` (the caller sets its hash): a strict
 -- job in its partition, a fair task in its tenant's queues in the lane of its name
 -- (`lane`), where a critical task handed back (`first`) goes to the head of its list.
 local function queue_ready(id, kind, tenant, lane, priority, start_time, first)
   if kind == 'job' then return queue_strict(id) end
-  if ready_added == nil then ready_added, ready_order, ready_levels = {}, {}, {} end
-  local added, levels = ready_added[lane], ready_levels[lane]
+  if ready_added == nil then ready_added, ready_order = {}, {} end
+  local added = ready_added[lane]
   if added == nil then
-    added, levels = {}, {}
-    ready_added[lane], ready_levels[lane] = added, levels
+    added = {}
+    ready_added[lane] = added
   end
-  levels[tenant] = bit.bor(levels[tenant] or 0, level_bit(priority))
   if priority == CRITICAL then
     append(first and 'LPUSH' or 'RPUSH', critical_key(tenant, lane), id)
   else
     append('ZADD', normal_key(tenant, priority, lane), start_time, id)
   end
-  if added[tenant] == nil then
-    added[tenant] = 0
-    ready_order[#ready_order + 1] = {lane, tenant}
+  local entry = added[tenant]
+  if entry == nil then
+    entry = 0
+    ready_order[#ready_order + 1], ready_order[#ready_order + 2] = lane, tenant
   end
-  added[tenant] = added[tenant] + 1
+  added[tenant] = entry + LEVELS - entry % LEVELS + bit.bor(entry % LEVELS, level_bit(priority))
 end
 
 -- The ring, the ready entries, the running counts and the tenants' counters are written
@@ -163,13 +164,13 @@ local function flush_ready(now)
   flush_appends()
   if ready_order == nil then return end
   local total = 0
-  for _, at in ipairs(ready_order) do
-    local lane, tenant = at[1], at[2]
-    local added = ready_added[lane][tenant]
+  for i = 1, #ready_order, 2 do
+    local lane, tenant = ready_order[i], ready_order[i + 1]
+    local added, added_levels = split_ready(ready_added[lane][tenant])
     total = total + added
     local lane_ready = lane_key(lane, 'ready')
     local ready, levels = split_ready(redis.call('ZINCRBY', lane_ready, added * LEVELS, tenant))
-    local missing = bit.band(ready_levels[lane][tenant], bit.bnot(levels))
+    local missing = bit.band(added_levels, bit.bnot(levels))
     if missing ~= 0 then redis.call('ZINCRBY', lane_ready, missing, tenant) end
     redis.call('ZINCRBY', K['ready:tenants'], added, tenant)
     -- Only a tenant that had no ready task in the lane can change what its workers may
@@ -188,7 +189,7 @@ local function flush_ready(now)
   end
   redis.call('INCRBY', K['ready:total'], total)
   wake_workers()
-  ready_added, ready_order, ready_levels = nil, nil, nil
+  ready_added, ready_order = nil, nil
 end
 
 -- Takes the leases that ended in this call off K.running; a tenant that its concurrency

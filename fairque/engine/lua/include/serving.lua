@@ -1,0 +1,398 @@
+-- The fair pop's serving (queue/pop.lua, design section 5), made once when the library
+-- loads: a pop sets the state below, then offers lanes, serves them and writes back. A
+-- script's own local functions are made again at every call (a closure and its upvalues
+-- each time); these are not.
+--@include maintenance
+
+-- What the pop was asked, set by queue/pop.lua at every call: the worker, how many tasks,
+-- the lease (nil: each task's timeout), the task names it serves (none: any), the tenants
+-- it is assigned and may steal from (nil: neither), and the time of the call.
+local pop_worker, pop_wanted, pop_lease_seconds, pop_now = nil, nil, nil, nil
+local pop_names, pop_names_count, pop_assigned, pop_steal = nil, nil, nil, nil
+-- The lanes the pop looked at (their lane_state), in order.
+local pop_lanes = nil
+-- Per tenant: the tick of its last serve in this call, if its turn ended; the tenants the
+-- pop looked at, in order, and as a set.
+local served_tick, tenants_touched, tenants_seen = nil, nil, nil
+-- The leases made (the reply's rows), and how many tasks they are.
+local leased, taken = nil, 0
+-- Per tenant: how many more it may start in this call (its shares' room), what is left
+-- of its turn (a tenant of weight w takes w tasks in a row before moving to the back:
+-- weighted round robin), its weight, and the lease tokens of its starts.
+local room, turn_left, weight, tokens = nil, nil, nil, nil
+-- The queues of each levels mask (at most 64 values), made once for the library.
+local MASK_LEVELS = {}
+
+-- `candidates` that are in `ring`, least recently served first, and the first one's score.
+local function in_ring_order(ring, candidates)
+  local fresh, skip = {}, {}
+  for _, tenant in ipairs(candidates) do
+    if not skip[tenant] then fresh[#fresh + 1] = tenant; skip[tenant] = true end
+  end
+  if #fresh == 0 then return {} end
+  local scores = redis.call('ZMSCORE', ring, unpack(fresh))
+  local present = {}
+  for i, tenant in ipairs(fresh) do
+    if scores[i] then present[#present + 1] = {tonumber(scores[i]), tenant} end
+  end
+  table.sort(present, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+  local ordered = {}
+  for i, entry in ipairs(present) do ordered[i] = entry[2] end
+  return ordered, present[1] and present[1][1]
+end
+
+-- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
+-- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; and
+-- once served, its ready key and per tenant: ready tasks left, before, levels mask, tasks
+-- started, and the tenants it looked at.
+-- What a lane offers this pop: its groups of tenants (assigned tenants first, then steal
+-- targets (work stealing, seed 001); with neither, the head of its ring: `wanted` serves
+-- never reach past its first `wanted`), and where the first one stands: its ring score,
+-- or the tenant itself, whose score offering() reads if lanes are to be ordered; or false.
+local function offer(lane)
+  local ring = lane_key(lane, 'ring')
+  -- Every field in the constructor: the table is made at its size once.
+  local lane_state = {lane = lane, ring = ring, groups = false, first = false, empty = false,
+    spare = false, kept = false, ready = false, remaining = false, before = false,
+    mask = false, started = false, touched = false}
+  pop_lanes[#pop_lanes + 1] = lane_state
+  if pop_assigned == nil then
+    local head = redis.call('ZRANGE', ring, 0, pop_wanted - 1)
+    -- Where the lane's first tenant stands is read only when lanes are to be ordered.
+    lane_state.groups, lane_state.first = {head}, #head > 0 and head[1]
+    lane_state.empty = #head == 0
+  else
+    local mine, first = in_ring_order(ring, pop_assigned)
+    local stolen, first_stolen = in_ring_order(ring, pop_steal)
+    lane_state.groups, lane_state.first = {mine, stolen}, first or first_stolen or false
+  end
+  return lane_state
+end
+
+-- The lanes of `lanes` that offer tenants, the one whose first was served longest ago first.
+local function offering(lanes)
+  local open = {}
+  for _, lane in ipairs(lanes) do
+    local lane_state = offer(lane)
+    if lane_state.first then open[#open + 1] = lane_state end
+  end
+  if #open > 1 then
+    for _, lane_state in ipairs(open) do
+      if type(lane_state.first) == 'string' then -- a tenant: its score
+        lane_state.first = tonumber(redis.call('ZSCORE', lane_state.ring, lane_state.first))
+      end
+    end
+    table.sort(open, function(a, b) return a.first < b.first end)
+  end
+  return open
+end
+
+-- A worker that names task names, still short: the lanes no live worker serves.
+local function spare_lanes()
+  local mine = {}
+  for _, name in ipairs(pop_names) do mine[name] = true end
+  local others = {}
+  local lanes = redis.call('SMEMBERS', K.lanes)
+  -- No lane holds ready tasks: the token of pops that name no names goes too.
+  if #lanes == 0 then redis.call('DEL', K['wakeups:any']) end
+  for _, lane in ipairs(lanes) do
+    if not mine[lane] then others[#others + 1] = lane end
+  end
+  if #others == 0 then return {} end
+  local serving_workers = redis.call('HMGET', K['workers:functions'], unpack(others))
+  local unserved = {}
+  for i, lane in ipairs(others) do
+    if (tonumber(serving_workers[i]) or 0) <= 0 then unserved[#unserved + 1] = lane end
+  end
+  local open = offering(unserved)
+  for _, lane_state in ipairs(open) do lane_state.spare = true end
+  return open
+end
+
+-- The wake-up tokens follow the rings: a pop that names names keeps (or gives) the tokens
+-- of their lanes while a tenant may be served there, so the next waiting worker wakes,
+-- and takes them away once none may; a pop that names none does so for `wakeups:any`.
+local function keep_tokens()
+  local any = false
+  for _, lane_state in ipairs(pop_lanes) do
+    local open = lane_state.kept
+      or not lane_state.empty and redis.call('EXISTS', lane_state.ring) == 1
+    any = any or open
+    if pop_names_count > 0 and not lane_state.spare then
+      if open then
+        signal_ready(lane_key(lane_state.lane, 'wakeups'))
+      else
+        redis.call('DEL', lane_key(lane_state.lane, 'wakeups'))
+      end
+    end
+  end
+  if pop_names_count == 0 then
+    if any then signal_ready(K['wakeups:any']) else redis.call('DEL', K['wakeups:any']) end
+  end
+end
+
+local function drop_level(lane_state, tenant, priority)
+  lane_state.mask[tenant] = bit.band(lane_state.mask[tenant], bit.bnot(level_bit(priority)))
+end
+
+-- The queues a levels mask names, the critical list first, then normal priorities from
+-- 5 down to 1: made once per mask value (there are at most 64), not once per task taken.
+local function levels_of(m)
+  local levels = MASK_LEVELS[m]
+  if levels == nil then
+    levels = {}
+    for _, priority in ipairs({CRITICAL, 5, 4, 3, 2, 1}) do
+      if bit.band(m, level_bit(priority)) ~= 0 then levels[#levels + 1] = priority end
+    end
+    MASK_LEVELS[m] = levels
+  end
+  return levels
+end
+
+-- Removes and returns the next task id of `tenant` in the lane: the critical head (FIFO),
+-- else the normal head with the highest urgency (p / 5) * (now - ready time); ties go to
+-- the higher priority, then to the older task. Only queues in the tenant's mask are asked.
+local function take_task(lane_state, tenant)
+  local lane = lane_state.lane
+  local levels = levels_of(lane_state.mask[tenant])
+  if levels[1] == CRITICAL then
+    local id = redis.call('LPOP', critical_key(tenant, lane))
+    if id then return id end
+    drop_level(lane_state, tenant, CRITICAL)
+    levels = levels_of(lane_state.mask[tenant])
+  end
+  if #levels == 1 then
+    local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1], lane))
+    if popped[1] then return popped[1] end
+    drop_level(lane_state, tenant, levels[1])
+    return nil
+  end
+  local best_id, best_priority, best_urgency = nil, nil, nil
+  for _, priority in ipairs(levels) do
+    local head = redis.call('ZRANGE', normal_key(tenant, priority, lane), 0, 0, 'WITHSCORES')
+    if head[1] then
+      local waited = math.max(0, pop_now - tonumber(head[2]))
+      local urgency = priority / 5 * waited
+      if best_urgency == nil or urgency > best_urgency then
+        best_id, best_priority, best_urgency = head[1], priority, urgency
+      end
+    else
+      drop_level(lane_state, tenant, priority)
+    end
+  end
+  if best_id then redis.call('ZREM', normal_key(tenant, best_priority, lane), best_id) end
+  return best_id
+end
+
+local function lease(id, tenant)
+  local key = task_key(id)
+  local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
+    'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
+  local deadline = pop_now + math.floor((pop_lease_seconds or tonumber(f[5])) * MICROS)
+  local token = next_tick(pop_now)
+  append('ZADD', K.leases, deadline, id)
+  redis.call('HSET', key, 'state', 'started', 'leased_at', pop_now, 'lease_deadline', deadline,
+    'lease_token', token, 'worker_id', pop_worker)
+  local row = #leased
+  leased[row + 1], leased[row + 2], leased[row + 3], leased[row + 4] = id, tenant, f[1], f[2] or ''
+  leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
+  leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
+  leased[row + 12], leased[row + 13], leased[row + 14] = f[8], f[9] or '', f[10] or ''
+  count('started')
+  note_start(tenant, pop_now - (tonumber(f[8]) or pop_now))
+  taken = taken + 1
+  local started = tokens[tenant]
+  started[#started + 1] = token
+end
+
+-- Reads what the tenants of `group` may take in the lane: their ready entries there,
+-- shares and turns. Returns those that may start a task now, in ring order.
+local function open_group(lane_state, group)
+  local active = {}
+  if #group == 0 then return active end
+  if not lane_state.touched then
+    lane_state.ready = lane_key(lane_state.lane, 'ready')
+    lane_state.remaining, lane_state.before, lane_state.mask = {}, {}, {}
+    lane_state.started, lane_state.touched = {}, {}
+  end
+  local entries = redis.call('ZMSCORE', lane_state.ready, unpack(group))
+  if #tenants_touched == 0 then
+    read_shares(group)
+  else -- a later group or lane: only those not read yet
+    local fresh = {}
+    for _, tenant in ipairs(group) do
+      if not tenants_seen[tenant] then fresh[#fresh + 1] = tenant end
+    end
+    read_shares(fresh)
+  end
+  local remaining = lane_state.remaining
+  for i, tenant in ipairs(group) do
+    remaining[tenant], lane_state.mask[tenant] = split_ready(entries[i])
+    lane_state.before[tenant] = remaining[tenant]
+    lane_state.started[tenant] = 0
+    lane_state.touched[#lane_state.touched + 1] = tenant
+    if not tenants_seen[tenant] then
+      tenants_seen[tenant] = true
+      tenants_touched[#tenants_touched + 1] = tenant
+      tokens[tenant] = {}
+      local s = shares_read[tenant]
+      weight[tenant] = s and s.weight or 1
+      turn_left[tenant] = weight[tenant]
+      if weight[tenant] > 1 then
+        turn_left[tenant] = tonumber(redis.call('HGET', K.turns, tenant)) or weight[tenant]
+      end
+    end
+    if room[tenant] == nil and remaining[tenant] > 0 then
+      room[tenant] = start_room(tenant, shares_read[tenant], pop_now)
+    end
+    if remaining[tenant] > 0 and room[tenant] > 0 then active[#active + 1] = tenant end
+  end
+  return active
+end
+
+local function serve(lane_state)
+  for _, group in ipairs(lane_state.groups) do
+    if taken >= pop_wanted then return end
+    local active = open_group(lane_state, group)
+    local remaining, started = lane_state.remaining, lane_state.started
+    while taken < pop_wanted and #active > 0 do
+      local still = {}
+      for _, tenant in ipairs(active) do
+        if taken >= pop_wanted then break end
+        repeat
+          local id = take_task(lane_state, tenant)
+          if id then
+            lease(id, tenant)
+            remaining[tenant] = remaining[tenant] - 1
+            started[tenant] = started[tenant] + 1
+            room[tenant] = room[tenant] - 1
+            turn_left[tenant] = turn_left[tenant] - 1
+          else
+            remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+          end
+        until taken >= pop_wanted or remaining[tenant] == 0 or room[tenant] == 0
+          or turn_left[tenant] == 0
+        if turn_left[tenant] == 0 then -- its turn is over: to the back of the rings
+          served_tick[tenant] = next_tick(pop_now)
+          turn_left[tenant] = weight[tenant]
+        end
+        if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
+      end
+      active = still
+    end
+  end
+end
+
+-- The lanes where this pop left `tenant` ready tasks, and how many it left there.
+local function lanes_seen(tenant)
+  local lanes, left = {}, 0
+  for _, lane_state in ipairs(pop_lanes) do
+    local remaining = lane_state.remaining and lane_state.remaining[tenant]
+    if remaining and remaining > 0 then
+      lanes[#lanes + 1], left = lane_state.lane, left + remaining
+    end
+  end
+  return lanes, left
+end
+
+
+-- Reads the pop's arguments (see queue/pop.lua) into the state above.
+local function pop_arguments()
+  pop_worker, pop_wanted, pop_lease_seconds = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+  pop_names_count = tonumber(ARGV[5])
+  pop_names = {unpack(ARGV, 6, 5 + pop_names_count)}
+  local at = 6 + pop_names_count
+  if ARGV[at] == '1' then
+    local n = tonumber(ARGV[at + 1])
+    pop_assigned = {unpack(ARGV, at + 2, at + 1 + n)}
+    local m = tonumber(ARGV[at + 2 + n])
+    pop_steal = {unpack(ARGV, at + 3 + n, at + 2 + n + m)}
+  end
+end
+
+-- Serves the lanes `serving`, then, for a pop still short that names names, `spare` (or
+-- the spare lanes, read now).
+local function serve_lanes(serving, spare)
+  served_tick, tenants_touched, tenants_seen = {}, {}, {}
+  leased, taken = {}, 0
+  room, turn_left, weight, tokens = {}, {}, {}, {}
+  for _, lane_state in ipairs(serving) do
+    if taken >= pop_wanted then break end
+    serve(lane_state)
+  end
+  if taken < pop_wanted and pop_names_count > 0 then
+    for _, lane_state in ipairs(spare or spare_lanes()) do
+      if taken >= pop_wanted then break end
+      serve(lane_state)
+    end
+  end
+end
+
+-- Write back, per lane: ready entries, and tenants left without ready tasks there leave
+-- it; per tenant: starts to K.running (and the rate logs), ready counts, ring positions.
+-- Served tenants whose turn ended move to the back of their rings in the order of their
+-- last serve; one inside its turn keeps its place; one its shares now hold leaves them.
+local function write_back()
+  local left_ready = 0
+  for _, lane_state in ipairs(pop_lanes) do
+    local touched = lane_state.touched
+    if touched and #touched > 0 then
+      if #touched >= WIDE then unpack_tenant_keys(lane_state.lane) end
+      local entries_left, gone = {}, {}
+      for _, tenant in ipairs(touched) do
+        local remaining = lane_state.remaining[tenant]
+        left_ready = left_ready + lane_state.before[tenant] - math.max(remaining, 0)
+        if remaining <= 0 then
+          gone[#gone + 1] = tenant
+        else
+          if (room[tenant] or 1) > 0 then lane_state.kept = true end -- stays in the ring
+          if lane_state.started[tenant] > 0 then
+            entries_left[#entries_left + 1] = remaining * LEVELS + lane_state.mask[tenant]
+            entries_left[#entries_left + 1] = tenant
+          end
+        end
+      end
+      if #entries_left > 0 then call_chunked('ZADD', lane_state.ready, entries_left) end
+      for _, tenant in ipairs(gone) do leave_lane(tenant, lane_state.lane) end
+    end
+  end
+  if left_ready > 0 then redis.call('DECRBY', K['ready:total'], left_ready) end
+
+  local moves, moved_lanes = {}, {}
+  for _, tenant in ipairs(tenants_touched) do
+    local started = #tokens[tenant]
+    local total = nil
+    if started > 0 then
+      redis.call('HINCRBY', K.running, tenant, started)
+      record_starts(tenant, shares_read[tenant], pop_now, tokens[tenant])
+      total = ready_taken(tenant, started)
+    end
+    if room[tenant] ~= nil and room[tenant] <= 0 then
+      place(tenant, pop_now) -- held by its shares: out of every ring
+    elseif served_tick[tenant] then
+      -- Its lanes: those this pop saw it in, unless its total says it has others.
+      local lanes, left = lanes_seen(tenant)
+      if total == nil or total > left then lanes = redis.call('SMEMBERS', lanes_of_key(tenant)) end
+      for _, lane in ipairs(lanes) do
+        local lane_moves = moves[lane]
+        if lane_moves == nil then
+          lane_moves = {}
+          moves[lane], moved_lanes[#moved_lanes + 1] = lane_moves, lane
+        end
+        lane_moves[#lane_moves + 1] = served_tick[tenant]
+        lane_moves[#lane_moves + 1] = tenant
+      end
+    end
+    if weight[tenant] > 1 then
+      local any_ready = redis.call('EXISTS', lanes_of_key(tenant)) == 1
+      if any_ready and turn_left[tenant] < weight[tenant] and (room[tenant] or 1) > 0 then
+        redis.call('HSET', K.turns, tenant, turn_left[tenant])
+      else
+        redis.call('HDEL', K.turns, tenant)
+      end
+    end
+  end
+  for _, lane in ipairs(moved_lanes) do
+    redis.call('ZADD', lane_key(lane, 'ring'), 'XX', unpack(moves[lane]))
+  end
+end
