@@ -202,6 +202,33 @@ def test_tenants_busiest_first_a_page_at_a_time(server: LocalServer, namespace: 
     assert "Traceback" not in bad.output
 
 
+def test_task_name_limits_from_the_shell(server: LocalServer, namespace: str) -> None:
+    where = ["--url", server.url, "--namespace", namespace]
+    with FairQueue(server.url, namespace) as queue:
+        queue.push_many([Task(user_id=f"u{n}", name="render") for n in range(3)])
+        changed = runner.invoke(
+            app, ["limit", "set", "render", "--concurrency", "2", "--json", *where]
+        )
+        assert changed.exit_code == 0, changed.output
+        assert json.loads(changed.stdout)["concurrency"] == 2
+        assert len(queue.pop(count=3, names=["render"])) == 2
+        shown = runner.invoke(app, ["limit", "show", "render", *where])
+        assert "at its concurrency limit" in shown.stdout
+        paused = runner.invoke(app, ["limit", "pause", "render", *where])
+        assert paused.exit_code == 0
+        assert "paused render: its tasks wait" in paused.output
+        listed = runner.invoke(app, ["limits", *where])
+        assert "render" in listed.stdout
+        assert "paused" in listed.stdout
+        assert runner.invoke(app, ["limit", "resume", "render", *where]).exit_code == 0
+        assert not queue.limits("render").paused
+        bad = runner.invoke(app, ["limit", "set", "render", "--rate", "-1", *where])
+        assert bad.exit_code == 2
+        assert "rate" in bad.output
+        assert "Traceback" not in bad.output
+        assert queue.limits("render").rate == 0
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [(["--weight", "0"], "weight"), (["--rate", "5.5"], "rate"), ([], "nothing to set")],

@@ -27,7 +27,7 @@ from fairque.engine.calls import MICROS, Call, pack
 from fairque.engine.connect import sync_client
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
-from fairque.queue import LeasedTask, Priority, QueueOps, SharesChange, WorkerInfo
+from fairque.queue import LeasedTask, LimitsChange, Priority, QueueOps, SharesChange, WorkerInfo
 from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, SchedulerOps, anchored
@@ -47,7 +47,8 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "namespace/backlog", "namespace/cancel", "namespace/due", "namespace/fairness",
         "namespace/get", "namespace/promote", "namespace/reap", "namespace/retry",
         "namespace/settings", "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
-        "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/pop",
+        "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/limits",
+        "queue/pop",
         "queue/push", "queue/release", "queue/report", "queue/retry_failed", "queue/tenant",
         "queue/workers", "queue/xcom_pull", "queue/xcom_push",
         "scheduler/claim", "scheduler/failed", "scheduler/fire", "scheduler/instance",
@@ -241,6 +242,8 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue hand_over": lambda: QUEUE.hand_over([_leased()], 1.0, 60.0),
     "queue tenant": lambda: QUEUE.set_tenant("a", SharesChange(weight=2, rate=5, period=1.0)),
     "queue tenants": lambda: QUEUE.tenants_with_shares(0, 10),
+    "queue limits": lambda: QUEUE.set_limits("render", LimitsChange(concurrency=2)),
+    "queue limits page": lambda: QUEUE.names_with_limits(0, 10),
     "namespace fairness": lambda: QUEUE.fairness(5, 20),
     "namespace cancel": lambda: QUEUE.cancel("t1"),
     "namespace retry": lambda: QUEUE.retry("t1"),

@@ -1,5 +1,6 @@
 """``fairque tenant show|set|pause|resume NAME`` and ``fairque tenants``: a tenant's shares
-of the queue (weight, concurrency and rate limits, paused), as the Web UI edits them."""
+of the queue (weight, concurrency and rate limits, paused), as the Web UI edits them; and
+``fairque limit show|set|pause|resume NAME`` and ``fairque limits``: a task name's limits."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from fairque.cli.common import (
     print_json,
 )
 from fairque.cli.queue import STAT_COLUMNS
-from fairque.queue.models import TenantShares
-from fairque.queue.shares import SHARES
+from fairque.queue.models import TaskLimits, TenantShares
+from fairque.queue.shares import LIMITS, SHARES, ShareField
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 
@@ -73,8 +74,9 @@ def show(
         _print([shares], f"tenant {tenant} of {target.namespace}")
 
 
-# The numbers `tenant set` takes: the shares' fields, but the flag (pause and resume).
+# The numbers `tenant set` and `limit set` take: the fields, but the flag (pause and resume).
 SET_FIELDS = [field for field in SHARES if field.kind is not bool]
+LIMIT_SET_FIELDS = [field for field in LIMITS if field.kind is not bool]
 
 
 def _number(value: float | None) -> str:
@@ -82,14 +84,20 @@ def _number(value: float | None) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
 
 
-def _share_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Gives ``command`` an option per field of the shares' table (its help and bounds
-    are the table's), before ``--json``: the table, not a copy, is the CLI's."""
+def _share_options(
+    fields: list[ShareField],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Gives a command an option per field of ``fields`` (its help and bounds are the
+    table's), before ``--json``: the table, not a copy, is the CLI's."""
+    return lambda command: _with_options(command, fields)
+
+
+def _with_options(command: Callable[..., None], fields: list[ShareField]) -> Callable[..., None]:
     signature = inspect.signature(command)
     parameters = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     last = next(i for i, p in enumerate(parameters) if p.name == "as_json")
     kind, options = parameters[0].kind, []
-    for field in SET_FIELDS:
+    for field in fields:
         help_text = f"{field.help} {_number(field.low)} to {_number(field.high)}."
         option = typer.Option(None, f"--{field.name}", metavar=field.metavar, help=help_text)
         options.append(
@@ -103,7 +111,7 @@ def _share_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @app.command("set")
 @on_queue
-@_share_options
+@_share_options(SET_FIELDS)
 def set_(
     target: QueueTarget,
     tenant: str = TENANT,
@@ -194,7 +202,107 @@ def _busiest(target: QueueTarget, cursor: int, limit: int, as_json: bool) -> Non
         console.print(f"more: --busiest --cursor {page.cursor}", highlight=False)
 
 
+limit_app = Typer(
+    help="A task name's limits across all workers: concurrency, rate, pause (with the "
+    "tenants' shares: a task starts when both allow)."
+)
+NAME = typer.Argument(..., metavar="NAME", help="The task name (its function's).")
+
+
+def _print_limits(limits: list[TaskLimits], title: str) -> None:
+    listing = Listing(
+        title, ("name", "concurrency", "rate", "paused", "running", "state"),
+        right=("concurrency", "running"),
+    )  # fmt: skip
+    for one in limits:
+        rate = "-" if one.rate == 0 else f"{one.rate} per {one.period:g} s"
+        if one.paused:
+            state = "paused"
+        elif one.window_opens_at is not None:
+            opens = datetime.fromtimestamp(one.window_opens_at, timezone.utc)
+            state = f"rate window opens {opens:%H:%M:%S} UTC"
+        elif one.concurrency and one.running >= one.concurrency:
+            state = "at its concurrency limit"
+        else:
+            state = "starts"
+        listing.add(one.name, _limit(one.concurrency), rate, "yes" if one.paused else "no",
+                    one.running, state)  # fmt: skip
+    listing.print()
+
+
+def _say_limits(limits: TaskLimits, as_json: bool, target: QueueTarget) -> None:
+    if as_json:
+        print_json(dataclasses.asdict(limits))
+    else:
+        _print_limits([limits], f"task name {limits.name} in {target.namespace}")
+
+
+@limit_app.command("show")
+@on_queue
+def limit_show(target: QueueTarget, name: str = NAME, as_json: bool = JSON_OPTION) -> None:
+    """A task name's limits and its tasks running now (counted while it has limits)."""
+    with target.open() as queue:
+        _say_limits(queue.limits(name), as_json, target)
+
+
+@limit_app.command("set")
+@on_queue
+@_share_options(LIMIT_SET_FIELDS)
+def limit_set(
+    target: QueueTarget,
+    name: str = NAME,
+    as_json: bool = JSON_OPTION,
+    **changes: float | None,
+) -> None:
+    """Change a task name's limits (what you leave out keeps its value; 0: no limit);
+    applies at once, across all workers."""
+    if all(value is None for value in changes.values()):
+        names = ", ".join(f"--{field.name}" for field in LIMIT_SET_FIELDS)
+        raise fail(f"nothing to set: give one of {names}")
+    with target.open() as queue:
+        _say_limits(queue.set_limits(name, **changes), as_json, target)  # type: ignore[arg-type]
+
+
+@limit_app.command("pause")
+@on_queue
+def limit_pause(target: QueueTarget, name: str = NAME) -> None:
+    """No worker starts tasks of the name until it is resumed; they stay queued."""
+    with target.open() as queue:
+        queue.set_limits(name, paused=True)
+    console.print(f"paused {name}: its tasks wait", highlight=False)
+
+
+@limit_app.command("resume")
+@on_queue
+def limit_resume(target: QueueTarget, name: str = NAME) -> None:
+    """Workers start tasks of the name again."""
+    with target.open() as queue:
+        queue.set_limits(name, paused=False)
+    console.print(f"resumed {name}", highlight=False)
+
+
+@on_queue
+def limits(
+    target: QueueTarget,
+    cursor: int = typer.Option(0, "--cursor", min=0, metavar="C", help="Where a page goes on."),
+    limit: int = typer.Option(100, "--limit", metavar="N", help="Names per page (1 to 1000)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The task names with limits, a page at a time."""
+    with target.open() as queue:
+        page = queue.names_with_limits(cursor, limit)
+    if as_json:
+        print_json({"names": [dataclasses.asdict(one) for one in page.names],
+                    "cursor": page.cursor})  # fmt: skip
+        return
+    _print_limits(page.names, f"task names with limits in {target.namespace}")
+    if page.cursor:
+        console.print(f"more: --cursor {page.cursor}", highlight=False)
+
+
 def register(root: Typer) -> None:
-    """Adds ``tenant ...`` and ``tenants`` to ``root``."""
+    """Adds ``tenant ...``, ``tenants``, ``limit ...`` and ``limits`` to ``root``."""
     root.add_typer(app, name="tenant")
     root.command("tenants")(tenants)
+    root.add_typer(limit_app, name="limit")
+    root.command("limits")(limits)

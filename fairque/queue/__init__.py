@@ -14,6 +14,7 @@ from fairque.queue.models import (
     Backlog,
     FairnessView,
     LeasedTask,
+    LimitsPage,
     Maintenance,
     MaintenanceStatus,
     MinuteFigures,
@@ -22,6 +23,7 @@ from fairque.queue.models import (
     SharesPage,
     Task,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TaskSummary,
     TenantService,
@@ -31,7 +33,7 @@ from fairque.queue.models import (
     WorkerInfo,
 )
 from fairque.queue.ops import QueueOps
-from fairque.queue.shares import SharesChange
+from fairque.queue.shares import LimitsChange, SharesChange
 
 __all__ = [
     "AsyncFairQueue",
@@ -42,6 +44,8 @@ __all__ = [
     "FairQueue",
     "FairnessView",
     "LeasedTask",
+    "LimitsChange",
+    "LimitsPage",
     "Maintenance",
     "MaintenanceStatus",
     "MinuteFigures",
@@ -54,6 +58,7 @@ __all__ = [
     "SharesPage",
     "Task",
     "TaskInfo",
+    "TaskLimits",
     "TaskPage",
     "TaskSummary",
     "TenantService",

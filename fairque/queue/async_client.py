@@ -29,11 +29,13 @@ from fairque.queue.models import (
     Backlog,
     FairnessView,
     LeasedTask,
+    LimitsPage,
     Maintenance,
     QueueStats,
     SharesPage,
     Task,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TenantShares,
     TenantStats,
@@ -48,7 +50,7 @@ from fairque.queue.ops import (
     ResultWait,
 )
 from fairque.queue.plans import QueuePlans
-from fairque.queue.shares import SharesChange
+from fairque.queue.shares import LimitsChange, SharesChange
 
 T = TypeVar("T")
 
@@ -359,6 +361,29 @@ class AsyncQueue(AsyncClosing):
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
         return await self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
+
+    async def limits(self, name: str) -> TaskLimits:
+        """A task name's limits (concurrency, rate, paused) and its tasks running now."""
+        return await self.executor.run(self.plans.limits(name))
+
+    async def set_limits(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TaskLimits:
+        """Changes a task name's limits at once, across all workers (None keeps a value;
+        see :class:`~fairque.queue.shares.LimitsChange`): a task of the name starts only
+        when they and its tenant's shares both allow. Returns them."""
+        change = LimitsChange(concurrency=concurrency, rate=rate, period=period, paused=paused)
+        return await self.executor.run(self.plans.set_limits(name, change))
+
+    async def names_with_limits(self, cursor: int = 0, count: int = 100) -> LimitsPage:
+        """A page of the task names with limits (cursor 0: no more)."""
+        return await self.executor.run(self.plans.names_with_limits(cursor, count))
 
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""

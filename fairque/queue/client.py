@@ -30,11 +30,13 @@ from fairque.queue.models import (
     Backlog,
     FairnessView,
     LeasedTask,
+    LimitsPage,
     Maintenance,
     QueueStats,
     SharesPage,
     Task,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TenantShares,
     TenantStats,
@@ -49,7 +51,7 @@ from fairque.queue.ops import (
     ResultWait,
 )
 from fairque.queue.plans import QueuePlans
-from fairque.queue.shares import SharesChange
+from fairque.queue.shares import LimitsChange, SharesChange
 
 T = TypeVar("T")
 
@@ -356,6 +358,29 @@ class Queue(Closing):
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
         return self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
+
+    def limits(self, name: str) -> TaskLimits:
+        """A task name's limits (concurrency, rate, paused) and its tasks running now."""
+        return self.executor.run(self.plans.limits(name))
+
+    def set_limits(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        rate: int | None = None,
+        period: float | None = None,
+        paused: bool | None = None,
+    ) -> TaskLimits:
+        """Changes a task name's limits at once, across all workers (None keeps a value;
+        see :class:`~fairque.queue.shares.LimitsChange`): a task of the name starts only
+        when they and its tenant's shares both allow. Returns them."""
+        change = LimitsChange(concurrency=concurrency, rate=rate, period=period, paused=paused)
+        return self.executor.run(self.plans.set_limits(name, change))
+
+    def names_with_limits(self, cursor: int = 0, count: int = 100) -> LimitsPage:
+        """A page of the task names with limits (cursor 0: no more)."""
+        return self.executor.run(self.plans.names_with_limits(cursor, count))
 
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""

@@ -281,6 +281,30 @@ class TenantShares:
     window_opens_at: float | None = None  # held by its rate limit until then (epoch s)
 
 
+@dataclass(frozen=True)
+class TaskLimits:
+    """A task name's limits across all workers (``FairQueue.limits``), on top of each
+    tenant's shares: a task starts only when both allow. Its fields are those of
+    :data:`~fairque.queue.shares.LIMITS`, with their defaults."""
+
+    name: str
+    concurrency: int = 0  # its tasks STARTED at once across all workers; 0: no limit
+    rate: int = 0  # starts per `period` seconds; 0: no limit
+    period: float = 0.0
+    paused: bool = False  # no worker starts its tasks
+    running: int = 0  # its tasks STARTED now, counted while it has limits
+    window_opens_at: float | None = None  # held by its rate limit until then (epoch s)
+
+
+@dataclass(frozen=True)
+class LimitsPage:
+    """A page of task names with limits; pass ``cursor`` back for the next page (0: no
+    more)."""
+
+    names: list[TaskLimits]
+    cursor: int
+
+
 WAIT_BUCKETS = 48  # include/figures.lua: bucket b >= 1 holds waits below 1.5^b ms
 
 

@@ -55,6 +55,7 @@ from fairque.queue.models import (
     Backlog,
     FairnessView,
     LeasedTask,
+    LimitsPage,
     Maintenance,
     MaintenanceStatus,
     MinuteFigures,
@@ -63,6 +64,7 @@ from fairque.queue.models import (
     SharesPage,
     Task,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TaskSummary,
     TenantService,
@@ -72,7 +74,14 @@ from fairque.queue.models import (
     WorkerInfo,
     check_headers,
 )
-from fairque.queue.shares import SHARES, SharesChangeModel, change_args, read_shares
+from fairque.queue.shares import (
+    LIMIT_ARGS,
+    LIMITS,
+    SHARES,
+    SharesChangeModel,
+    change_args,
+    read_shares,
+)
 
 T = TypeVar("T")
 
@@ -667,6 +676,24 @@ class QueueOps:
             raise InvalidInput("top", f"must be a whole number from 1 to 100, got {top!r}")
         return self.namespace.call("namespace/fairness", (minutes, top), _fairness_of(minutes))
 
+    def limits(self, name: str) -> Call[TaskLimits]:
+        """A task name's limits and its tasks running (every name has them: none)."""
+        _check_name(name, "name")
+        return self.namespace.call("queue/limits", ("get", name), _limits_of(name))
+
+    def set_limits(self, name: str, change: SharesChangeModel) -> Call[TaskLimits]:
+        """Changes a task name's limits (None fields keep their value); applies at once."""
+        _check_name(name, "name")
+        args = ("set", name, *change_args(change.given(), LIMIT_ARGS))
+        return self.namespace.call("queue/limits", args, _limits_of(name))
+
+    def names_with_limits(self, cursor: int = 0, count: int = 100) -> Call[LimitsPage]:
+        """A page of the task names with limits; pass the cursor back (0: no more)."""
+        if not 0 <= cursor < 2**63:
+            raise InvalidInput("cursor", f"must be 0 or a cursor a page returned, got {cursor}")
+        _check_positive(count, "count", MAX_PAGE)
+        return self.namespace.call("queue/limits", ("list", cursor, int(count)), _parse_limits_page)
+
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> Call[SharesPage]:
         """A page of the tenants whose shares are not all defaults; pass the cursor back
         for the next page (0: no more)."""
@@ -717,6 +744,23 @@ def _fairness_of(minutes: int) -> Callable[[list[Any]], FairnessView]:
         )  # fmt: skip
 
     return parse
+
+
+def _limits_row(name: str, row: list[Any]) -> TaskLimits:
+    running, opens = (int(value) for value in row[len(SHARES) :])
+    return TaskLimits(
+        name, **read_shares(row[1:], LIMITS), running=running,
+        window_opens_at=None if opens < 0 else opens / MICROS,
+    )  # fmt: skip
+
+
+def _limits_of(name: str) -> Callable[[list[Any]], TaskLimits]:
+    return lambda row: _limits_row(name, row)
+
+
+def _parse_limits_page(reply: list[Any]) -> LimitsPage:
+    names = [_limits_row(reply[i].decode(), reply[i + 1]) for i in range(1, len(reply), 2)]
+    return LimitsPage(names=names, cursor=int(reply[0]))
 
 
 def _parse_shares_page(reply: list[Any]) -> SharesPage:

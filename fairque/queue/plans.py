@@ -34,6 +34,7 @@ from fairque.queue.models import (
     Backlog,
     FairnessView,
     LeasedTask,
+    LimitsPage,
     Maintenance,
     MaintenanceStatus,
     MinuteFigures,
@@ -41,15 +42,22 @@ from fairque.queue.models import (
     SharesPage,
     Task,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TenantStats,
     TenantStatsPage,
     WorkerInfo,
 )
 from fairque.queue.ops import MIN_POP_WAIT, Leased, QueueOps
+from fairque.queue.shares import SharesChangeModel
 
 T = TypeVar("T")
 P = TypeVar("P", TaskPage, TenantStatsPage, SharesPage)
+
+
+def merge_limits(parts: Sequence[TaskLimits]) -> TaskLimits:
+    """The shards' rows of one task name as one: its running tasks summed."""
+    return dataclasses.replace(parts[0], running=sum(part.running for part in parts))
 
 
 def merge_fairness(parts: Sequence[FairnessView], top: int) -> FairnessView:
@@ -397,6 +405,19 @@ class QueuePlans(ShardPlans[QueueOps]):
     def workers(self) -> Plan[list[WorkerInfo]]:
         """The live workers, each once."""
         return self.each(lambda ops: ops.workers(), merge_workers)
+
+    def limits(self, name: str) -> Plan[TaskLimits]:
+        """A task name's limits: the same on every shard, which applies them to its own
+        tenants' tasks; its running tasks summed over the shards."""
+        return self.each(lambda ops: ops.limits(name), merge_limits)
+
+    def set_limits(self, name: str, change: SharesChangeModel) -> Plan[TaskLimits]:
+        """Changes a task name's limits on every shard."""
+        return self.each(lambda ops: ops.set_limits(name, change), merge_limits)
+
+    def names_with_limits(self, cursor: int, count: int) -> Plan[LimitsPage]:
+        """A page of the task names with limits (every shard holds the same: the first's)."""
+        return (self.single or self.shards[0]).names_with_limits(cursor, count)
 
     def tenants_with_shares(self, cursor: int, count: int) -> Plan[SharesPage]:
         """A page of the tenants with shares, shard after shard."""

@@ -56,6 +56,12 @@ SHARES: tuple[ShareField, ...] = (
 )  # fmt: skip
 
 
+# A task name's limits (``FairQueue.set_limits``): the same fields but the weight, which a
+# name does not have (the script keeps it at 1: the bounds below let nothing else in).
+LIMITS: tuple[ShareField, ...] = tuple(field for field in SHARES if field.name != "weight")
+LIMIT_ARGS: tuple[ShareField, ...] = (ShareField("weight", int, 1, 1, 1), *LIMITS)
+
+
 def field_named(name: str, fields: Sequence[ShareField] = SHARES) -> ShareField:
     """The field ``name`` of ``fields``."""
     return next(field for field in fields if field.name == name)
@@ -99,7 +105,9 @@ class SharesChangeModel(BaseModel):
         return {name: value for name, value in self.model_dump().items() if value is not None}
 
 
-def change_model(fields: Sequence[ShareField] = SHARES) -> type[SharesChangeModel]:
+def change_model(
+    fields: Sequence[ShareField] = SHARES, name: str = "SharesChange", doc: str = ""
+) -> type[SharesChangeModel]:
     """The pydantic model of a change to ``fields`` (each optional: None keeps it)."""
     definitions: dict[str, Any] = {
         field.name: (field.kind | None, Field(default=None, ge=field.low, le=field.high))
@@ -107,10 +115,10 @@ def change_model(fields: Sequence[ShareField] = SHARES) -> type[SharesChangeMode
     }
     kinds = {field.name: field.kind for field in fields}
     model = pydantic.create_model(
-        "SharesChange",
+        name,
         __base__=SharesChangeModel,
         __module__=__name__,
-        __doc__=_CHANGE_DOC,
+        __doc__=doc or _CHANGE_DOC,
         **definitions,
     )
     model.kinds = classmethod(lambda _cls: kinds)  # type: ignore[method-assign,assignment]
@@ -123,6 +131,12 @@ _CHANGE_DOC = (
 )
 
 SharesChange = change_model()
+LimitsChange = change_model(
+    LIMITS,
+    "LimitsChange",
+    "A change to a task name's limits (``FairQueue.set_limits``); None keeps a value.\n\n"
+    + "\n".join(f"``{field.name}``: {field.help}" for field in LIMITS),
+)
 
 
 def update_body(fields: Sequence[ShareField] = SHARES) -> type[msgspec.Struct]:

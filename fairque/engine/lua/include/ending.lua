@@ -89,7 +89,7 @@ local function cancel_one(id, reason, now, abort)
     redis.call('SREM', K['state:deferred'], id)
   elseif state == 'started' and abort and kind == 'task' then
     redis.call('ZREM', K.leases, id)
-    lease_ended(kind, tenant)
+    lease_ended(kind, tenant, f[5])
   else
     return state, false
   end
@@ -185,12 +185,13 @@ local function each_held_lease(rows, width, wanted, handle)
   local at, fields = #wanted, wanted
   fields[at + 1], fields[at + 2], fields[at + 3], fields[at + 4] = 'state', 'lease_token',
     'kind', 'tenant'
+  fields[at + 5] = 'name'
   local held, unleased = {}, {}
   for i, row in each_row(rows, width) do
     local f = redis.call('HMGET', task_key(row[1]), unpack(fields))
     if f[at + 1] == 'started' and f[at + 2] == row[2] then
       unleased[#unleased + 1] = row[1]
-      lease_ended(f[at + 3], f[at + 4])
+      lease_ended(f[at + 3], f[at + 4], f[at + 5])
       handle(row, f, f[at + 3], f[at + 4])
       held[i] = 1
     else
@@ -209,10 +210,10 @@ end
 
 -- Drops the lease of task `id` if `token` still holds it; returns whether it did.
 local function drop_lease(id, token)
-  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token', 'kind', 'tenant')
+  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token', 'kind', 'tenant', 'name')
   if f[1] ~= 'started' or f[2] ~= token then return false end
   redis.call('ZREM', K.leases, id)
-  lease_ended(f[3], f[4])
+  lease_ended(f[3], f[4], f[5])
   return true
 end
 

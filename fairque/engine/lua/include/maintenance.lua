@@ -27,7 +27,7 @@ local function reap_expired(now, limit)
     local tenant, priority = f[1], tonumber(f[2])
     local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
     count('expired', tenant)
-    lease_ended(f[6], tenant)
+    lease_ended(f[6], tenant, f[8])
     if max_retries >= 0 and attempts > max_retries then
       redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[5])
       end_task(id, tenant, 'failed', now, 'lease expired')

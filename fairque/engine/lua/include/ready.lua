@@ -192,8 +192,15 @@ local function flush_ready(now)
   ready_added, ready_order = nil, nil
 end
 
--- Takes the leases that ended in this call off K.running; a tenant that its concurrency
--- limit held comes back into its rings at once.
+-- A task name whose limits may let a task start again: its lane's workers wake, if its
+-- ring holds a tenant.
+local function name_servable(name)
+  if redis.call('EXISTS', lane_key(name, 'ring')) == 1 then lane_servable(name) end
+end
+
+-- Takes the leases that ended in this call off K.running (and K['names:running']); a
+-- tenant that its concurrency limit held comes back into its rings at once, and the
+-- workers of a name its limit held wake.
 local function flush_running(now)
   if leases_ended_tenants == nil then return end
   for _, tenant in ipairs(leases_ended_tenants) do
@@ -203,16 +210,31 @@ local function flush_running(now)
     local s = shares_of(tenant)
     if s and s.concurrency > 0 then place(tenant, now) end
   end
+  if names_ended_order ~= nil then
+    for _, name in ipairs(names_ended_order) do
+      if redis.call('HINCRBY', K['names:running'], name, -names_ended[name]) <= 0 then
+        redis.call('HDEL', K['names:running'], name)
+      end
+      if limits_of(name).concurrency > 0 then name_servable(name) end
+    end
+  end
   wake_workers()
-  leases_ended, leases_ended_tenants = nil, nil
+  leases_ended, leases_ended_tenants, names_ended, names_ended_order = nil, nil, nil, nil
 end
 
--- Tenants whose rate window opened come back into their rings (at most `limit`).
+-- Tenants whose rate window opened come back into their rings, and the workers of task
+-- names whose window opened wake (at most `limit` in all).
 local function wake_sleepers(now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.sleeping, '-inf', now, 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
   redis.call('ZREM', K.sleeping, unpack(due))
-  for _, tenant in ipairs(due) do place(tenant, now) end
+  for _, sleeper in ipairs(due) do
+    if string.sub(sleeper, 1, 1) == NAME_SLEEPER then
+      name_servable(string.sub(sleeper, 2))
+    else
+      place(sleeper, now)
+    end
+  end
   wake_workers()
   return #due
 end

@@ -4,11 +4,12 @@
 -- each time); these are not.
 --@include maintenance
 
--- What the pop was asked, set by queue/pop.lua at every call: the worker, how many tasks,
--- the lease (nil: each task's timeout), the task names it serves (none: any), the tenants
--- it is assigned and may steal from (nil: neither), and the time of the call.
-local pop_worker, pop_wanted, pop_lease_seconds, pop_now = nil, nil, nil, nil
-local pop_names, pop_names_count, pop_assigned, pop_steal = nil, nil, nil, nil
+-- What the pop was asked (pop_arguments), one table: a function may reach at most 60
+-- variables outside it, and every call's start resets each of these. `worker`, `wanted`
+-- (how many tasks), `lease_seconds` (nil: each task's timeout), `names` and `names_count`
+-- (the task names it serves; none: any), `assigned` and `steal` (the tenants it is
+-- assigned and may steal from; nil: neither), and `now`, the time of the call.
+local asked = nil
 -- The lanes the pop looked at (their lane_state), in order.
 local pop_lanes = nil
 -- Per tenant: the tick of its last serve in this call, if its turn ended; the tenants the
@@ -42,9 +43,10 @@ local function in_ring_order(ring, candidates)
 end
 
 -- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
--- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; and
--- once served, its ready key and per tenant: ready tasks left, before, levels mask, tasks
--- started, and the tenants it looked at.
+-- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; its
+-- name's limits (false: none), the starts they allow in this call, whether they hold it,
+-- and its starts' lease tokens; and once served, its ready key and per tenant: ready
+-- tasks left, before, levels mask, tasks started, and the tenants it looked at.
 -- What a lane offers this pop: its groups of tenants (assigned tenants first, then steal
 -- targets (work stealing, seed 001); with neither, the head of its ring: `wanted` serves
 -- never reach past its first `wanted`), and where the first one stands: its ring score,
@@ -53,18 +55,28 @@ local function offer(lane)
   local ring = lane_key(lane, 'ring')
   -- Every field in the constructor: the table is made at its size once.
   local lane_state = {lane = lane, ring = ring, groups = false, first = false, empty = false,
-    spare = false, kept = false, ready = false, remaining = false, before = false,
-    mask = false, started = false, touched = false}
+    spare = false, kept = false, limits = false, room = false, held = false,
+    lane_tokens = false, ready = false, remaining = false, before = false, mask = false,
+    started = false, touched = false}
   pop_lanes[#pop_lanes + 1] = lane_state
-  if pop_assigned == nil then
-    local head = redis.call('ZRANGE', ring, 0, pop_wanted - 1)
+  if asked.assigned == nil then
+    local head = redis.call('ZRANGE', ring, 0, asked.wanted - 1)
     -- Where the lane's first tenant stands is read only when lanes are to be ordered.
     lane_state.groups, lane_state.first = {head}, #head > 0 and head[1]
     lane_state.empty = #head == 0
   else
-    local mine, first = in_ring_order(ring, pop_assigned)
-    local stolen, first_stolen = in_ring_order(ring, pop_steal)
+    local mine, first = in_ring_order(ring, asked.assigned)
+    local stolen, first_stolen = in_ring_order(ring, asked.steal)
     lane_state.groups, lane_state.first = {mine, stolen}, first or first_stolen or false
+  end
+  local limits = lane_state.first and limits_of(lane)
+  if limits then -- its name's limits: how many it may start now
+    local room, opens = name_room(lane, limits, asked.now)
+    lane_state.limits, lane_state.room, lane_state.lane_tokens = limits, room, {}
+    if room == 0 then
+      lane_state.first, lane_state.held = false, true
+      if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane) end
+    end
   end
   return lane_state
 end
@@ -90,7 +102,7 @@ end
 -- A worker that names task names, still short: the lanes no live worker serves.
 local function spare_lanes()
   local mine = {}
-  for _, name in ipairs(pop_names) do mine[name] = true end
+  for _, name in ipairs(asked.names) do mine[name] = true end
   local others = {}
   local lanes = redis.call('SMEMBERS', K.lanes)
   -- No lane holds ready tasks: the token of pops that name no names goes too.
@@ -115,10 +127,10 @@ end
 local function keep_tokens()
   local any = false
   for _, lane_state in ipairs(pop_lanes) do
-    local open = lane_state.kept
-      or not lane_state.empty and redis.call('EXISTS', lane_state.ring) == 1
+    local open = not lane_state.held and (lane_state.kept
+      or not lane_state.empty and redis.call('EXISTS', lane_state.ring) == 1)
     any = any or open
-    if pop_names_count > 0 and not lane_state.spare then
+    if asked.names_count > 0 and not lane_state.spare then
       if open then
         signal_ready(lane_key(lane_state.lane, 'wakeups'))
       else
@@ -126,7 +138,7 @@ local function keep_tokens()
       end
     end
   end
-  if pop_names_count == 0 then
+  if asked.names_count == 0 then
     if any then signal_ready(K['wakeups:any']) else redis.call('DEL', K['wakeups:any']) end
   end
 end
@@ -171,7 +183,7 @@ local function take_task(lane_state, tenant)
   for _, priority in ipairs(levels) do
     local head = redis.call('ZRANGE', normal_key(tenant, priority, lane), 0, 0, 'WITHSCORES')
     if head[1] then
-      local waited = math.max(0, pop_now - tonumber(head[2]))
+      local waited = math.max(0, asked.now - tonumber(head[2]))
       local urgency = priority / 5 * waited
       if best_urgency == nil or urgency > best_urgency then
         best_id, best_priority, best_urgency = head[1], priority, urgency
@@ -184,25 +196,29 @@ local function take_task(lane_state, tenant)
   return best_id
 end
 
-local function lease(id, tenant)
+local function lease(id, tenant, lane_state)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
-  local deadline = pop_now + math.floor((pop_lease_seconds or tonumber(f[5])) * MICROS)
-  local token = next_tick(pop_now)
+  local deadline = asked.now + math.floor((asked.lease_seconds or tonumber(f[5])) * MICROS)
+  local token = next_tick(asked.now)
   append('ZADD', K.leases, deadline, id)
-  redis.call('HSET', key, 'state', 'started', 'leased_at', pop_now, 'lease_deadline', deadline,
-    'lease_token', token, 'worker_id', pop_worker)
+  redis.call('HSET', key, 'state', 'started', 'leased_at', asked.now, 'lease_deadline', deadline,
+    'lease_token', token, 'worker_id', asked.worker)
   local row = #leased
   leased[row + 1], leased[row + 2], leased[row + 3], leased[row + 4] = id, tenant, f[1], f[2] or ''
   leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
   leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
   leased[row + 12], leased[row + 13], leased[row + 14] = f[8], f[9] or '', f[10] or ''
   count('started')
-  note_start(tenant, pop_now - (tonumber(f[8]) or pop_now))
+  note_start(tenant, asked.now - (tonumber(f[8]) or asked.now))
   taken = taken + 1
   local started = tokens[tenant]
   started[#started + 1] = token
+  if lane_state.limits then
+    lane_state.room = lane_state.room - 1
+    lane_state.lane_tokens[#lane_state.lane_tokens + 1] = token
+  end
 end
 
 -- Reads what the tenants of `group` may take in the lane: their ready entries there,
@@ -243,26 +259,28 @@ local function open_group(lane_state, group)
       end
     end
     if room[tenant] == nil and remaining[tenant] > 0 then
-      room[tenant] = start_room(tenant, shares_read[tenant], pop_now)
+      room[tenant] = start_room(tenant, shares_read[tenant], asked.now)
     end
     if remaining[tenant] > 0 and room[tenant] > 0 then active[#active + 1] = tenant end
   end
   return active
 end
 
+-- Serves a lane: round robin over its groups' tenants, while the pop wants more and the
+-- lane's name limits (if any) allow more.
 local function serve(lane_state)
   for _, group in ipairs(lane_state.groups) do
-    if taken >= pop_wanted then return end
+    if taken >= asked.wanted or lane_state.room == 0 then return end
     local active = open_group(lane_state, group)
     local remaining, started = lane_state.remaining, lane_state.started
-    while taken < pop_wanted and #active > 0 do
+    while taken < asked.wanted and #active > 0 and lane_state.room ~= 0 do
       local still = {}
       for _, tenant in ipairs(active) do
-        if taken >= pop_wanted then break end
+        if taken >= asked.wanted or lane_state.room == 0 then break end
         repeat
           local id = take_task(lane_state, tenant)
           if id then
-            lease(id, tenant)
+            lease(id, tenant, lane_state)
             remaining[tenant] = remaining[tenant] - 1
             started[tenant] = started[tenant] + 1
             room[tenant] = room[tenant] - 1
@@ -270,10 +288,10 @@ local function serve(lane_state)
           else
             remaining[tenant] = 0  -- a count without queued ids: repair the invariant
           end
-        until taken >= pop_wanted or remaining[tenant] == 0 or room[tenant] == 0
-          or turn_left[tenant] == 0
+        until taken >= asked.wanted or remaining[tenant] == 0 or room[tenant] == 0
+          or turn_left[tenant] == 0 or lane_state.room == 0
         if turn_left[tenant] == 0 then -- its turn is over: to the back of the rings
-          served_tick[tenant] = next_tick(pop_now)
+          served_tick[tenant] = next_tick(asked.now)
           turn_left[tenant] = weight[tenant]
         end
         if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
@@ -296,17 +314,18 @@ local function lanes_seen(tenant)
 end
 
 
--- Reads the pop's arguments (see queue/pop.lua) into the state above.
-local function pop_arguments()
-  pop_worker, pop_wanted, pop_lease_seconds = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-  pop_names_count = tonumber(ARGV[5])
-  pop_names = {unpack(ARGV, 6, 5 + pop_names_count)}
-  local at = 6 + pop_names_count
+-- Reads the pop's arguments (see queue/pop.lua) into `asked`, made at `now`.
+local function pop_arguments(now)
+  local names_count = tonumber(ARGV[5])
+  asked = {worker = ARGV[2], wanted = tonumber(ARGV[3]), lease_seconds = tonumber(ARGV[4]),
+    names = {unpack(ARGV, 6, 5 + names_count)}, names_count = names_count, assigned = nil,
+    steal = nil, now = now}
+  local at = 6 + names_count
   if ARGV[at] == '1' then
     local n = tonumber(ARGV[at + 1])
-    pop_assigned = {unpack(ARGV, at + 2, at + 1 + n)}
+    asked.assigned = {unpack(ARGV, at + 2, at + 1 + n)}
     local m = tonumber(ARGV[at + 2 + n])
-    pop_steal = {unpack(ARGV, at + 3 + n, at + 2 + n + m)}
+    asked.steal = {unpack(ARGV, at + 3 + n, at + 2 + n + m)}
   end
 end
 
@@ -317,12 +336,12 @@ local function serve_lanes(serving, spare)
   leased, taken = {}, 0
   room, turn_left, weight, tokens = {}, {}, {}, {}
   for _, lane_state in ipairs(serving) do
-    if taken >= pop_wanted then break end
+    if taken >= asked.wanted then break end
     serve(lane_state)
   end
-  if taken < pop_wanted and pop_names_count > 0 then
+  if taken < asked.wanted and asked.names_count > 0 then
     for _, lane_state in ipairs(spare or spare_lanes()) do
-      if taken >= pop_wanted then break end
+      if taken >= asked.wanted then break end
       serve(lane_state)
     end
   end
@@ -355,6 +374,17 @@ local function write_back()
       if #entries_left > 0 then call_chunked('ZADD', lane_state.ready, entries_left) end
       for _, tenant in ipairs(gone) do leave_lane(tenant, lane_state.lane) end
     end
+    local limits = lane_state.limits
+    if limits and #lane_state.lane_tokens > 0 then -- starts under its name's limits
+      local name, name_tokens = lane_state.lane, lane_state.lane_tokens
+      redis.call('HINCRBY', K['names:running'], name, #name_tokens)
+      record_starts(name_starts_key(name), limits, asked.now, name_tokens)
+      if lane_state.room == 0 then -- held now: asleep until its window opens, if that holds it
+        lane_state.held = true
+        local _, opens = name_room(name, limits, asked.now)
+        if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name) end
+      end
+    end
   end
   if left_ready > 0 then redis.call('DECRBY', K['ready:total'], left_ready) end
 
@@ -364,11 +394,13 @@ local function write_back()
     local total = nil
     if started > 0 then
       redis.call('HINCRBY', K.running, tenant, started)
-      record_starts(tenant, shares_read[tenant], pop_now, tokens[tenant])
+      if shares_read[tenant] then
+        record_starts(tenant_starts_key(tenant), shares_read[tenant], asked.now, tokens[tenant])
+      end
       total = ready_taken(tenant, started)
     end
     if room[tenant] ~= nil and room[tenant] <= 0 then
-      place(tenant, pop_now) -- held by its shares: out of every ring
+      place(tenant, asked.now) -- held by its shares: out of every ring
     elseif served_tick[tenant] then
       -- Its lanes: those this pop saw it in, unless its total says it has others.
       local lanes, left = lanes_seen(tenant)

@@ -8,11 +8,23 @@
 -- ends a lease takes it down, see lease_ended); K.sleeping holds tenants whose rate
 -- window is full, scored by when it opens; K.turns holds what is left of a weighted
 -- tenant's turn when a pop ended inside it.
+--
+-- Limits per task name take the same fields (the weight unused): K['names:shares'] holds
+-- them for each name with a limit, K['names:running'] the STARTED tasks of those names
+-- (counted from when a limit is set: queue/limits.lua counts the running ones then). A
+-- name held by a limit keeps its lane's ring but a pop takes nothing from it, and its
+-- wake-up token is taken away until a lease of the name ends (flush_running) or its
+-- rate window opens (K.sleeping holds the name as NAME_SLEEPER .. name).
 --@include writes
 
 -- A rate-limited tenant's recent starts (a sliding log, like a strict constraint's):
 -- member = the lease token (unique), score = start time (us).
 local function tenant_starts_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':starts' end
+-- A rate-limited task name's recent starts, the same way.
+local function name_starts_key(name) return lane_key(name, 'starts') end
+-- A task name asleep in K.sleeping: tenant ids hold no control character, so this one
+-- tells the two apart.
+local NAME_SLEEPER = '\1'
 
 -- A tenant's settings in the order K.shares keeps them: fairque/queue/shares.py's table,
 -- whose names (and bounds) every change carries, so the two cannot drift apart.
@@ -67,10 +79,28 @@ local function running_of(tenant)
   return tonumber(redis.call('HGET', K.running, tenant) or 0)
 end
 
--- How many more starts the rate window of a tenant with shares `s` allows now, and when
--- it opens again (us) if it allows none.
-local function window_room(tenant, s, now)
-  local key = tenant_starts_key(tenant)
+-- Limits of task names read in this call: name -> shares (as a tenant's), or false.
+local names_read = nil
+local any_name_limits = nil
+
+-- The limits of task name `name`, or false (none, or an unnamed task's lane ''): one HLEN
+-- per call while no name has limits.
+local function limits_of(name)
+  if name == nil or name == '' then return false end
+  if any_name_limits == nil then any_name_limits = redis.call('HLEN', K['names:shares']) > 0 end
+  if not any_name_limits then return false end
+  if names_read == nil then names_read = {} end
+  local s = names_read[name]
+  if s == nil then
+    s = parse_shares(redis.call('HGET', K['names:shares'], name))
+    names_read[name] = s
+  end
+  return s
+end
+
+-- How many more starts the rate window of shares `s` allows now (its log of starts is
+-- `key`), and when it opens again (us) if it allows none.
+local function window_room(key, s, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - s.period)
   local room = s.rate - redis.call('ZCARD', key)
   if room > 0 then return room, nil end
@@ -86,18 +116,32 @@ local function start_room(tenant, s, now)
   local room = math.huge
   if s.concurrency > 0 then room = s.concurrency - running_of(tenant) end
   if room > 0 and s.rate > 0 then
-    local window, opens = window_room(tenant, s, now)
+    local window, opens = window_room(tenant_starts_key(tenant), s, now)
     if opens then return 0, opens end
     room = math.min(room, window)
   end
   return math.max(room, 0), nil
 end
 
--- Records starts of a rate-limited tenant (the lease tokens of this pop); the log expires
--- with its window, so a tenant that stops leaves nothing behind.
-local function record_starts(tenant, s, now, tokens)
+-- The same for task name `name` with limits `s`.
+local function name_room(name, s, now)
+  if s.paused == 1 then return 0, nil end
+  local room = math.huge
+  if s.concurrency > 0 then
+    room = s.concurrency - tonumber(redis.call('HGET', K['names:running'], name) or 0)
+  end
+  if room > 0 and s.rate > 0 then
+    local window, opens = window_room(name_starts_key(name), s, now)
+    if opens then return 0, opens end
+    room = math.min(room, window)
+  end
+  return math.max(room, 0), nil
+end
+
+-- Records starts under rate-limited shares `s` in the log `key` (the lease tokens of
+-- this pop); the log expires with its window, so a holder that stops leaves nothing.
+local function record_starts(key, s, now, tokens)
   if not s or s.rate == 0 or #tokens == 0 then return end
-  local key = tenant_starts_key(tenant)
   local entries = {}
   for _, token in ipairs(tokens) do
     entries[#entries + 1] = now
@@ -107,13 +151,15 @@ local function record_starts(tenant, s, now, tokens)
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000))
 end
 
--- Leases of fair tasks that ended in this call, per tenant; flush_running() takes them
--- off K.running once, and lets a tenant held by its concurrency limit back in.
+-- Leases of fair tasks that ended in this call, per tenant, and per task name with
+-- limits; flush_running() takes them off K.running and K['names:running'] once, and lets
+-- a tenant or name held by its concurrency limit back in.
 local leases_ended, leases_ended_tenants = nil, nil
+local names_ended, names_ended_order = nil, nil
 
--- A lease of a record of `kind` ended (finished, failed, retried, expired, released,
--- handed over). Only the fair policy's tasks count as running.
-local function lease_ended(kind, tenant)
+-- A lease of a record of `kind` and task name `name` ended (finished, failed, retried,
+-- expired, released, handed over). Only the fair policy's tasks count as running.
+local function lease_ended(kind, tenant, name)
   if kind ~= 'task' or not tenant then return end
   if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
   if leases_ended[tenant] == nil then
@@ -121,4 +167,84 @@ local function lease_ended(kind, tenant)
     leases_ended_tenants[#leases_ended_tenants + 1] = tenant
   end
   leases_ended[tenant] = leases_ended[tenant] + 1
+  if limits_of(name) then
+    if names_ended == nil then names_ended, names_ended_order = {}, {} end
+    if names_ended[name] == nil then
+      names_ended[name] = 0
+      names_ended_order[#names_ended_order + 1] = name
+    end
+    names_ended[name] = names_ended[name] + 1
+  end
+end
+
+-- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
+-- number of fields, then per field its name, its value ('' keeps `current`'s) and the
+-- bounds it must lie within, as fairque/queue/shares.py's change_args sends them).
+-- Returns the new shares, their stored form and whether they are all defaults; or nil
+-- and the error reply.
+local function read_change(current)
+  if tonumber(ARGV[4]) ~= #SHARE_FIELDS then
+    return nil, redis.error_reply('INVALID shares a change names ' .. #SHARE_FIELDS ..
+      ' fields, got ' .. tostring(ARGV[4]))
+  end
+  local new, stored, default = {}, {}, true
+  for i, field in ipairs(SHARE_FIELDS) do
+    local at = 4 * i + 1
+    local name, given = ARGV[at], ARGV[at + 1]
+    local low, high = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    if name ~= field or low == nil or high == nil then
+      return nil, redis.error_reply('INVALID shares field ' .. i .. ' is ' .. field ..
+        ', got ' .. tostring(name))
+    end
+    if given == '' then
+      new[field] = current[field]
+    else
+      local value = tonumber(given)
+      if value == nil or value ~= math.floor(value) or value < low or value > high then
+        return nil, redis.error_reply('INVALID ' .. field .. ' must be a whole number from ' ..
+          int(low) .. ' to ' .. int(high) .. ', got ' .. given)
+      end
+      new[field] = value
+    end
+  end
+  if new.rate == 0 then
+    new.period = 0
+  elseif new.period == 0 then -- a rate given without a period ever set: starts per second
+    new.period = MICROS
+  end
+  for i, field in ipairs(SHARE_FIELDS) do
+    stored[i] = string.format('%d', new[field])
+    if new[field] ~= DEFAULT_SHARES[field] then default = false end
+  end
+  return new, table.concat(stored, ' '), default
+end
+
+-- A page of the holders in shares hash `key` (ARGV[3] the cursor, ARGV[4] how many):
+-- {next cursor, holder, row_of(holder), holder, row...}. HSCAN's COUNT is a hint (a small
+-- hash comes whole), so a page takes at most `count` of its batches' entries: the cursor
+-- is HSCAN's times SPLIT plus the entries of that batch already given. A page fills from
+-- the batches after it too.
+local function shares_page(key, row_of)
+  local SPLIT = 1048576
+  local count = tonumber(ARGV[4])
+  local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
+  local skip = tonumber(ARGV[3]) % SPLIT
+  local reply, given = {0}, 0
+  repeat
+    local scan = redis.call('HSCAN', key, string.format('%d', scan_cursor), 'COUNT', count)
+    local entries = scan[2]
+    local at = 2 * skip + 1
+    while at < #entries and given < count do
+      reply[#reply + 1] = entries[at]
+      reply[#reply + 1] = row_of(entries[at])
+      given, at = given + 1, at + 2
+    end
+    if at < #entries then -- the page is full inside this batch
+      reply[1] = scan_cursor * SPLIT + (at - 1) / 2
+      break
+    end
+    scan_cursor, skip = tonumber(scan[1]), 0
+    reply[1] = scan_cursor * SPLIT
+  until scan_cursor == 0 or given >= count
+  return reply
 end

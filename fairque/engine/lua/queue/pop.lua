@@ -9,7 +9,7 @@
 -- ones), then written back once: the result is the same as popping one task at a time.
 -- A tenant's turn is its own across lanes: when it ends, the tenant goes to the back of
 -- the ring of every lane where it has ready tasks.
--- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any workers:functions
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any workers:functions names:running names:shares
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
@@ -24,9 +24,8 @@
 
 local MANY_LEASES = 16
 
-pop_arguments()
 local now = clock_now()
-pop_now = now
+pop_arguments(now)
 -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
 -- The maintenance batch is read only when something is due (maintenance.lua).
 reap_expired(now)
@@ -35,11 +34,11 @@ flush_ready(now)
 flush_running(now)
 
 pop_lanes = {}
-local serving = offering(pop_names_count > 0 and pop_names or redis.call('SMEMBERS', K.lanes))
+local serving = offering(asked.names_count > 0 and asked.names or redis.call('SMEMBERS', K.lanes))
 
 -- No tenant to serve (an idle worker's pop): it ends here, before the tables serving needs.
 local spare = nil
-if #serving == 0 and pop_names_count > 0 then spare = spare_lanes() end
+if #serving == 0 and asked.names_count > 0 then spare = spare_lanes() end
 if #serving == 0 and (spare == nil or #spare == 0) then
   keep_tokens()
   return flush(now, {})

@@ -23,76 +23,19 @@ local function done(reply)
 end
 
 local op = ARGV[2]
-if op == 'list' then
-  -- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `count`
-  -- of its batches' entries: the cursor is HSCAN's times SPLIT plus the entries of that
-  -- batch already given. A page fills from the batches after it too.
-  local SPLIT = 1048576
-  local count = tonumber(ARGV[4])
-  local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
-  local skip = tonumber(ARGV[3]) % SPLIT
-  local reply, given = {0}, 0
-  repeat
-    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', count)
-    local entries = scan[2]
-    local at = 2 * skip + 1
-    while at < #entries and given < count do
-      reply[#reply + 1] = entries[at]
-      reply[#reply + 1] = shares_row(entries[at])
-      given, at = given + 1, at + 2
-    end
-    if at < #entries then -- the page is full inside this batch
-      reply[1] = scan_cursor * SPLIT + (at - 1) / 2
-      break
-    end
-    scan_cursor, skip = tonumber(scan[1]), 0
-    reply[1] = scan_cursor * SPLIT
-  until scan_cursor == 0 or given >= count
-  return done(reply)
-end
+if op == 'list' then return done(shares_page(K.shares, shares_row)) end
 local tenant = ARGV[3]
 if tenant == nil or tenant == '' then return redis.error_reply('INVALID user_id is empty') end
 if op == 'get' then return done(shares_row(tenant)) end
 if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
 
-if tonumber(ARGV[4]) ~= #SHARE_FIELDS then
-  return redis.error_reply('INVALID shares a change names ' .. #SHARE_FIELDS .. ' fields, got ' ..
-    tostring(ARGV[4]))
-end
 local current = shares_of(tenant) or DEFAULT_SHARES
-local new, stored, default = {}, {}, true
-for i, field in ipairs(SHARE_FIELDS) do
-  local at = 4 * i + 1
-  local name, given = ARGV[at], ARGV[at + 1]
-  local low, high = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-  if name ~= field or low == nil or high == nil then
-    return redis.error_reply('INVALID shares field ' .. i .. ' is ' .. field .. ', got ' ..
-      tostring(name))
-  end
-  if given == '' then
-    new[field] = current[field]
-  else
-    local value = tonumber(given)
-    if value == nil or value ~= math.floor(value) or value < low or value > high then
-      return redis.error_reply('INVALID ' .. field .. ' must be a whole number from ' ..
-        int(low) .. ' to ' .. int(high) .. ', got ' .. given)
-    end
-    new[field] = value
-  end
-end
-if new.rate == 0 then
-  new.period = 0
-elseif new.period == 0 then -- a rate given without a period ever set: starts per second
-  new.period = MICROS
-end
-for i, field in ipairs(SHARE_FIELDS) do
-  stored[i] = string.format('%d', new[field])
-  if new[field] ~= DEFAULT_SHARES[field] then default = false end
-end
+local new, stored, default = read_change(current)
+if new == nil then return stored end
 if default then
   redis.call('HDEL', K.shares, tenant)
 else
-  redis.call('HSET', K.shares, tenant, table.concat(stored, ' '))
+  redis.call('HSET', K.shares, tenant, stored)
 end
 if new.weight ~= current.weight then
   -- At once, mid-turn too: the tasks the turn has given count against the new weight.

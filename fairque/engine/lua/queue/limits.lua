@@ -1,0 +1,57 @@
+-- queue/limits: read or change a task name's limits (include/shares.lua): a concurrency
+-- limit, a rate limit and a paused flag, across all workers, on top of each tenant's
+-- shares (a task starts only when both allow). A change applies at once.
+-- KEYS: leases names:running names:shares sleeping wakeups:any
+-- ARGV[1] the key prefix (include/base.lua)
+-- ARGV[2] the operation: 'get', 'set' or 'list'
+-- ARGV[3..] its arguments:
+--   'get' name
+--   'set' name, n, then n times: a field's name, its value ('' keeps it), its lowest
+--         and highest value (fairque/queue/shares.py's table; the weight stays 1)
+--   'list' cursor, count: a page of at most count names with limits
+-- Returns, for 'get' and 'set', the name's row (limits_row below); for 'list', {next
+-- cursor, name, row, name, row...}.
+--@include ready
+
+-- A name's limits and where it stands: its SHARE_FIELDS in order (period in us, paused
+-- 0/1), then its STARTED tasks (counted while it has limits), and when its rate window
+-- opens (us, or -1).
+local function limits_row(name)
+  local s = limits_of(name) or DEFAULT_SHARES
+  local row = {}
+  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
+  row[#row + 1] = tonumber(redis.call('HGET', K['names:running'], name) or 0)
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, NAME_SLEEPER .. name)) or -1
+  return row
+end
+
+local op = ARGV[2]
+if op == 'list' then return shares_page(K['names:shares'], limits_row) end
+local name = ARGV[3]
+if name == nil or name == '' then return redis.error_reply('INVALID name is empty') end
+if op == 'get' then return limits_row(name) end
+if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
+
+local current = limits_of(name)
+local new, stored, default = read_change(current or DEFAULT_SHARES)
+if new == nil then return stored end
+if new.weight ~= 1 then return redis.error_reply('INVALID weight a task name has none') end
+if default then
+  redis.call('HDEL', K['names:shares'], name)
+  redis.call('HDEL', K['names:running'], name)
+else
+  if not current then
+    -- Its tasks are counted from now on: those running now first, from the leases.
+    local running = 0
+    for _, id in ipairs(redis.call('ZRANGE', K.leases, 0, -1)) do
+      if redis.call('HGET', task_key(id), 'name') == name then running = running + 1 end
+    end
+    if running > 0 then redis.call('HSET', K['names:running'], name, running) end
+  end
+  redis.call('HSET', K['names:shares'], name, stored)
+end
+names_read, any_name_limits = nil, nil
+redis.call('ZREM', K.sleeping, NAME_SLEEPER .. name)
+name_servable(name) -- its workers look again; a pop puts it back to sleep if it must
+wake_workers()
+return limits_row(name)
