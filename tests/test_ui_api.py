@@ -372,6 +372,23 @@ def test_bad_shares_are_refused_and_change_nothing(
     assert queue.tenants_with_shares().tenants == []
 
 
+def test_task_name_limits_over_http(client: TestClient[Any], queue: FairQueue) -> None:
+    queue.push_many([Task(user_id=f"u{n}", name="render") for n in range(3)])
+    changed = client.put("/ui/api/names/render/limits", headers=JSON, json={"concurrency": 2})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["name"], changed.json()["concurrency"]) == ("render", 2)
+    assert len(queue.pop(count=3, names=["render"])) == 2
+    shown = get(client, "/names/render/limits")
+    assert (shown["concurrency"], shown["running"]) == (2, 2)
+    listed = get(client, "/limits")
+    assert [one["name"] for one in listed["names"]] == ["render"]
+    for body, field in (({"weight": 2}, "weight"), ({"rate": -1}, "rate")):
+        refused = client.put("/ui/api/names/render/limits", headers=JSON, json=body)
+        assert refused.status_code == 400, refused.text
+        assert field in refused.text
+    assert queue.limits("render").rate == 0
+
+
 def test_the_fairness_stream_pushes_the_view(server: LocalServer, namespace: str) -> None:
     config = DashboardConfig(UiConfig(server.url, namespace, sample_every=0.05))
     events: list[dict[str, Any]] = []

@@ -539,6 +539,31 @@ def _cells(browser: webdriver.Chrome, tenant: str) -> list[str]:
     return [cell.text for cell in row.find_elements(By.CSS_SELECTOR, "td")] if row else []
 
 
+def test_the_workers_page_lists_and_edits_a_task_names_limits(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id=f"u{n}", name="render") for n in range(3)])
+    queue.set_limits("render", concurrency=2)
+    queue.pop(count=3, names=["render"])
+    ui("/workers")
+    wait(browser, lambda: "render" in rows_of(browser, "#name-limits"))
+    assert rows_of(browser, "#name-limits")["render"][1:4] == ["2 / 2", "—", "starts"]
+    # Edit from the row: the form takes the name's limits, and saves new ones.
+    element(browser, "#name-limits button.edit-limits").click()
+    form = element(browser, "#limits-form")
+    assert form.find_element(By.NAME, "name").get_attribute("value") == "render"
+    assert form.find_element(By.NAME, "concurrency").get_attribute("value") == "2"
+    rate = form.find_element(By.NAME, "rate")
+    rate.send_keys("5")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(
+        browser,
+        lambda: "Limits of render: at most 2 at once, 5 per 1 s" in text_of(browser, "#flash"),
+    )
+    assert (queue.limits("render").rate, queue.limits("render").period) == (5, 1.0)
+    wait(browser, lambda: rows_of(browser, "#name-limits")["render"][2] == "5 per 1 s")
+
+
 def test_the_fairness_view_updates_live_and_edits_shares(
     ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
 ) -> None:

@@ -44,7 +44,7 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.ui import Dashboard, SharesUpdate, UiConfig
+from fairque.http.ui import Dashboard, LimitsUpdate, SharesUpdate, UiConfig
 from fairque.http.wire import MSGPACK, WireOperation
 from fairque.http.worker import worker_api
 from fairque.jobs import (
@@ -337,7 +337,7 @@ ROUTES = [
 MASTER_TYPES = (
     Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done,
     WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
-    Overview, SharesUpdate,
+    Overview, SharesUpdate, LimitsUpdate,
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -59,8 +59,10 @@ from fairque.jobs.ops import job_info
 from fairque.queue import (
     AsyncQueue,
     FairnessView,
+    LimitsPage,
     MinuteFigures,
     TaskInfo,
+    TaskLimits,
     TaskPage,
     TenantShares,
     TenantStats,
@@ -68,7 +70,7 @@ from fairque.queue import (
 )
 from fairque.queue.async_client import open_async_queue
 from fairque.queue.ops import task_info
-from fairque.queue.shares import SHARES, update_body
+from fairque.queue.shares import LIMITS, SHARES, ShareField, update_body
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 
 log = logging.getLogger("fairque.ui")
@@ -319,10 +321,11 @@ class ShareFieldInfo:
 class Access:
     """What the page learns before it asks for data: whether the data routes want a bearer
     token (without one there is nothing to sign in to, so no login form and no Log out),
-    and the fields of a tenant's shares."""
+    and the fields of a tenant's shares and of a task name's limits."""
 
     token_required: bool
     shares: list[ShareFieldInfo]
+    limits: list[ShareFieldInfo]
 
 
 @dataclass(frozen=True)
@@ -531,6 +534,13 @@ UserId = Annotated[
     ),
 ]
 TaskId = Annotated[str, PathParameter(min_length=1, max_length=256, description="A task id.")]
+TaskName = Annotated[
+    str,
+    PathParameter(
+        min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN,
+        description="A task name (its function's).",
+    ),
+]  # fmt: skip
 ScheduleId = Annotated[str, PathParameter(min_length=1, max_length=256)]
 
 
@@ -546,11 +556,10 @@ def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
     summary="Whether the data routes need a bearer token (asked without one)",
 )
 async def access(ui: NamedDependency[Dashboard]) -> Access:
-    fields = [
-        ShareFieldInfo(field.name, field.kind.__name__, field.low, field.high, field.help)
-        for field in SHARES
-    ]
-    return Access(ui.token_required, fields)
+    def info(fields: Sequence[ShareField]) -> list[ShareFieldInfo]:
+        return [ShareFieldInfo(f.name, f.kind.__name__, f.low, f.high, f.help) for f in fields]
+
+    return Access(ui.token_required, info(SHARES), info(LIMITS))
 
 
 @get("/overview", summary="Tasks per state, counters, tenants and throughput")
@@ -642,6 +651,16 @@ else:  # the fields, their kinds and bounds: fairque/queue/shares.py's table
 
 SharesBody = Annotated[SharesUpdate, Body(media_type=MSGPACK, description="Fields to change.")]
 
+if TYPE_CHECKING:
+    LimitsUpdate = msgspec.Struct
+else:  # the same table, but the weight
+    LimitsUpdate = update_body(LIMITS, "LimitsUpdate")
+    LimitsUpdate.__doc__ = """A change to a task name's limits (``FairQueue.set_limits``); a
+    field left out keeps its value. ``rate`` starts per ``period`` seconds (1 s until set); 0
+    lifts a limit."""
+
+LimitsBody = Annotated[LimitsUpdate, Body(media_type=MSGPACK, description="Fields to change.")]
+
 
 @get("/fairness", summary="Who was served: shares of service, waits, the busiest tenants")
 async def fairness(ui: NamedDependency[Dashboard], minutes: Minutes = 5, top: Top = 20) -> Fairness:
@@ -684,6 +703,28 @@ async def set_tenant_shares(
     ui: NamedDependency[Dashboard], user_id: UserId, data: SharesBody
 ) -> TenantShares:
     return await ui.queue.set_tenant(user_id, **msgspec.structs.asdict(data))
+
+
+@get("/limits", summary="A page of the task names with limits")
+async def names_with_limits(
+    ui: NamedDependency[Dashboard],
+    *,
+    cursor: Annotated[int, QueryParameter(ge=0, le=2**53 - 1)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 100,
+) -> LimitsPage:
+    return await ui.queue.names_with_limits(cursor, limit)
+
+
+@get("/names/{name:str}/limits", summary="A task name's limits and its tasks running")
+async def name_limits(ui: NamedDependency[Dashboard], name: TaskName) -> TaskLimits:
+    return await ui.queue.limits(name)
+
+
+@put("/names/{name:str}/limits", summary="Change a task name's limits or pause, for all workers")
+async def set_name_limits(
+    ui: NamedDependency[Dashboard], name: TaskName, data: LimitsBody
+) -> TaskLimits:
+    return await ui.queue.set_limits(name, **msgspec.structs.asdict(data))
 
 
 @get("/workers", summary="Workers of the queue (registered or holding leases) and HTTP workers")
@@ -743,6 +784,9 @@ ROUTES = [
     fairness_stream,
     tenant_shares,
     set_tenant_shares,
+    names_with_limits,
+    name_limits,
+    set_name_limits,
     workers,
     schedules,
     pause_schedule,

@@ -139,7 +139,9 @@ LimitsChange = change_model(
 )
 
 
-def update_body(fields: Sequence[ShareField] = SHARES) -> type[msgspec.Struct]:
+def update_body(
+    fields: Sequence[ShareField] = SHARES, name: str = "SharesUpdate"
+) -> type[msgspec.Struct]:
     """The msgspec body of a change to ``fields`` (HTTP): a field left out keeps its value."""
     definitions = [
         (
@@ -155,7 +157,7 @@ def update_body(fields: Sequence[ShareField] = SHARES) -> type[msgspec.Struct]:
         for field in fields
     ]
     return msgspec.defstruct(
-        "SharesUpdate", definitions, forbid_unknown_fields=True, module="fairque.http.ui"
+        name, definitions, forbid_unknown_fields=True, module="fairque.http.ui"
     )
 
 

@@ -15,15 +15,17 @@ let generation = 0;
 // Whether the server wants a bearer token: null until /access answers. Without one there
 // is nothing to sign in to: no login form, no Log out (a 401 still brings the form).
 let tokenRequired = null;
-// The tenant shares' fields (name, kind, low, high, help), from the server's field table:
-// the shares form is made of them.
+// The tenant shares' fields and a task name's limits' (name, kind, low, high, help), from
+// the server's field table: the forms that edit them are made of them.
 let shareFields = [];
+let limitFields = [];
 
 async function learnAccess() {
   try {
     const access = await api("/access");
     tokenRequired = access.token_required;
     shareFields = access.shares;
+    limitFields = access.limits;
     document.body.dataset.token = tokenRequired ? "required" : "none";
   } catch {
     // The server is away: asked again at the next refresh.
@@ -243,7 +245,7 @@ const pages = {
       return [
         h("h1", {}, "Fairness"),
         h("p", { id: "fairness-status", class: "muted live-status" }, "Connecting…"),
-        sharesForm(),
+        editorForm(SHARES_EDITOR),
       ];
     },
     stream(live, ended) {
@@ -268,32 +270,14 @@ const pages = {
     },
   },
 
-  async workers(live) {
-    const data = await api("/workers");
-    live.replaceChildren(
-      h("h1", {}, "Workers"),
-      h("h2", {}, "Queue workers (registered, idle ones too)"),
-      table(
-        ["worker", "host", "pid", "functions", "last seen", "tasks held"],
-        data.queue.map((w) => [
-          w.worker_id,
-          w.host ?? "—",
-          w.pid ?? "—",
-          w.functions.length ? w.functions.join(", ") : "—",
-          w.registered ? when(w.seen_at) : h("span", { class: "muted" }, "not registered"),
-          heldTasks(w),
-        ]),
-        "No worker is registered or holds a lease.",
-        "queue-workers",
-      ),
-      h("h2", {}, "HTTP workers (registered with the master)"),
-      table(
-        ["worker", "url", "names", "capacity", "running", "last seen"],
-        data.http.map((w) => [w.id, w.url, w.names.join(", "), w.capacity, w.running, `${w.seen_seconds_ago.toFixed(1)} s ago`]),
-        "No HTTP worker is registered.",
-        "http-workers",
-      ),
-    );
+  workers: {
+    setup() {
+      return [h("h1", {}, "Workers"), editorForm(LIMITS_EDITOR)];
+    },
+    async refresh(live) {
+      const [data, limits] = await Promise.all([api("/workers"), api("/limits")]);
+      live.replaceChildren(...workersView(data), ...limitsView(limits.names));
+    },
   },
 
   async schedules(live) {
@@ -361,7 +345,7 @@ function fairnessView(view) {
     t.weight,
     t.rate ? `${t.rate} per ${t.period} s` : "—",
     t.paused ? h("span", { class: "state schedule-paused" }, "paused") : t.servable ? "served" : t.ready ? h("span", { class: "state schedule-paused" }, "held") : "idle",
-    h("button", { type: "button", class: "edit-shares", onclick: () => fillSharesForm(t) }, "Edit"),
+    h("button", { type: "button", class: "edit-shares", onclick: () => fillEditor(SHARES_EDITOR, t) }, "Edit"),
   ]);
   const other = view.starts ? (100 * view.other_starts) / view.starts : 0;
   return [
@@ -379,9 +363,78 @@ function fairnessView(view) {
   ];
 }
 
-// The shares editor: stays put while the live figures below it change. One input per
-// field of the server's table: a number within its bounds, or a checkbox for a flag.
-function sharesForm() {
+// The Workers page's live part: the queue's workers and the master's HTTP workers.
+function workersView(data) {
+  return [
+    h("h2", {}, "Queue workers (registered, idle ones too)"),
+    table(
+      ["worker", "host", "pid", "functions", "last seen", "tasks held"],
+      data.queue.map((w) => [
+        w.worker_id,
+        w.host ?? "—",
+        w.pid ?? "—",
+        w.functions.length ? w.functions.join(", ") : "—",
+        w.registered ? when(w.seen_at) : h("span", { class: "muted" }, "not registered"),
+        heldTasks(w),
+      ]),
+      "No worker is registered or holds a lease.",
+      "queue-workers",
+    ),
+    h("h2", {}, "HTTP workers (registered with the master)"),
+    table(
+      ["worker", "url", "names", "capacity", "running", "last seen"],
+      data.http.map((w) => [w.id, w.url, w.names.join(", "), w.capacity, w.running, `${w.seen_seconds_ago.toFixed(1)} s ago`]),
+      "No HTTP worker is registered.",
+      "http-workers",
+    ),
+  ];
+}
+
+// The task names with limits, each with its Edit button (it fills the limits form).
+function limitsView(names) {
+  const rows = names.map((n) => [
+    n.name,
+    n.concurrency ? usage(n.running, n.concurrency) : "—",
+    n.rate ? `${n.rate} per ${n.period} s` : "—",
+    n.paused ? h("span", { class: "state schedule-paused" }, "paused") : n.window_opens_at ? `rate window opens ${when(n.window_opens_at)}` : "starts",
+    h("button", { type: "button", class: "edit-limits", onclick: () => fillEditor(LIMITS_EDITOR, n) }, "Edit"),
+  ]);
+  return [
+    h("h2", {}, "Limits per task name (across all workers)"),
+    table(["name", "running / limit", "rate", "state", ""], rows, "No task name has limits.", "name-limits"),
+  ];
+}
+
+// What an editor form edits: a tenant's shares (the Fairness page) or a task name's limits
+// (the Workers page); its fields are the server's table's.
+const SHARES_EDITOR = {
+  id: "shares-form",
+  subject: "tenant",
+  label: "Tenant",
+  button: "Save shares",
+  fields: () => shareFields,
+  path: (tenant) => `/tenants/${encodeURIComponent(tenant)}/shares`,
+  said: (tenant, saved) => `Shares of ${tenant}: weight ${saved.weight}, ${limitsSaid(saved)}.`,
+};
+const LIMITS_EDITOR = {
+  id: "limits-form",
+  subject: "name",
+  label: "Task name",
+  button: "Save limits",
+  fields: () => limitFields,
+  path: (name) => `/names/${encodeURIComponent(name)}/limits`,
+  said: (name, saved) => `Limits of ${name}: ${limitsSaid(saved)}.`,
+};
+
+function limitsSaid(saved) {
+  const rate = saved.rate ? `${saved.rate} per ${saved.period} s` : "no rate limit";
+  const limit = saved.concurrency ? `at most ${saved.concurrency} at once` : "no concurrency limit";
+  return `${limit}, ${rate}${saved.paused ? ", paused" : ""}`;
+}
+
+// An editor: stays put while the live figures below it change. One input per field of
+// the server's table: a number within its bounds, or a checkbox for a flag.
+function editorForm(editor) {
   const input = (f) =>
     f.kind === "bool"
       ? h("label", { title: f.help }, h("input", { type: "checkbox", name: f.name }), ` ${f.name}`)
@@ -393,25 +446,22 @@ function sharesForm() {
         );
   const form = h(
     "form",
-    { id: "shares-form", class: "filters" },
-    h("label", {}, "Tenant ", h("input", { name: "tenant", required: true })),
-    shareFields.map(input),
-    h("button", { type: "submit" }, "Save shares"),
+    { id: editor.id, class: "filters" },
+    h("label", {}, `${editor.label} `, h("input", { name: editor.subject, required: true })),
+    editor.fields().map(input),
+    h("button", { type: "submit" }, editor.button),
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const fields = new FormData(form);
-    const tenant = fields.get("tenant").trim();
+    const subject = fields.get(editor.subject).trim();
     const change = {};
-    for (const f of shareFields) {
+    for (const f of editor.fields()) {
       if (f.kind === "bool") change[f.name] = fields.get(f.name) === "on";
       else if (fields.get(f.name) !== "") change[f.name] = Number(fields.get(f.name));
     }
     try {
-      const saved = await put(`/tenants/${encodeURIComponent(tenant)}/shares`, change);
-      const rate = saved.rate ? `${saved.rate} per ${saved.period} s` : "no rate limit";
-      const limit = saved.concurrency ? `at most ${saved.concurrency} at once` : "no concurrency limit";
-      flash(`Shares of ${tenant}: weight ${saved.weight}, ${limit}, ${rate}${saved.paused ? ", paused" : ""}.`);
+      flash(editor.said(subject, await put(editor.path(subject), change)));
     } catch (error) {
       flash(`Failed: ${error.message}`, "error");
     }
@@ -419,16 +469,18 @@ function sharesForm() {
   return form;
 }
 
-// A value below its field's lowest (a period of 0: none set) is left blank.
-function fillSharesForm(t) {
-  const form = document.getElementById("shares-form");
-  form.elements.tenant.value = t.tenant;
-  for (const f of shareFields) {
+// Fills an editor with a row's values; a value below its field's lowest (a period of 0:
+// none set) is left blank.
+function fillEditor(editor, row) {
+  const form = document.getElementById(editor.id);
+  form.elements[editor.subject].value = row[editor.subject];
+  const fields = editor.fields();
+  for (const f of fields) {
     const element = form.elements[f.name];
-    if (f.kind === "bool") element.checked = t[f.name];
-    else element.value = t[f.name] < f.low ? "" : t[f.name];
+    if (f.kind === "bool") element.checked = row[f.name];
+    else element.value = row[f.name] < f.low ? "" : row[f.name];
   }
-  form.elements[shareFields[0].name].focus();
+  form.elements[fields[0].name].focus();
 }
 
 // A failed task's error on one line, cut at ERROR_CHARS; the whole text on hover.

@@ -44,8 +44,8 @@ end
 
 -- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
 -- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; its
--- name's limits (false: none), the starts they allow in this call, whether they hold it,
--- and its starts' lease tokens; and once served, its ready key and per tenant: ready
+-- name's limits (false: none), the starts they allow in this call (0: they hold it), and
+-- its starts' lease tokens; and once served, its ready key and per tenant: ready
 -- tasks left, before, levels mask, tasks started, and the tenants it looked at.
 -- What a lane offers this pop: its groups of tenants (assigned tenants first, then steal
 -- targets (work stealing, seed 001); with neither, the head of its ring: `wanted` serves
@@ -55,7 +55,7 @@ local function offer(lane)
   local ring = lane_key(lane, 'ring')
   -- Every field in the constructor: the table is made at its size once.
   local lane_state = {lane = lane, ring = ring, groups = false, first = false, empty = false,
-    spare = false, kept = false, limits = false, room = false, held = false,
+    spare = false, kept = false, limits = false, room = false,
     lane_tokens = false, ready = false, remaining = false, before = false, mask = false,
     started = false, touched = false}
   pop_lanes[#pop_lanes + 1] = lane_state
@@ -74,7 +74,7 @@ local function offer(lane)
     local room, opens = name_room(lane, limits, asked.now)
     lane_state.limits, lane_state.room, lane_state.lane_tokens = limits, room, {}
     if room == 0 then
-      lane_state.first, lane_state.held = false, true
+      lane_state.first = false
       if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane) end
     end
   end
@@ -127,7 +127,7 @@ end
 local function keep_tokens()
   local any = false
   for _, lane_state in ipairs(pop_lanes) do
-    local open = not lane_state.held and (lane_state.kept
+    local open = lane_state.room ~= 0 and (lane_state.kept
       or not lane_state.empty and redis.call('EXISTS', lane_state.ring) == 1)
     any = any or open
     if asked.names_count > 0 and not lane_state.spare then
@@ -380,7 +380,6 @@ local function write_back()
       redis.call('HINCRBY', K['names:running'], name, #name_tokens)
       record_starts(name_starts_key(name), limits, asked.now, name_tokens)
       if lane_state.room == 0 then -- held now: asleep until its window opens, if that holds it
-        lane_state.held = true
         local _, opens = name_room(name, limits, asked.now)
         if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name) end
       end
