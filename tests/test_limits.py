@@ -87,8 +87,10 @@ def test_a_limit_counts_the_tasks_already_running(queue: FairQueue) -> None:
 
 
 def test_limits_are_listed_and_reset(queue: FairQueue) -> None:
+    queue.set_tenant("alice", weight=2)  # kept beside the names' limits, listed apart
     queue.set_limits("render", concurrency=2)
     queue.set_limits("mail", rate=10, period=60.0)
+    assert [shares.tenant for shares in queue.tenants_with_shares().tenants] == ["alice"]
     page = queue.names_with_limits()
     assert {limits.name: (limits.concurrency, limits.rate) for limits in page.names} == {
         "render": (2, 0),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 import typer
 
@@ -172,13 +173,21 @@ def tenants(
         return
     with target.open() as queue:
         page = queue.tenants_with_shares(cursor, limit)
+    title = f"tenants with shares in {target.namespace}"
+    _say_page("tenants", page.tenants, page.cursor, as_json, lambda: _print(page.tenants, title))
+
+
+def _say_page(
+    key: str, rows: Sequence[Any], cursor: int, as_json: bool, show: Callable[[], None]
+) -> None:
+    """A page of rows: as JSON ({key: rows, "cursor": cursor}), or shown, with where the
+    next page begins."""
     if as_json:
-        print_json({"tenants": [dataclasses.asdict(one) for one in page.tenants],
-                    "cursor": page.cursor})  # fmt: skip
+        print_json({key: [dataclasses.asdict(one) for one in rows], "cursor": cursor})
         return
-    _print(page.tenants, f"tenants with shares in {target.namespace}")
-    if page.cursor:
-        console.print(f"more: --cursor {page.cursor}", highlight=False)
+    show()
+    if cursor:
+        console.print(f"more: --cursor {cursor}", highlight=False)
 
 
 def _busiest(target: QueueTarget, cursor: int, limit: int, as_json: bool) -> None:
@@ -291,13 +300,8 @@ def limits(
     """The task names with limits, a page at a time."""
     with target.open() as queue:
         page = queue.names_with_limits(cursor, limit)
-    if as_json:
-        print_json({"names": [dataclasses.asdict(one) for one in page.names],
-                    "cursor": page.cursor})  # fmt: skip
-        return
-    _print_limits(page.names, f"task names with limits in {target.namespace}")
-    if page.cursor:
-        console.print(f"more: --cursor {page.cursor}", highlight=False)
+    title = f"task names with limits in {target.namespace}"
+    _say_page("names", page.names, page.cursor, as_json, lambda: _print_limits(page.names, title))
 
 
 def register(root: Typer) -> None:

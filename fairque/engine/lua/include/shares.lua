@@ -9,8 +9,9 @@
 -- window is full, scored by when it opens; K.turns holds what is left of a weighted
 -- tenant's turn when a pop ended inside it.
 --
--- Limits per task name take the same fields (the weight unused): K['names:shares'] holds
--- them for each name with a limit, K['names:running'] the STARTED tasks of those names
+-- Limits per task name take the same fields (the weight unused), in K.shares too, under
+-- NAME_FIELD .. name (so one HLEN per call says whether any tenant or name has a setting),
+-- and K['names:running'] the STARTED tasks of those names
 -- (counted from when a limit is set: queue/limits.lua counts the running ones then). A
 -- name held by a limit keeps its lane's ring but a pop takes nothing from it, and its
 -- wake-up token is taken away until a lease of the name ends (flush_running) or its
@@ -22,9 +23,10 @@
 local function tenant_starts_key(tenant) return PREFIX .. 'queue:user:' .. tenant .. ':starts' end
 -- A rate-limited task name's recent starts, the same way.
 local function name_starts_key(name) return lane_key(name, 'starts') end
--- A task name asleep in K.sleeping: tenant ids hold no control character, so this one
--- tells the two apart.
-local NAME_SLEEPER = '\1'
+-- A task name's field in K.shares and its member in K.sleeping: tenant ids hold no control
+-- character, so this one tells the two apart.
+local NAME_FIELD = '\1'
+local NAME_SLEEPER = NAME_FIELD
 
 -- A tenant's settings in the order K.shares keeps them: fairque/queue/shares.py's table,
 -- whose names (and bounds) every change carries, so the two cannot drift apart.
@@ -81,18 +83,15 @@ end
 
 -- Limits of task names read in this call: name -> shares (as a tenant's), or false.
 local names_read = nil
-local any_name_limits = nil
 
--- The limits of task name `name`, or false (none, or an unnamed task's lane ''): one HLEN
--- per call while no name has limits.
+-- The limits of task name `name`, or false (none, or an unnamed task's lane ''): nothing
+-- more than the call's HLEN while neither a tenant nor a name has a setting.
 local function limits_of(name)
-  if name == nil or name == '' then return false end
-  if any_name_limits == nil then any_name_limits = redis.call('HLEN', K['names:shares']) > 0 end
-  if not any_name_limits then return false end
+  if not name or name == '' or not shares_exist() then return false end
   if names_read == nil then names_read = {} end
   local s = names_read[name]
   if s == nil then
-    s = parse_shares(redis.call('HGET', K['names:shares'], name))
+    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name))
     names_read[name] = s
   end
   return s
@@ -108,34 +107,32 @@ local function window_room(key, s, now)
   return 0, tonumber(oldest[2]) + s.period
 end
 
--- How many tasks the tenant may start now (math.huge: no limit), and when its rate
--- window opens if that is what holds it.
-local function start_room(tenant, s, now)
-  if not s then return math.huge, nil end
+-- How many tasks a holder of shares `s` may start now (math.huge: no limit), and when
+-- its rate window opens if that is what holds it: its running count is `member`'s in
+-- hash `running_key`, its log of starts `starts_key`.
+local function room_under(s, running_key, member, starts_key, now)
   if s.paused == 1 then return 0, nil end
   local room = math.huge
-  if s.concurrency > 0 then room = s.concurrency - running_of(tenant) end
+  if s.concurrency > 0 then
+    room = s.concurrency - tonumber(redis.call('HGET', running_key, member) or 0)
+  end
   if room > 0 and s.rate > 0 then
-    local window, opens = window_room(tenant_starts_key(tenant), s, now)
+    local window, opens = window_room(starts_key, s, now)
     if opens then return 0, opens end
     room = math.min(room, window)
   end
   return math.max(room, 0), nil
 end
 
+-- The same for a tenant with shares `s` (none: no limit).
+local function start_room(tenant, s, now)
+  if not s then return math.huge, nil end
+  return room_under(s, K.running, tenant, tenant_starts_key(tenant), now)
+end
+
 -- The same for task name `name` with limits `s`.
 local function name_room(name, s, now)
-  if s.paused == 1 then return 0, nil end
-  local room = math.huge
-  if s.concurrency > 0 then
-    room = s.concurrency - tonumber(redis.call('HGET', K['names:running'], name) or 0)
-  end
-  if room > 0 and s.rate > 0 then
-    local window, opens = window_room(name_starts_key(name), s, now)
-    if opens then return 0, opens end
-    room = math.min(room, window)
-  end
-  return math.max(room, 0), nil
+  return room_under(s, K['names:running'], name, name_starts_key(name), now)
 end
 
 -- Records starts under rate-limited shares `s` in the log `key` (the lease tokens of
@@ -219,25 +216,32 @@ local function read_change(current)
   return new, table.concat(stored, ' '), default
 end
 
--- A page of the holders in shares hash `key` (ARGV[3] the cursor, ARGV[4] how many):
--- {next cursor, holder, row_of(holder), holder, row...}. HSCAN's COUNT is a hint (a small
--- hash comes whole), so a page takes at most `count` of its batches' entries: the cursor
--- is HSCAN's times SPLIT plus the entries of that batch already given. A page fills from
--- the batches after it too.
-local function shares_page(key, row_of)
+-- A page of the holders of settings in K.shares, tenants or (`names`) task names (ARGV[3]
+-- the cursor, ARGV[4] how many): {next cursor, holder, row_of(holder), holder, row...}.
+-- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `count` of
+-- its batches' entries: the cursor is HSCAN's times SPLIT plus the entries of that batch
+-- already looked at. A page fills from the batches after it too; the other kind's entries
+-- are passed over, so a page may hold fewer.
+local function shares_page(names, row_of)
   local SPLIT = 1048576
   local count = tonumber(ARGV[4])
   local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
   local skip = tonumber(ARGV[3]) % SPLIT
   local reply, given = {0}, 0
   repeat
-    local scan = redis.call('HSCAN', key, string.format('%d', scan_cursor), 'COUNT', count)
+    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', count)
     local entries = scan[2]
     local at = 2 * skip + 1
     while at < #entries and given < count do
-      reply[#reply + 1] = entries[at]
-      reply[#reply + 1] = row_of(entries[at])
-      given, at = given + 1, at + 2
+      local field = entries[at]
+      local is_name = string.sub(field, 1, 1) == NAME_FIELD
+      if is_name == names then
+        local holder = names and string.sub(field, 2) or field
+        reply[#reply + 1] = holder
+        reply[#reply + 1] = row_of(holder)
+        given = given + 1
+      end
+      at = at + 2
     end
     if at < #entries then -- the page is full inside this batch
       reply[1] = scan_cursor * SPLIT + (at - 1) / 2

@@ -1,7 +1,7 @@
 -- queue/limits: read or change a task name's limits (include/shares.lua): a concurrency
 -- limit, a rate limit and a paused flag, across all workers, on top of each tenant's
 -- shares (a task starts only when both allow). A change applies at once.
--- KEYS: leases names:running names:shares sleeping wakeups:any
+-- KEYS: leases names:running sleeping wakeups:any shares
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:
@@ -26,7 +26,7 @@ local function limits_row(name)
 end
 
 local op = ARGV[2]
-if op == 'list' then return shares_page(K['names:shares'], limits_row) end
+if op == 'list' then return shares_page(true, limits_row) end
 local name = ARGV[3]
 if name == nil or name == '' then return redis.error_reply('INVALID name is empty') end
 if op == 'get' then return limits_row(name) end
@@ -37,7 +37,7 @@ local new, stored, default = read_change(current or DEFAULT_SHARES)
 if new == nil then return stored end
 if new.weight ~= 1 then return redis.error_reply('INVALID weight a task name has none') end
 if default then
-  redis.call('HDEL', K['names:shares'], name)
+  redis.call('HDEL', K.shares, NAME_FIELD .. name)
   redis.call('HDEL', K['names:running'], name)
 else
   if not current then
@@ -48,9 +48,9 @@ else
     end
     if running > 0 then redis.call('HSET', K['names:running'], name, running) end
   end
-  redis.call('HSET', K['names:shares'], name, stored)
+  redis.call('HSET', K.shares, NAME_FIELD .. name, stored)
 end
-names_read, any_name_limits = nil, nil
+names_read, any_shares = nil, nil
 redis.call('ZREM', K.sleeping, NAME_SLEEPER .. name)
 name_servable(name) -- its workers look again; a pop puts it back to sleep if it must
 wake_workers()

@@ -23,7 +23,7 @@ local function done(reply)
 end
 
 local op = ARGV[2]
-if op == 'list' then return done(shares_page(K.shares, shares_row)) end
+if op == 'list' then return done(shares_page(false, shares_row)) end
 local tenant = ARGV[3]
 if tenant == nil or tenant == '' then return redis.error_reply('INVALID user_id is empty') end
 if op == 'get' then return done(shares_row(tenant)) end
