@@ -65,6 +65,7 @@ class _QueueCollector:
             stats = self.queue.stats()
             live = self._live_workers()
             backlog = self._backlog()
+            limits = self._name_limits()
             policy = may_evict(self.queue.redis)
         except (FairQueueError, RedisError) as exc:
             log.warning("cannot read fairque_tasks: %s", exc)  # the other metrics still serve
@@ -109,7 +110,7 @@ class _QueueCollector:
         )
         if policy is not None:
             evicts.add_metric(labels, float(policy))
-        families = [tasks, last_run, rounds, dropped, events, live, *backlog, evicts]
+        families = [tasks, last_run, rounds, dropped, events, live, *backlog, *limits, evicts]
         if stats.fairness is not None:
             families += _fairness_families(self.namespace, stats.fairness)
         return families
@@ -133,6 +134,23 @@ class _QueueCollector:
             per_tenant.add_metric([self.namespace, tenant], age)
         return [oldest, per_tenant]
 
+    def _name_limits(self) -> list[Metric]:
+        labels = ["namespace", "name"]
+        running = GaugeMetricFamily(
+            "fairque_name_running",
+            f"Tasks of a task name with limits STARTED now (at most {LIMITED_NAMES} names).",
+            labels=labels,
+        )
+        limit = GaugeMetricFamily(
+            "fairque_name_concurrency_limit",
+            "A task name's concurrency limit across all workers (0: none).",
+            labels=labels,
+        )
+        for one in self.queue.names_with_limits(0, LIMITED_NAMES).names:
+            running.add_metric([self.namespace, one.name], one.running)
+            limit.add_metric([self.namespace, one.name], one.concurrency)
+        return [running, limit]
+
     def _live_workers(self) -> Metric:
         family = GaugeMetricFamily(
             "fairque_live_workers",
@@ -149,6 +167,7 @@ class _QueueCollector:
 
 OTHER_TENANTS = "other"  # the label of every tenant outside the busiest 20
 BACKLOG_TENANTS = 20  # tenants of each kind whose oldest ready task a scrape reads
+LIMITED_NAMES = 100  # task names with limits a scrape reads (one page)
 
 
 def _fairness_families(namespace: str, view: FairnessView) -> list[Metric]:

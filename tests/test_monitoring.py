@@ -70,6 +70,9 @@ def test_the_queue_metrics_answer_the_first_questions(queue: FairQueue) -> None:
     queue.register_worker(WorkerInfo("w2", "host", 2, ("report",), 4, 0, now), ttl=30)
     assert sample(registry, "fairque_live_workers", namespace=ns, name="report") == 2
     assert sample(registry, "fairque_live_workers", namespace=ns, name="email") == 1
+    queue.set_limits("report", concurrency=3)
+    assert sample(registry, "fairque_name_concurrency_limit", namespace=ns, name="report") == 3
+    assert sample(registry, "fairque_name_running", namespace=ns, name="report") == 1
 
 
 def test_the_scheduler_says_when_it_last_completed_a_cycle() -> None:
