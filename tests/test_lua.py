@@ -63,7 +63,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
 def test_scripts_are_self_contained(name: str) -> None:
     script = scripts.load(name)
     assert "--@include" not in script.source
-    assert script.source.startswith(scripts.KEY_NAMES + "local K = setmetatable({")
+    assert script.source.startswith(scripts.KEY_NAMES + "local NAMESPACE = namespace_of(ARGV[1])\n")
     for helper in re.findall(r"^local function (\w+)", script.source, re.MULTILINE):
         assert script.source.count(f"local function {helper}(") == 1, helper
     # SMEMBERS is allowed: dependency sets are per task and read whole, as seed 000 does.
@@ -79,7 +79,9 @@ def test_scripts_are_self_contained(name: str) -> None:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_a_script_declares_exactly_the_keys_it_touches(name: str) -> None:
     script = scripts.load(name)
-    code = re.sub(r"--[^\n]*", "", script.source.split("\n", 3)[3])  # past the prelude
+    code = re.sub(
+        r"--[^\n]*", "", script.source[len(scripts.KEY_NAMES) :].split("\n", 3)[3]
+    )  # past the prelude
     used = {dotted or quoted for dotted, quoted in KEY_REFERENCE.findall(code)}
     assert used == {scripts.lua_name(key) for key in script.keys}
     # Keys made from ids hash to the namespace's slot: every one starts with the prefix.
@@ -90,10 +92,10 @@ def test_the_prelude_names_the_keys_sent_in_order() -> None:
     script = scripts.load("namespace/get")
     assert script.keys == ("task:<id>", "result:<id>", "deps:blocked:<id>", "deps:waiting:<id>")
     assert script.sent_keys == script.keys  # each has a parameter: the caller fills it
-    prelude = script.source.splitlines()[1]
+    prelude = script.source[len(scripts.KEY_NAMES) :].splitlines()[1]
     assert prelude == (
         "local K = setmetatable({['task'] = KEYS[1], ['result'] = KEYS[2], "
-        "['deps:blocked'] = KEYS[3], ['deps:waiting'] = KEYS[4]}, KEY_NAMES)"
+        "['deps:blocked'] = KEYS[3], ['deps:waiting'] = KEYS[4]}, NAMESPACE.view)"
     )
 
 
@@ -103,9 +105,7 @@ def test_fixed_keys_are_made_from_the_prefix_not_sent() -> None:
     script = scripts.load("queue/pop")
     assert script.sent_keys == ("scheduled",)
     assert len(script.keys) > 10
-    assert script.source.splitlines()[1] == (
-        "local K = setmetatable({['scheduled'] = KEYS[1]}, KEY_NAMES)"
-    )
+    assert script.source[len(scripts.KEY_NAMES) :].splitlines()[1] == "local K = NAMESPACE.keys"
     call = QUEUE.pop(1, None, None, None, None)
     assert call.keys == (NAMESPACE.prefix + "scheduled",)
 

@@ -172,7 +172,7 @@ def function_library(
         raise ValueError(f"a helper variable is defined twice: {state_names}")
     declared = "".join(f"local {name}\n" for name in state_names)
     code = (
-        "local KEYS, ARGV, K, KEY_COUNT\n"
+        "local KEYS, ARGV, NAMESPACE, K, KEY_COUNT\n"
         + KEY_NAMES
         + declared
         + "".join(constants)
@@ -232,11 +232,29 @@ def _declared_args(name: str, text: str) -> tuple[int, bool]:
     return len(numbers) - variadic, variadic
 
 
-# The keys a script did not get sent: made from the prefix (ARGV[1]) when first read.
-KEY_NAMES = (
-    "local KEY_NAMES = {__index = function(named, name) "
-    "local key = ARGV[1] .. name; named[name] = key; return key end}\n"
-)
+# What a call needs of its namespace that depends on the prefix alone: the fixed keys (a
+# key a script did not get sent is made from the prefix when first read) and the lanes'
+# key prefixes (include/base.lua). A library's upvalues live as long as it is loaded, so
+# these are made once per namespace, not once per call: making a key cost a call ~2.5k
+# server instructions, and an empty pop reads eight. At most 32 namespaces are kept; past
+# that the cache starts again (what it holds is only ever derived from the prefix).
+KEY_NAMES = """\
+local namespaces, namespaces_kept = {}, 0
+local function namespace_of(prefix)
+  local namespace = namespaces[prefix]
+  if namespace == nil then
+    if namespaces_kept >= 32 then namespaces, namespaces_kept = {}, 0 end
+    local keys = setmetatable({}, {__index = function(made, name)
+      local key = prefix .. name
+      made[name] = key
+      return key
+    end})
+    namespace = {keys = keys, view = {__index = keys}, lanes = {}, lanes_kept = 0}
+    namespaces[prefix], namespaces_kept = namespace, namespaces_kept + 1
+  end
+  return namespace
+end
+"""
 
 
 def sent_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
@@ -246,8 +264,14 @@ def sent_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _prelude(sent: tuple[str, ...]) -> str:
-    pairs = ", ".join(f"[{lua_name(key)!r}] = KEYS[{i}]" for i, key in enumerate(sent, 1))
-    return f"local K = setmetatable({{{pairs}}}, KEY_NAMES)\nlocal KEY_COUNT = {len(sent)}\n"
+    """``K``: the keys sent, then (``__index``) the namespace's fixed keys. A script that
+    is sent only its first fixed key (for routing) reads them all from the namespace."""
+    if not any(_PARAM.search(key) for key in sent):
+        keys = "local K = NAMESPACE.keys\n"
+    else:
+        pairs = ", ".join(f"[{lua_name(key)!r}] = KEYS[{i}]" for i, key in enumerate(sent, 1))
+        keys = f"local K = setmetatable({{{pairs}}}, NAMESPACE.view)\n"
+    return f"local NAMESPACE = namespace_of(ARGV[1])\n{keys}local KEY_COUNT = {len(sent)}\n"
 
 
 @cache

@@ -20,16 +20,16 @@ local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
 -- Lanes (design section 5): a fair task waits in the lane of its name, so that a worker
 -- reaches only tasks it can run. A lane has its own ring, ready entries, wake-up token and
 -- tenant queues; the lane of unnamed tasks, '', keeps the keys of data format 1. A name
--- may hold any character, so its length comes first: the key stays unambiguous. A call
--- makes each lane's prefix once (a pop names its lane's keys a few times per task).
-local lane_prefixes = nil
+-- may hold any character, so its length comes first: the key stays unambiguous. Each
+-- lane's prefix is made once per namespace (NAMESPACE, fairque/engine/scripts.py), at
+-- most 256 of them (then they are made again).
 local function lane_key(lane, suffix)
   if lane == '' then return PREFIX .. suffix end
-  if lane_prefixes == nil then lane_prefixes = {} end
-  local prefix = lane_prefixes[lane]
+  local prefix = NAMESPACE.lanes[lane]
   if prefix == nil then
+    if NAMESPACE.lanes_kept >= 256 then NAMESPACE.lanes, NAMESPACE.lanes_kept = {}, 0 end
     prefix = PREFIX .. 'lane:' .. #lane .. ':' .. lane .. ':'
-    lane_prefixes[lane] = prefix
+    NAMESPACE.lanes[lane], NAMESPACE.lanes_kept = prefix, NAMESPACE.lanes_kept + 1
   end
   return prefix .. suffix
 end

@@ -3,9 +3,12 @@
 --@include settings
 --@include figures
 
--- The registries of ended tasks: ids by the time their record expires (us).
-local ENDED = {finished = K['state:finished'], failed = K['state:failed'],
-  canceled = K['state:canceled']}
+-- The registry of tasks ended in `state`: ids by the time their record expires (us).
+local function ended_registry(state)
+  if state == 'finished' then return K['state:finished'] end
+  if state == 'failed' then return K['state:failed'] end
+  return K['state:canceled']
+end
 
 -- Ids that reached a terminal state in this call. flush() publishes them once on the
 -- namespace's `ended` channel (sharded pub/sub, like `wake`), so a producer waiting for
@@ -28,7 +31,7 @@ local function end_task(id, tenant, state, now, reason)
       redis.call('HSET', key, 'state', state, 'finished_at', now)
     end
     redis.call('EXPIRE', key, math.ceil(ttl_seconds))
-    append('ZADD', ENDED[state], now + ttl_seconds * MICROS, id)
+    append('ZADD', ended_registry(state), now + ttl_seconds * MICROS, id)
   end
   count(state, tenant)
   if ended_ids == nil then ended_ids = {} end

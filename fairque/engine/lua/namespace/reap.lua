@@ -28,7 +28,8 @@ local more = expired == limit or promoted == limit
 
 -- Registries are sorted by expiry: drop what has expired, at most `limit` ids of each.
 local dropped = 0
-for _, registry in pairs(ENDED) do
+for _, state in ipairs({'finished', 'failed', 'canceled'}) do
+  local registry = ended_registry(state)
   local last = redis.call('ZRANGE', registry, limit - 1, limit - 1, 'WITHSCORES')
   if last[1] and tonumber(last[2]) <= now then
     dropped = dropped + redis.call('ZREMRANGEBYRANK', registry, 0, limit - 1)
