@@ -55,6 +55,22 @@ def test_names_no_live_worker_serves_are_reached_when_a_pop_is_short(queue: Fair
     assert names_of(queue, 10, "mail") == ["mail"]
 
 
+def test_tasks_to_hand_over_are_no_starts(queue: FairQueue) -> None:
+    """A worker leases a task no live worker serves only to hand it over: the counters
+    and the fairness figures count real starts only."""
+    register(queue, "mail-worker", "mail")
+    queue.push_many([Task(user_id="u", name="mail"), Task(user_id="v", name="orphan")])
+    assert Counter(names_of(queue, 10, "mail")) == {"mail": 1, "orphan": 1}
+    assert queue.stats().counters["started"] == 1
+    fairness = queue.fairness(minutes=1)
+    assert (fairness.starts, [t.tenant for t in fairness.tenants]) == (1, ["u"])
+    queue.push(Task(user_id="v", name="orphan"))
+    # A pop naming no names takes any: a start.
+    assert [task.name for task in queue.pop(count=10)] == ["orphan"]
+    assert queue.stats().counters["started"] == 2
+    assert queue.fairness(minutes=1).starts == 2
+
+
 def test_fair_between_tenants_across_the_lanes_a_pop_reaches(queue: FairQueue) -> None:
     """A tenant with tasks of several names gets no more turns than one with one name."""
     queue.push_many([Task(user_id="wide", name=name, payload=n) for n in range(3)

@@ -210,8 +210,12 @@ local function lease(id, tenant, lane_state)
   leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
   leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
   leased[row + 12], leased[row + 13], leased[row + 14] = f[8], f[9] or '', f[10] or ''
-  count('started')
-  note_start(tenant, asked.now - (tonumber(f[8]) or asked.now))
+  -- A spare lane's task goes back (queue/hand_over): the worker cannot run it, so it is
+  -- no start, neither in the counters nor in the fairness figures.
+  if not lane_state.spare then
+    count('started')
+    note_start(tenant, asked.now - (tonumber(f[8]) or asked.now))
+  end
   taken = taken + 1
   local started = tokens[tenant]
   started[#started + 1] = token
