@@ -171,24 +171,28 @@ def test_a_pop_of_many_puts_the_leases_in_a_skiplist(queue: FairQueue) -> None:
     assert queue.redis.exists(leases) == 0
 
 
-def test_a_wide_pop_keeps_the_tenant_keys_out_of_listpacks(queue: FairQueue) -> None:
-    # A pop reaching 8 tenants or more turns the ring, the ready entries, the running
-    # counts and the tenants' counters into skiplists and hash tables (writes scan a
-    # listpack); nothing else changes: the member that turns them is gone, the order is
-    # the same.
+def test_wide_rings_and_pops_keep_the_tenant_keys_out_of_listpacks(queue: FairQueue) -> None:
+    # A ring that grows to 8 tenants, or a pop reaching 8 tenants or more, turns the ring,
+    # the ready entries, the running counts and the tenants' counters into skiplists and
+    # hash tables (writes scan a listpack); nothing else changes: the member that turns
+    # them is gone, the order is the same.
     names = ("ring", "ready", "running", "stats:tenants")
     keys = {name: queue.namespace.key(name) for name in names}
-    queue.push_many([Task(user_id=f"t{n}") for n in range(12) for _ in range(3)])
+    queue.push_many([Task(user_id=f"t{n}") for n in range(6) for _ in range(3)])
     narrow = queue.pop(count=4)
     assert [task.user_id for task in narrow] == ["t0", "t1", "t2", "t3"]
     encodings = {name: queue.redis.object("encoding", key) for name, key in keys.items()}
     assert set(encodings.values()) == {b"listpack"}
+    queue.push_many([Task(user_id=f"t{n}") for n in range(6, 12) for _ in range(3)])
+    assert queue.redis.object("encoding", keys["ring"]) == b"skiplist"  # 12 tenants now
+    assert queue.redis.object("encoding", keys["ready"]) == b"skiplist"
+    ring_order = (4, 5, 0, 1, 2, 3, *range(6, 12))  # the served ones went to the back
     wide = queue.pop(count=12)
-    assert [task.user_id for task in wide] == [f"t{n}" for n in (*range(4, 12), *range(4))]
+    assert [task.user_id for task in wide] == [f"t{n}" for n in ring_order]
     encodings = {name: queue.redis.object("encoding", key) for name, key in keys.items()}
     assert encodings == {"ring": b"skiplist", "ready": b"skiplist", "running": b"hashtable",
                          "stats:tenants": b"hashtable"}  # fmt: skip
-    served_last = [f"t{n}".encode() for n in (*range(4, 12), *range(4))]  # by last serve
+    served_last = [f"t{n}".encode() for n in ring_order]  # by last serve
     assert queue.redis.zrange(keys["ring"], 0, -1) == served_last
     assert len(queue.redis.zrange(keys["ready"], 0, -1)) == 12
     assert queue.redis.hgetall(keys["running"]) == {f"t{n}".encode(): b"2" if n < 4 else b"1"

@@ -63,8 +63,8 @@ local function queue_ready(id, kind, tenant, lane, priority, start_time, first)
 end
 
 -- The ring, the ready entries, the running counts and the tenants' counters are written
--- for every tenant a call serves: a pop that reaches WIDE tenants or more takes them out
--- of their listpacks (see leave_listpack).
+-- for every tenant a call serves: a pop that reaches WIDE tenants or more, or a ring that
+-- grows to WIDE tenants, takes them out of their listpacks (see leave_listpack).
 local WIDE = 8
 local function unpack_tenant_keys(lane)
   leave_listpack(lane_key(lane, 'ring'), 'zset')
@@ -180,7 +180,13 @@ local function flush_ready(now)
       redis.call('SADD', lanes_of_key(tenant), lane)
       redis.call('SADD', K.lanes, lane)
       if not shares_of(tenant) then
-        redis.call('ZADD', lane_key(lane, 'ring'), 'NX', next_tick(now), tenant)
+        local ring = lane_key(lane, 'ring')
+        -- A ring as wide as a wide pop's leaves its listpacks as that pop would: pops of
+        -- one task each never reach WIDE tenants, yet pay a scan of them per write.
+        if redis.call('ZADD', ring, 'NX', next_tick(now), tenant) == 1
+          and redis.call('ZCARD', ring) == WIDE then
+          unpack_tenant_keys(lane)
+        end
         lane_servable(lane)
       else
         place(tenant, now)
