@@ -249,7 +249,8 @@ local function namespace_of(prefix)
       made[name] = key
       return key
     end})
-    namespace = {keys = keys, view = {__index = keys}, lanes = {}, lanes_kept = 0}
+    namespace = {keys = keys, view = {__index = keys}, lanes = {}, lanes_kept = 0,
+      figures_minute = false, figures_prefix = false}
     namespaces[prefix], namespaces_kept = namespace, namespaces_kept + 1
   end
   return namespace

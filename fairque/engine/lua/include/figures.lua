@@ -35,8 +35,15 @@ local function wait_bucket(wait_us)
   return math.min(WAIT_BUCKETS - 1, 1 + math.floor(math.log(ms) / LOG_BASE))
 end
 
+-- The keys of the minute last named are made from a prefix kept for the namespace
+-- (NAMESPACE, fairque/engine/scripts.py): formatting the minute cost each key ~3k
+-- instructions, and a pop names one or two.
 local function figures_key(minute, part)
-  return PREFIX .. 'fairness:' .. minute .. ':' .. part
+  if NAMESPACE.figures_minute ~= minute then
+    NAMESPACE.figures_minute = minute
+    NAMESPACE.figures_prefix = PREFIX .. 'fairness:' .. minute .. ':'
+  end
+  return NAMESPACE.figures_prefix .. part
 end
 
 -- Starts noted in this call: waits[tenant][bucket] = n, tenants in first-start order.
