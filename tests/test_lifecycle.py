@@ -92,6 +92,13 @@ def test_finish_keeps_the_result_when_asked(queue: FairQueue) -> None:
     assert 24 * 3600 - 5 < ttl <= 24 * 3600
 
 
+def test_finishing_no_task_changes_nothing(queue: FairQueue) -> None:
+    queue.push(Task(user_id="u"))
+    before = queue.stats().counters
+    assert queue.finish_many([], []) == []
+    assert queue.stats().counters == before
+
+
 def test_an_expired_lease_brings_the_task_back_with_attempts_plus_one(queue: FairQueue) -> None:
     task_id = queue.push(Task(user_id="u", payload="x"))
     first = pop_one(queue, lease_seconds=0.05)

@@ -319,11 +319,12 @@ end
 
 
 -- Reads the pop's arguments (see queue/pop.lua) into `asked`, made at `now`.
+local NO_NAMES = {} -- never written to
 local function pop_arguments(now)
   local names_count = tonumber(ARGV[5])
   asked = {worker = ARGV[2], wanted = tonumber(ARGV[3]), lease_seconds = tonumber(ARGV[4]),
-    names = {unpack(ARGV, 6, 5 + names_count)}, names_count = names_count, assigned = nil,
-    steal = nil, now = now}
+    names = names_count > 0 and {unpack(ARGV, 6, 5 + names_count)} or NO_NAMES,
+    names_count = names_count, assigned = nil, steal = nil, now = now}
   local at = 6 + names_count
   if ARGV[at] == '1' then
     local n = tonumber(ARGV[at + 1])

@@ -10,6 +10,7 @@
 
 local rows = read_rows(ARGV[2], 3, ARGV[3])
 if rows == nil then return redis.error_reply('INVALID tasks do not match their count') end
+if #rows == 0 then return {} end -- nothing to acknowledge: no clock, no writes
 for i = 4, #ARGV do
   local refused = too_big('result', ARGV[i])
   if refused then return refused end
