@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeaseLost, Task, TaskState
-from fairque.queue.ops import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
+from fairque.engine.records import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
 from fairque.servers.embedded import LocalServer
 from fairque.worker import Registry, SyncTaskContext, TaskContext, Worker, WorkerConfig, task
 from tests.conftest import until
