@@ -168,19 +168,12 @@ def retry(namespace: Namespace, record_id: str) -> Call[bool]:
     return namespace.call("namespace/retry", (record_id,), lambda reply: reply == b"failed")
 
 
-def report(
-    namespace: Namespace,
-    record_id: str,
-    lease_token: str,
-    *,
-    progress: float | None,
-    message: str,
-    lines: Sequence[str],
-) -> Call[int]:
-    """Records a running record's progress (any finite number, with a message) and log
-    lines (the newest MAX_LOG_LINES kept), if ``lease_token`` still holds its lease
-    (``queue/report``, which fair tasks and strict jobs share); parses to the lines the
-    record holds. Raises LeaseLost if it does not."""
+def bounded_report(
+    progress: float | None, message: str, lines: Sequence[str]
+) -> tuple[float | None, str, list[str]]:
+    """A report as records keep it: InvalidInput for a progress that is not a finite
+    number or a message or line that is not text; the message cut to MAX_PROGRESS_MESSAGE
+    characters, and the newest MAX_LOG_LINES lines, each cut to MAX_LOG_LINE."""
     if progress is not None and (
         isinstance(progress, bool)
         or not isinstance(progress, (int, float))
@@ -190,12 +183,29 @@ def report(
     for name, value in (("message", message), *(("lines", line) for line in lines)):
         if not isinstance(value, str):
             raise InvalidInput(name, f"must be text, got {type(value).__name__}")
+    kept = [line[:MAX_LOG_LINE] for line in list(lines)[-MAX_LOG_LINES:]]
+    return None if progress is None else float(progress), message[:MAX_PROGRESS_MESSAGE], kept
+
+
+def report(
+    namespace: Namespace,
+    record_id: str,
+    lease_token: str,
+    *,
+    progress: float | None,
+    message: str,
+    lines: Sequence[str],
+) -> Call[int]:
+    """Records a running record's progress and log lines (bounded_report), if
+    ``lease_token`` still holds its lease (``queue/report``, which fair tasks and strict
+    jobs share); parses to the lines the record holds. Raises LeaseLost if it does not."""
+    progress, message, kept = bounded_report(progress, message, lines)
     args: tuple[Arg, ...] = (
         record_id,
         lease_token,
-        "" if progress is None else repr(float(progress)),
-        message[:MAX_PROGRESS_MESSAGE],
+        "" if progress is None else repr(progress),
+        message,
         MAX_LOG_LINES,
-        *(line[:MAX_LOG_LINE] for line in list(lines)[-MAX_LOG_LINES:]),
+        *kept,
     )
     return namespace.call("queue/report", args, int, params={"id": record_id})
