@@ -436,6 +436,16 @@ def test_a_function_that_outlived_its_lease_is_refused(master: Api) -> None:
     assert (detail["progress"], detail["progress_message"]) == (None, None)
 
 
+def test_a_job_without_a_lease_token_cannot_report(master: Api) -> None:
+    """A job from a master that sends no lease token: the master refuses its reports."""
+    job = {"id": "j", "name": "counting", "argument": {"args": [1]}, "priority": 0,
+           "attempt": 1, "timeout": 5}  # fmt: skip
+    with http_worker(master, "w1") as url:
+        answer = httpx.post(f"{url}/run", content=msgspec.msgpack.encode(job), headers=MSGPACK)
+    result = msgspec.msgpack.decode(answer.content)
+    assert result["message"].startswith("InvalidInput: lease_token: "), result
+
+
 def test_worker_app_runs_jobs_directly() -> None:
     config = HttpWorkerConfig(None, "http://127.0.0.1:1", "solo", 1)
     with TestClient(create_http_worker(config, registry)) as client:
