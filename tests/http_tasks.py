@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fairque import task
+from fairque.http.context import JobContext, SyncJobContext
 
 
 @task(name="echo")
@@ -57,3 +58,34 @@ def exclusive(label: str, seconds: float = 0.0, fail_once: str | None = None) ->
     if failing:
         raise RuntimeError("the first run fails")
     return label
+
+
+@task(name="counting")
+async def counting(steps: int, context: JobContext) -> int:
+    for step in range(1, steps + 1):
+        await context.log(f"step {step}")
+        await context.progress(100 * step / steps, f"{step} of {steps}")
+    return steps
+
+
+@task(name="counting_sync")
+def counting_sync(steps: int, context: SyncJobContext) -> int:
+    for step in range(1, steps + 1):
+        context.log(f"step {step}", "and a second line")
+        context.progress(step, "done" if step == steps else "")
+    return steps
+
+
+# For "outlived": set by the test once the job's lease is gone; what its report met.
+OUTLIVED = threading.Event()
+LATE_REPORTS: list[Exception] = []
+
+
+@task(name="outlived")
+def outlived(context: SyncJobContext) -> None:
+    """Outlives its timeout (the master fails the job and its lease ends), then reports."""
+    OUTLIVED.wait(30)
+    try:
+        context.progress(99, "too late")
+    except Exception as exc:  # the test checks which: LeaseLost
+        LATE_REPORTS.append(exc)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fairque import FairQueue, Task, TaskScheduler
+from fairque import FairQueue, Job, JobQueue, Task, TaskScheduler
 from fairque.cli import app
 from fairque.queue import WorkerInfo
 from fairque.scheduler import Schedule, TaskTemplate
@@ -94,6 +94,21 @@ def test_task_get_shows_the_states_name_and_values_as_json(server: Server, names
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields[moment]), moment
     assert (fields["progress"], fields["progress_message"]) == ("42.0", "almost half")
     assert json.loads(fields["logs"]) == ["a line"]
+
+
+def test_task_get_shows_a_jobs_progress_and_log_lines(server: Server, namespace: str) -> None:
+    with JobQueue(server.url, namespace) as jobs:
+        job_id = jobs.push(Job(name="resize"))
+        [leased] = jobs.pop("w1")
+        jobs.report(job_id, leased.lease_token, 42.0, "almost half", ["a line"])
+    shown = runner.invoke(app, ["task", "get", job_id, "--url", server.url,
+                                "--namespace", namespace])  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    fields = dict(line.split("\t", 1) for line in shown.stdout.splitlines()[1:])
+    assert (fields["kind"], fields["state"]) == ("job", "started")
+    assert (fields["progress"], fields["progress_message"]) == ("42.0", "almost half")
+    assert json.loads(fields["logs"]) == ["a line"]
+    assert fields["progress_at"] >= fields["created_at"]  # both ISO 8601, in UTC
 
 
 def leased_tenant(queue: FairQueue, task_id: str) -> str:

@@ -26,12 +26,13 @@ from litestar.testing import TestClient
 from typer.testing import CliRunner
 
 import tests.http_tasks  # registers the task functions
-from fairque import FairQueue, QueueSettings
+from fairque import FairQueue, JobQueue, LeaseLost, QueueSettings
 from fairque.cli import app as cli
+from fairque.engine.records import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.protocol import ResultFrames, result_frame
 from fairque.http.worker import HttpWorkerConfig, create_http_worker
-from fairque.jobs import Success
+from fairque.jobs import Job, Success
 from fairque.servers.embedded import LocalServer, free_port
 from fairque.worker import registry
 from tests.conftest import namespace_keys, wait_for
@@ -361,6 +362,90 @@ def test_an_unreachable_worker_hands_back_a_whole_batch(master: Api) -> None:
     assert [master.call("GET", f"/jobs/{job}")["attempts"] for job in jobs] == [0, 0, 0]
 
 
+@pytest.mark.parametrize("name", ["counting", "counting_sync"])
+def test_job_functions_report_progress_and_lines_through_the_master(
+    master: Api, server: LocalServer, namespace: str, name: str
+) -> None:
+    with http_worker(master, "w1"):
+        job_id = master.push(name=name, argument={"args": [3]})
+        detail = master.ended(job_id)
+    assert detail["state"] == "finished"
+    with JobQueue(server.url, namespace) as jobs:
+        info = jobs.get(job_id)
+    assert info is not None
+    assert info.progress_at is not None
+    assert detail["progress_at"] == info.progress_at.isoformat().replace("+00:00", "Z")
+    shown = (detail["progress"], detail["progress_message"], detail["logs"])
+    assert shown == (info.progress, info.progress_message, list(info.logs))
+    if name == "counting":
+        assert shown == (100.0, "3 of 3", ["step 1", "step 2", "step 3"])
+    else:
+        assert shown[:2] == (3.0, "done")
+        assert shown[2][-2:] == ["step 3", "and a second line"]
+        assert len(shown[2]) == 6
+
+
+def report(master: Api, job_id: str, **body: Any) -> tuple[int, Any]:
+    response = master.http.post(f"/jobs/{job_id}/report", content=msgspec.msgpack.encode(body))
+    return response.status_code, msgspec.msgpack.decode(response.content)
+
+
+def test_a_report_needs_the_lease_and_is_bounded(
+    master: Api, server: LocalServer, namespace: str
+) -> None:
+    with JobQueue(server.url, namespace) as jobs:  # no worker: the master leases nothing
+        job_id = jobs.push(Job(name="resize"))
+        [leased] = jobs.pop("by-hand")
+        token = leased.lease_token
+        flood = [f"line {n}" for n in range(MAX_LOG_LINES + 50)]
+        assert report(master, job_id, lease_token=token, lines=flood) == (200, {"lines": 100})
+        long = {"message": "m" * (MAX_PROGRESS_MESSAGE + 50), "lines": ["x" * 5000]}
+        assert report(master, job_id, lease_token=token, progress=7, **long)[0] == 200
+        for bad, field in (
+            ({"lease_token": token, "progress": "7"}, "progress"),
+            ({"lease_token": token, "progress": float("nan")}, "progress"),
+            ({"lease_token": token, "lines": [1]}, "lines[0]"),
+            ({"lease_token": token, "colour": "red"}, "colour"),
+            ({"progress": 1}, "lease_token"),
+        ):
+            status, error = report(master, job_id, **bad)
+            assert (status, error["error"], error["field"]) == (400, "invalid_input", field), bad
+        refused = {"progress": 99, "message": "stolen", "lines": ["stolen"]}
+        status, error = report(master, job_id, lease_token="1", **refused)
+        assert (status, error["error"]) == (409, "lease_lost")
+        jobs.complete(leased, Success(finished_at=datetime.now(timezone.utc)))
+        status, error = report(master, job_id, lease_token=token, **refused)
+        assert (status, error["error"]) == (409, "lease_lost")
+    detail = master.call("GET", f"/jobs/{job_id}")
+    assert (detail["state"], detail["progress"]) == ("finished", 7.0)
+    assert detail["progress_message"] == "m" * MAX_PROGRESS_MESSAGE
+    assert len(detail["logs"]) == MAX_LOG_LINES
+    assert (detail["logs"][0], detail["logs"][-1]) == ("line 51", "x" * MAX_LOG_LINE)
+
+
+def test_a_function_that_outlived_its_lease_is_refused(master: Api) -> None:
+    tests.http_tasks.OUTLIVED.clear()
+    tests.http_tasks.LATE_REPORTS.clear()
+    with http_worker(master, "w1"):
+        job_id = master.push(name="outlived", timeout=0.3)
+        assert master.ended(job_id)["state"] == "failed"  # its lease ended with it
+        tests.http_tasks.OUTLIVED.set()
+        [refused] = wait_for(lambda: tests.http_tasks.LATE_REPORTS)
+    assert isinstance(refused, LeaseLost)
+    detail = master.call("GET", f"/jobs/{job_id}")
+    assert (detail["progress"], detail["progress_message"]) == (None, None)
+
+
+def test_a_job_without_a_lease_token_cannot_report(master: Api) -> None:
+    """A job from a master that sends no lease token: the master refuses its reports."""
+    job = {"id": "j", "name": "counting", "argument": {"args": [1]}, "priority": 0,
+           "attempt": 1, "timeout": 5}  # fmt: skip
+    with http_worker(master, "w1") as url:
+        answer = httpx.post(f"{url}/run", content=msgspec.msgpack.encode(job), headers=MSGPACK)
+    result = msgspec.msgpack.decode(answer.content)
+    assert result["message"].startswith("InvalidInput: lease_token: "), result
+
+
 def test_worker_app_runs_jobs_directly() -> None:
     config = HttpWorkerConfig(None, "http://127.0.0.1:1", "solo", 1)
     with TestClient(create_http_worker(config, registry)) as client:
@@ -378,6 +463,8 @@ def test_worker_app_runs_jobs_directly() -> None:
         assert result["should_retry"] is False
         status, error = run(name="echo", timeout="soon")
         assert (status, error["field"]) == (400, "timeout")
+        _, result = run(name="counting", argument={"args": [1]})  # its report has no master
+        assert result["message"] == "FairQueueError: this worker has no master to report to"
 
 
 def test_worker_app_runs_a_batch_directly() -> None:

@@ -65,6 +65,11 @@ def test_calls_by_id_find_the_jobs_shard(jobs: JobQueue) -> None:
     assert jobs.cancel(waiting)
     leased = {job.id: job for job in jobs.pop("w", 10)}
     assert set(leased) == {kept, failing}
+    for job in leased.values():
+        assert jobs.report(job.id, job.lease_token, 1, job.name, [job.name]) == 1
+        info = jobs.get(job.id)
+        assert info is not None
+        assert info.progress_message == job.name
     assert jobs.complete(leased[kept], done({"ok": 1})) is TaskState.FINISHED
     assert jobs.complete(leased[failing], failure("other", "no", False)) is TaskState.FAILED
     assert jobs.result(kept)["result"] == {"ok": 1}

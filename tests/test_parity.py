@@ -223,6 +223,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("complete_many", ([(_job(), Success(finished_at=NOW, result=[1])), (_job(), None)],), {}),
         ("result", ("j1",), {}),
         ("get", ("j1",), {}),
+        ("report", ("j1", "7", 50.0, "half"), {"lines": ["a line"]}),
         ("cancel", ("j1",), {}),
         ("retry", ("j1",), {}),
         ("jobs", ("failed", "resize", 3, 10), {}),

@@ -1,16 +1,27 @@
-"""Progress and log lines from inside a task: kept in its record while the lease is held,
-bounded in count and size, refused from a holder that lost the lease, and reported by
-task functions through their context (async, on a thread)."""
+"""Progress and log lines from inside a task or a JQ master job: kept in its record while
+the lease is held, bounded in count and size, refused from a holder that lost the lease,
+and reported by task functions through their context (async, on a thread)."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeaseLost, Task, TaskState
-from fairque.queue.ops import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
+from fairque import (
+    AsyncFairQueue,
+    FairQueue,
+    InvalidInput,
+    Job,
+    JobQueue,
+    LeaseLost,
+    Task,
+    TaskState,
+)
+from fairque.engine.records import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
+from fairque.jobs import Success
 from fairque.servers.embedded import LocalServer
 from fairque.worker import Registry, SyncTaskContext, TaskContext, Worker, WorkerConfig, task
 from tests.conftest import until
@@ -68,6 +79,30 @@ def test_reports_are_bounded(queue: FairQueue) -> None:
     assert info.logs[0] == "line 51"  # the newest kept
     assert info.logs[-1] == "x" * MAX_LOG_LINE
     assert info.progress_message == "m" * MAX_PROGRESS_MESSAGE
+
+
+def test_a_leased_job_reports_as_a_task_does(queue: FairQueue) -> None:
+    jobs = JobQueue(queue)
+    job_id = jobs.push(Job(name="resize"))
+    [leased] = jobs.pop("w1")
+    assert jobs.report(leased.id, leased.lease_token, 40, "half", ["opened"]) == 1
+    flood = [f"line {n}" for n in range(MAX_LOG_LINES + 50)]
+    assert jobs.report(leased.id, leased.lease_token, lines=flood) == MAX_LOG_LINES
+    jobs.report(leased.id, leased.lease_token, 50, "m" * (MAX_PROGRESS_MESSAGE + 50))
+    with pytest.raises(InvalidInput) as caught:
+        jobs.report(leased.id, leased.lease_token, float("nan"))
+    assert caught.value.field == "progress"
+    with pytest.raises(LeaseLost):  # a token that never held the lease
+        jobs.report(leased.id, "1", 99.0, "stolen", ["stolen"])
+    jobs.complete(leased, Success(finished_at=datetime.now(timezone.utc)))
+    with pytest.raises(LeaseLost):  # the lease ended: nothing more is taken
+        jobs.report(leased.id, leased.lease_token, 99.0, "late", ["late"])
+    info = jobs.get(job_id)
+    assert info is not None
+    assert (info.state, info.progress) == ("finished", 50.0)
+    assert info.progress_message == "m" * MAX_PROGRESS_MESSAGE
+    assert info.progress_at is not None
+    assert (len(info.logs), info.logs[0], info.logs[-1]) == (MAX_LOG_LINES, "line 50", "line 149")
 
 
 @pytest.mark.parametrize(

@@ -164,11 +164,21 @@ def test_bad_list_queries_name_the_field(client: TestClient[Any], query: str, fi
 
 
 def test_jobs_show_as_jobs(client: TestClient[Any], queue: FairQueue) -> None:
-    job_id = JobQueue(queue).push(Job(name="resize", argument=[1, 2], priority=-7))
+    jobs = JobQueue(queue)
+    job_id = jobs.push(Job(name="resize", argument=[1, 2], priority=-7))
     (row,) = get(client, "/tasks?state=queued")["tasks"]
     assert (row["task_id"], row["user_id"], row["priority"]) == (job_id, None, -7)
     detail = get(client, f"/tasks/{job_id}")
     assert (detail["kind"], detail["job"]["argument"]) == ("job", [1, 2])
+    [leased] = jobs.pop("w1")
+    jobs.report(job_id, leased.lease_token, 25.0, "a quarter", ["first line"])
+    job = get(client, f"/tasks/{job_id}")["job"]
+    assert (job["progress"], job["progress_message"], job["logs"]) == (
+        25.0,
+        "a quarter",
+        ["first line"],
+    )
+    assert job["progress_at"] is not None
 
 
 def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQueue) -> None:

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from fairque.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from fairque.engine.calls import Call
+    from collections.abc import Sequence
+
+    from fairque.engine.calls import Arg, Call
     from fairque.engine.keys import Namespace
 
 MAX_ID_LENGTH = 256
@@ -32,6 +34,10 @@ MAX_DELAY_SECONDS = 10 * 366 * 24 * 3600.0
 # until the year 2255: every moment stored is checked to lie in [1970, 2200).
 EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
+# What a running task or job may report about itself (report), kept in its record.
+MAX_LOG_LINES = 100  # the newest lines kept
+MAX_LOG_LINE = 1_000  # characters of a line; a longer one is cut
+MAX_PROGRESS_MESSAGE = 200  # characters of a progress message; a longer one is cut
 
 
 class TaskState(str, Enum):
@@ -160,3 +166,46 @@ def cancel(namespace: Namespace, record_id: str, abort: bool) -> Call[bool]:
 def retry(namespace: Namespace, record_id: str) -> Call[bool]:
     """Queues a FAILED record again now; parses to whether it was failed."""
     return namespace.call("namespace/retry", (record_id,), lambda reply: reply == b"failed")
+
+
+def bounded_report(
+    progress: float | None, message: str, lines: Sequence[str]
+) -> tuple[float | None, str, list[str]]:
+    """A report as records keep it: InvalidInput for a progress that is not a finite
+    number or a message or line that is not text; the message cut to MAX_PROGRESS_MESSAGE
+    characters, and the newest MAX_LOG_LINES lines, each cut to MAX_LOG_LINE."""
+    if progress is not None and (
+        isinstance(progress, bool)
+        or not isinstance(progress, (int, float))
+        or not math.isfinite(progress)
+    ):
+        raise InvalidInput("progress", f"must be a finite number, got {progress!r}")
+    for name, value in (("message", message), *(("lines", line) for line in lines)):
+        if not isinstance(value, str):
+            raise InvalidInput(name, f"must be text, got {type(value).__name__}")
+    kept = [line[:MAX_LOG_LINE] for line in list(lines)[-MAX_LOG_LINES:]]
+    return None if progress is None else float(progress), message[:MAX_PROGRESS_MESSAGE], kept
+
+
+def report(
+    namespace: Namespace,
+    record_id: str,
+    lease_token: str,
+    *,
+    progress: float | None,
+    message: str,
+    lines: Sequence[str],
+) -> Call[int]:
+    """Records a running record's progress and log lines (bounded_report), if
+    ``lease_token`` still holds its lease (``queue/report``, which fair tasks and strict
+    jobs share); parses to the lines the record holds. Raises LeaseLost if it does not."""
+    progress, message, kept = bounded_report(progress, message, lines)
+    args: tuple[Arg, ...] = (
+        record_id,
+        lease_token,
+        "" if progress is None else repr(progress),
+        message,
+        MAX_LOG_LINES,
+        *kept,
+    )
+    return namespace.call("queue/report", args, int, params={"id": record_id})

@@ -298,7 +298,10 @@ class Dispatcher:
 
 
 def _request(job: LeasedJob) -> JobRequest:
-    return JobRequest(job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout)
+    return JobRequest(
+        job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout,
+        job.lease_token,
+    )  # fmt: skip
 
 
 def _encode(body: JobRequest | list[JobRequest]) -> bytes:

@@ -38,8 +38,10 @@ from fairque.http.protocol import (
     ConstraintSaved,
     Done,
     JobCreated,
+    JobReport,
     JobsCreated,
     Overview,
+    Reported,
     WorkerAck,
     WorkerRegistration,
     WorkerStatus,
@@ -264,6 +266,20 @@ async def retry_job(master: NamedDependency[Master], job_id: JobId) -> Done:
     return Done(retried)
 
 
+ReportBody = Annotated[JobReport, Body(media_type=MSGPACK)]
+
+
+@post(
+    "/jobs/{job_id:str}/report",
+    status_code=200,
+    summary="Record a running job's progress and log lines (its worker's lease token)",
+)
+async def report_job(master: NamedDependency[Master], job_id: JobId, data: ReportBody) -> Reported:
+    return Reported(
+        await master.jobs.report(job_id, data.lease_token, data.progress, data.message, data.lines)
+    )
+
+
 WorkerId = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 RegistrationBody = Annotated[WorkerRegistration, Body(media_type=MSGPACK)]
 
@@ -323,6 +339,7 @@ ROUTES = [
     job_result,
     cancel_job,
     retry_job,
+    report_job,
     register_worker,
     unregister_worker,
     list_workers,
@@ -335,7 +352,7 @@ ROUTES = [
 
 # The bodies of the master's API, whose schemas its OpenAPI document carries.
 MASTER_TYPES = (
-    Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done,
+    Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done, JobReport, Reported,
     WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
     Overview, SharesUpdate, LimitsUpdate,
 )  # fmt: skip

@@ -76,6 +76,27 @@ class JobRequest(msgspec.Struct):
     priority: Int32
     attempt: int  # 1 on the first run
     timeout: float  # seconds the master waits for the result object
+    # Proves the job is still the worker's when it reports (POST {master}/jobs/{id}/report).
+    lease_token: str = ""
+
+
+class JobReport(msgspec.Struct, forbid_unknown_fields=True):
+    """What a worker says about a job it runs: kept in the job's record (GET /jobs/{id})
+    while ``lease_token`` (the job's JobRequest's) holds the job, refused with 409 once it
+    does not. ``progress``: any finite number (a percentage, a count), null to leave it;
+    ``message``: its first 200 characters are kept; ``lines``: log lines to add, the
+    record keeps the newest 100, each cut to 1,000 characters."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=64)]
+    progress: float | None = None
+    message: str = ""
+    lines: list[str] = []
+
+
+class Reported(msgspec.Struct):
+    """A report was kept: the job's record holds ``lines`` log lines now."""
+
+    lines: int
 
 
 class Overview(msgspec.Struct):

@@ -4,7 +4,9 @@ The master POSTs a :class:`JobRequest` to ``/run``; the worker runs the function
 by the job (its ``argument`` is ``{"args": [...], "kwargs": {...}}``, or null) and
 answers with the result object. While it runs, the worker registers with the
 master and heartbeats (``PUT {master}/workers/{id}``), and unregisters when it stops.
-Any program that serves ``/run`` the same way is a worker: see ``examples/``.
+A function with a ``context`` parameter reports its progress and log lines through it
+(:mod:`fairque.http.context`). Any program that serves ``/run`` the same way is a
+worker: see ``examples/``.
 
 A worker that registers a ``batch`` over 1 also takes several jobs in one request,
 ``POST /runs``, and answers each job's result object as soon as that job ends, as a frame
@@ -32,6 +34,7 @@ from litestar.response import Stream
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.app import create_app
+from fairque.http.context import JobContext, Reporter, SyncJobContext
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
     MAX_RUNS,
@@ -59,7 +62,7 @@ class HttpWorkerConfig:
     token: str | None = None  # the master's bearer token, used both ways
 
 
-async def run_job(registry: Registry, job: JobRequest) -> JobOutcome:
+async def run_job(registry: Registry, job: JobRequest, reporter: Reporter) -> JobOutcome:
     """Runs the function the job names; every way it can end is a result object."""
     function = registry.get(job.name)
     if function is None:
@@ -70,8 +73,12 @@ async def run_job(registry: Registry, job: JobRequest) -> JobOutcome:
         return failure("other", str(exc), retry=False)
     try:
         if function.is_async:
+            if function.wants_context:
+                kwargs["context"] = JobContext(job, reporter)
             result = await within(function.func(*args, **kwargs), job.timeout)
         else:
+            if function.wants_context:
+                kwargs["context"] = SyncJobContext(job, reporter, asyncio.get_running_loop())
             call = functools.partial(function.func, *args, **kwargs)
             # A sync function cannot be interrupted: at the deadline it is abandoned.
             result = await within(asyncio.to_thread(call), job.timeout)
@@ -83,7 +90,8 @@ async def run_job(registry: Registry, job: JobRequest) -> JobOutcome:
 
 
 class Registration:
-    """Keeps the worker registered with the master while the app runs."""
+    """Keeps the worker registered with the master while the app runs, and lends its
+    connections to the ``reporter`` of the jobs it runs."""
 
     def __init__(self, config: HttpWorkerConfig, names: list[str]) -> None:
         self.config = config
@@ -92,6 +100,7 @@ class Registration:
         self.headers = {"content-type": MSGPACK, "accept": MSGPACK}
         if config.token:
             self.headers["authorization"] = f"Bearer {config.token}"
+        self.reporter = Reporter(config.master, self.headers)
 
     @property
     def address(self) -> str:
@@ -117,9 +126,11 @@ class Registration:
             return
         async with httpx.AsyncClient(timeout=10.0) as http:
             beating = asyncio.create_task(self.heartbeat(http))
+            self.reporter.http = http
             try:
                 yield
             finally:
+                self.reporter.http = None
                 beating.cancel()
                 with suppress(asyncio.CancelledError):
                     await beating
@@ -145,14 +156,14 @@ def worker_api() -> Litestar:
 
 
 async def run_jobs(
-    registry: Registry, jobs: Sequence[JobRequest], slots: asyncio.Semaphore
+    registry: Registry, jobs: Sequence[JobRequest], slots: asyncio.Semaphore, reporter: Reporter
 ) -> AsyncIterator[bytes]:
     """Runs ``jobs`` at once (each in a slot) and yields the result frames of those that
     ended, as they end. Closing it early (the master went away) cancels the rest."""
 
     async def run_in_slot(job: JobRequest) -> JobOutcome:
         async with slots:
-            return await run_job(registry, job)
+            return await run_job(registry, job, reporter)
 
     running = {asyncio.ensure_future(run_in_slot(job)): n for n, job in enumerate(jobs)}
     try:
@@ -166,6 +177,7 @@ async def run_jobs(
 
 def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
     slots = asyncio.Semaphore(config.capacity)
+    registration = Registration(config, sorted(registry.functions))
 
     @post(
         "/run",
@@ -179,7 +191,7 @@ def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
     )
     async def run(data: Annotated[JobRequest, Body(media_type=MSGPACK)]) -> JobOutcome:
         async with slots:
-            return await run_job(registry, data)
+            return await run_job(registry, data, registration.reporter)
 
     @post(
         "/runs",
@@ -200,14 +212,13 @@ def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
             Body(media_type=MSGPACK, description="The jobs.", min_items=1, max_items=MAX_RUNS),
         ],
     ) -> Stream:
-        return Stream(run_jobs(registry, data, slots), media_type=FRAMES)
+        return Stream(run_jobs(registry, data, slots, registration.reporter), media_type=FRAMES)
 
-    names = sorted(registry.functions)
     return create_app(
         "fairque HTTP worker",
         __doc__,
         config.token,
         [run, runs],
-        [Registration(config, names).running],
+        [registration.running],
         document=Document(WORKER_TYPES, {"Value": VALUE_SCHEMA}),
     )

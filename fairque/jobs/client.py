@@ -112,6 +112,23 @@ class JobQueue(Closing):
         """What is stored about a job; None if there is no such job."""
         return self.executor.run(self.plans.get(job_id))
 
+    def report(
+        self,
+        job_id: str,
+        lease_token: str,
+        progress: float | None = None,
+        message: str = "",
+        lines: Sequence[str] = (),
+    ) -> int:
+        """Records a running job's progress (any finite number, with a message of up to
+        200 characters) and log lines (the newest 100 kept, up to 1,000 characters each)
+        in its record (``get`` shows them); returns how many log lines it holds. Raises
+        LeaseLost unless ``lease_token`` (the job's ``LeasedJob.lease_token``) still holds
+        the job. An HTTP worker's job functions call it through the master
+        (``context.progress``, ``context.log``)."""
+        plan = self.plans.report(job_id, lease_token, progress, message, lines)
+        return self.executor.run(plan)
+
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that has not started; False if it is running or has ended."""
         return self.executor.run(self.plans.cancel(job_id))

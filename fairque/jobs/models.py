@@ -184,6 +184,10 @@ class JobInfo(msgspec.Struct):
     finished_at: datetime | None = None
     worker_id: str | None = None
     last_error: str | None = None
+    progress: float | None = None  # what the job last reported (JobQueue.report)
+    progress_message: str | None = None
+    progress_at: datetime | None = None
+    logs: tuple[str, ...] = ()  # the newest lines it logged
 
 
 class JobSummary(msgspec.Struct):

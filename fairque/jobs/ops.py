@@ -145,6 +145,21 @@ class JobOps:
         """What is stored about a job; None if there is no such job."""
         return records.get(self.namespace, job_id).then(_job_info)
 
+    def report(
+        self,
+        job_id: str,
+        lease_token: str,
+        progress: float | None = None,
+        message: str = "",
+        lines: Sequence[str] = (),
+    ) -> Call[int]:
+        """Records a running job's progress and log lines, as a fair task's
+        (records.report, bounded alike); parses to the lines the record holds. Raises
+        LeaseLost if ``lease_token`` no longer holds the job."""
+        return records.report(
+            self.namespace, job_id, lease_token, progress=progress, message=message, lines=lines
+        )
+
     def cancel(self, job_id: str) -> Call[bool]:
         """Cancels a job that has not started; parses to whether it was canceled."""
         return records.cancel(self.namespace, job_id, abort=False)
@@ -261,6 +276,10 @@ def job_info(record: Record) -> JobInfo:
         finished_at=_time(f.get("finished_at")),
         worker_id=text(f.get("worker_id")),
         last_error=text(f.get("last_error")),
+        progress=None if "progress" not in f else float(f["progress"]),
+        progress_message=text(f.get("progress_message")),
+        progress_at=_time(f.get("progress_at")),
+        logs=tuple(decode(f["logs"])) if "logs" in f else (),
     )
 
 

@@ -114,6 +114,19 @@ class JobPlans(ShardPlans[JobOps]):
         """A job from whichever shard holds it, or None."""
         return self.found(lambda ops: ops.get(job_id))
 
+    def report(
+        self,
+        job_id: str,
+        lease_token: str,
+        progress: float | None,
+        message: str,
+        lines: Sequence[str],
+    ) -> Plan[int]:
+        """Records a running job's progress and log lines on the shard that holds it."""
+        return self.on_holder(
+            job_id, lambda ops: ops.report(job_id, lease_token, progress, message, lines)
+        )
+
     def cancel(self, job_id: str) -> Plan[bool]:
         """Cancels a job on the shard that holds it."""
         return self.on_holder(job_id, lambda ops: ops.cancel(job_id))

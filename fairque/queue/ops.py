@@ -7,7 +7,6 @@ each :class:`~fairque.engine.Call` through an executor, so the logic exists once
 from __future__ import annotations
 
 import collections
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,10 +95,6 @@ MAINTENANCE_ROUNDS = 100  # rounds in a row, at most, while each hits its bound
 HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
 UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
 _POP_ROW = 14
-# What a running task may report about itself (QueueOps.report), kept in its record.
-MAX_LOG_LINES = 100  # the newest lines kept
-MAX_LOG_LINE = 1_000  # characters of a line; a longer one is cut
-MAX_PROGRESS_MESSAGE = 200  # characters of a progress message; a longer one is cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,26 +487,16 @@ class QueueOps:
         lines: Sequence[str] = (),
     ) -> Call[int]:
         """Records a running task's progress (any finite number, with a message) and log
-        lines (the newest MAX_LOG_LINES kept); parses to the lines the record holds.
-        Raises LeaseLost if the caller no longer holds the task."""
-        if progress is not None and (
-            isinstance(progress, bool)
-            or not isinstance(progress, (int, float))
-            or not math.isfinite(progress)
-        ):
-            raise InvalidInput("progress", f"must be a finite number, got {progress!r}")
-        for name, value in (("message", message), *(("lines", line) for line in lines)):
-            if not isinstance(value, str):
-                raise InvalidInput(name, f"must be text, got {type(value).__name__}")
-        args: tuple[Arg, ...] = (
+        lines (bounded: records.report); parses to the lines the record holds. Raises
+        LeaseLost if the caller no longer holds the task."""
+        return records.report(
+            self.namespace,
             task.task_id,
             task.lease_token,
-            "" if progress is None else repr(float(progress)),
-            message[:MAX_PROGRESS_MESSAGE],
-            MAX_LOG_LINES,
-            *(line[:MAX_LOG_LINE] for line in list(lines)[-MAX_LOG_LINES:]),
+            progress=progress,
+            message=message,
+            lines=lines,
         )
-        return self.namespace.call("queue/report", args, int, params={"id": task.task_id})
 
     def cancel(self, task_id: str) -> Call[bool]:
         """Cancels a task that has not ended; parses to whether it was canceled. One

@@ -1,5 +1,6 @@
--- report: what a running task says about itself, kept in its record: its progress (a
--- number and a short message) and log lines, the newest `max_lines` of them.
+-- report: what a running task (or strict job: engine/records.py calls it for both) says
+-- about itself, kept in its record: its progress (a number and a short message) and log
+-- lines, the newest `max_lines` of them.
 -- KEYS: task:<id>
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
