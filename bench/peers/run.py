@@ -1,11 +1,13 @@
 """fairque side by side with peer Python task queues: one harness, one throwaway Redis.
 
-    uv run python bench/peers/run.py [--queues fairque,rq,dramatiq,celery,arq,taskiq]
+    uv run python bench/peers/run.py [--queues fairque,rq,dramatiq,celery,arq,taskiq,bullmq]
                                      [--repeat 3] [--jobs 5000]
 
 Starts Debian's ``redis-server`` on a free loopback port (no persistence), makes one venv
 per peer under ``~/.cache/fairque-bench-peers/<queue>`` (``uv venv`` + ``uv pip install``
-of the pinned versions below; reused while the pins are unchanged), and runs
+of the pinned versions below; reused while the pins are unchanged; BullMQ, a Node
+library, gets a venv with redis-py for the driver plus ``npm ci`` of ``bullmq/``'s
+``package-lock.json`` into ``node/`` there, reused while that lock is unchanged), and runs
 ``driver.py`` once per queue and repetition, in that queue's venv (fairque's in this
 project's environment). The driver starts the queue's own worker command, as a user
 would, measures, and stops every process it started by its PID. Prints a Markdown table
@@ -15,6 +17,7 @@ of the medians and writes every raw figure as JSON next to the venvs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -50,7 +53,12 @@ PEERS: dict[str, list[str]] = {
     "celery": ["celery[redis]==5.7.0"],
     "arq": ["arq==0.28.0"],
     "taskiq": ["taskiq==0.13.0", "taskiq-redis==1.2.4"],
+    # Node: the driver's venv needs only redis-py (the version of the project's lock);
+    # BullMQ itself is pinned by bullmq/package.json and bullmq/package-lock.json.
+    "bullmq": ["redis==8.1.0"],
 }
+# Peers with a Node side: the folder holding its package.json and package-lock.json.
+NODE_PEERS: dict[str, Path] = {"bullmq": HERE / "bullmq"}
 QUEUES = ["fairque", *PEERS]
 
 
@@ -83,6 +91,9 @@ def venv_python(queue: str, cache: Path) -> Path:
     python = folder / "bin" / "python"
     stamp = folder / "pins.txt"
     wanted = "\n".join(PEERS[queue])
+    if queue in NODE_PEERS:
+        lock = (NODE_PEERS[queue] / "package-lock.json").read_bytes()
+        wanted += f"\npackage-lock.json sha256 {hashlib.sha256(lock).hexdigest()}"
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return python
     uv = shutil.which("uv")
@@ -97,12 +108,36 @@ def venv_python(queue: str, cache: Path) -> Path:
         check=True,
         timeout=900,
     )
+    if queue in NODE_PEERS:
+        npm_install(NODE_PEERS[queue], folder / "node")
     stamp.write_text(wanted)
     return python
 
 
-def freeze(python: Path) -> list[str]:
-    """Every package in a venv, with its version (for the JSON)."""
+def npm_install(source: Path, folder: Path) -> None:
+    """``npm ci`` of ``source``'s package.json and package-lock.json into ``folder``."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("npm (and node) are needed for the Node peers")
+    print(f"npm ci of {source.name} in {folder}", flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(source / name, folder / name)
+    subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=folder,
+        check=True,
+        timeout=600,
+    )
+
+
+def node_modules(queue: str, cache: Path) -> Path:
+    return cache / queue / "node" / "node_modules"
+
+
+def freeze(queue: str, python: Path, cache: Path) -> list[str]:
+    """Every package in a venv (and a Node peer's node_modules), with its version."""
     uv = shutil.which("uv")
     if uv is None:
         return []
@@ -113,7 +148,26 @@ def freeze(python: Path) -> list[str]:
         timeout=60,
         check=False,
     )
-    return listing.stdout.split()
+    packages = listing.stdout.split()
+    if queue in NODE_PEERS:
+        lock = json.loads((node_modules(queue, cache).parent / "package-lock.json").read_text())
+        packages += [
+            f"npm:{path.removeprefix('node_modules/')}@{about.get('version', '?')}"
+            for path, about in lock.get("packages", {}).items()
+            if path
+        ]
+        packages.append(f"node {platform_node()}")
+    return packages
+
+
+def platform_node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        return "?"
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return version.stdout.strip()
 
 
 def free_port() -> int:
@@ -201,6 +255,8 @@ def drive(
     token = uuid.uuid4().hex
     env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
     env.update({"PYTHONPATH": str(HERE), TOKEN_VARIABLE: token, "PYTHONUNBUFFERED": "1"})
+    if queue in NODE_PEERS:  # the driver's Node processes (workers, producer) inherit it
+        env["NODE_PATH"] = str(node_modules(queue, options.cache))
     command = [
         str(python),
         str(HERE / "driver.py"),
@@ -386,7 +442,9 @@ def main() -> None:
         "uptime_before": uptime_before.stdout.strip(),
         "uptime_after": uptime_after.stdout.strip(),
         "loads_after_each_run": loads,
-        "versions": {queue: freeze(python) for queue, python in pythons.items()},
+        "versions": {
+            queue: freeze(queue, python, options.cache) for queue, python in pythons.items()
+        },
         "about": abouts,
         "runs": results,
         "medians": {
