@@ -15,8 +15,9 @@ local pop_lanes = nil
 -- Per tenant: the tick of its last serve in this call, if its turn ended; the tenants the
 -- pop looked at, in order, and as a set.
 local served_tick, tenants_touched, tenants_seen = nil, nil, nil
--- The leases made (the reply's rows), and how many tasks they are.
-local leased, taken = nil, 0
+-- The leases made (the reply's rows), how many tasks they are, and their entries in
+-- K.leases (deadline, id...), written once at the end (write_leases).
+local leased, taken, lease_entries = nil, 0, nil
 -- Per tenant: how many more it may start in this call (its shares' room), what is left
 -- of its turn (a tenant of weight w takes w tasks in a row before moving to the back:
 -- weighted round robin), its weight, and the lease tokens of its starts.
@@ -202,7 +203,7 @@ local function lease(id, tenant, lane_state)
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
   local deadline = asked.now + math.floor((asked.lease_seconds or tonumber(f[5])) * MICROS)
   local token = next_tick(asked.now)
-  append('ZADD', K.leases, deadline, id)
+  lease_entries[#lease_entries + 1], lease_entries[#lease_entries + 2] = deadline, id
   redis.call('HSET', key, 'state', 'started', 'leased_at', asked.now, 'lease_deadline', deadline,
     'lease_token', token, 'worker_id', asked.worker)
   local row = #leased
@@ -338,7 +339,7 @@ end
 -- the spare lanes, read now).
 local function serve_lanes(serving, spare)
   served_tick, tenants_touched, tenants_seen = {}, {}, {}
-  leased, taken = {}, 0
+  leased, taken, lease_entries = {}, 0, {}
   room, turn_left, weight, tokens = {}, {}, {}, {}
   for _, lane_state in ipairs(serving) do
     if taken >= asked.wanted then break end
@@ -430,5 +431,17 @@ local function write_back()
   end
   for _, lane in ipairs(moved_lanes) do
     redis.call('ZADD', lane_key(lane, 'ring'), 'XX', unpack(moves[lane]))
+  end
+end
+
+-- The leases get a member for each task taken, which finish and the reaper take off one
+-- by one: in a listpack (under 128 members) each of those writes scans it, so a pop of
+-- many makes it a skiplist before adding them (~90 bytes more per lease in flight).
+local MANY_LEASES = 16
+local function write_leases()
+  if taken >= MANY_LEASES then
+    zadd_into_skiplist(K.leases, lease_entries)
+  elseif taken > 0 then
+    redis.call('ZADD', K.leases, unpack(lease_entries))
   end
 end

@@ -59,15 +59,13 @@ local function leave_listpack(key, kind)
   end
 end
 
--- Writes the pending ZADD members of `key` now, into a skiplist, for a zset that gets
--- many members at once and loses them one by one (a pop's leases): in a listpack each
--- of those writes would scan the whole list. A ZADD whose first member is longer than
--- the server's zset-max-listpack-value creates the key as a skiplist, or turns a
--- listpack, before the other members go in; that member leaves in the next command.
-local function flush_into_skiplist(key)
-  local values = appends and appends.ZADD and appends.ZADD[key]
-  if values == nil then return end
-  appends.ZADD[key] = {} -- written here, not again by flush_appends
+-- ZADDs `values` (score, member, score, member...) to `key` as a skiplist, for a zset
+-- that gets many members at once and loses them one by one (a pop's leases): in a
+-- listpack each of those writes would scan the whole list. A ZADD whose first member is
+-- longer than the server's zset-max-listpack-value creates the key as a skiplist, or
+-- turns a listpack, before the other members go in; that member leaves in the next
+-- command.
+local function zadd_into_skiplist(key, values)
   local rest = 1
   if redis.call('OBJECT', 'ENCODING', key) ~= 'skiplist' then
     redis.call('ZADD', key, 0, TURNING, unpack(values, 1, math.min(#values, CHUNK)))

@@ -22,8 +22,6 @@
 -- headers ('' for none, else MessagePack).
 --@include serving
 
-local MANY_LEASES = 16
-
 local now = clock_now()
 pop_arguments(now)
 -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
@@ -48,8 +46,5 @@ serve_lanes(serving, spare)
 write_back()
 wake_workers()
 keep_tokens()
--- The leases get a member for each task taken, which finish and the reaper take off
--- one by one: in a listpack (under 128 members) each of those writes scans it, so a pop
--- of many makes it a skiplist before adding them (~90 bytes more per lease in flight).
-if taken >= MANY_LEASES then flush_into_skiplist(K.leases) end
+write_leases()
 return flush(now, leased)
