@@ -46,19 +46,27 @@ local function figures_key(minute, part)
   return NAMESPACE.figures_prefix .. part
 end
 
--- Starts noted in this call: waits[tenant][bucket] = n, tenants in first-start order.
-local start_waits, start_tenants = nil, nil
+-- Starts noted in this call, as the record flush_figures appends: tenant, {bucket, n,
+-- bucket, n...}, tenant, ... in first-start order; and each tenant's bucket list. A call
+-- fills few buckets per tenant, so a bucket is found by a scan of its list.
+local start_record, start_buckets = nil, nil
 
 local function note_start(tenant, wait_us)
-  if start_waits == nil then start_waits, start_tenants = {}, {} end
-  local buckets = start_waits[tenant]
+  if start_record == nil then start_record, start_buckets = {}, {} end
+  local buckets = start_buckets[tenant]
   if buckets == nil then
     buckets = {}
-    start_waits[tenant] = buckets
-    start_tenants[#start_tenants + 1] = tenant
+    start_buckets[tenant] = buckets
+    start_record[#start_record + 1], start_record[#start_record + 2] = tenant, buckets
   end
   local b = wait_bucket(math.max(0, wait_us))
-  buckets[b] = (buckets[b] or 0) + 1
+  for i = 1, #buckets, 2 do
+    if buckets[i] == b then
+      buckets[i + 1] = buckets[i + 1] + 1
+      return
+    end
+  end
+  buckets[#buckets + 1], buckets[#buckets + 2] = b, 1
 end
 
 -- The counters the throughput chart draws, per minute, so it has a history on opening.
@@ -142,18 +150,9 @@ end
 -- are due.
 local function flush_figures(now)
   note_history(now)
-  if start_tenants == nil then return end
-  local record = {}
-  for _, tenant in ipairs(start_tenants) do
-    local flat = {}
-    for b, n in pairs(start_waits[tenant]) do
-      flat[#flat + 1] = b
-      flat[#flat + 1] = n
-    end
-    record[#record + 1] = tenant
-    record[#record + 1] = flat
-  end
-  start_waits, start_tenants = nil, nil
+  if start_record == nil then return end
+  local record = start_record
+  start_record, start_buckets = nil, nil
   local minute = math.floor(now / (60 * MICROS))
   local pending = figures_key(minute, 'pending')
   local packed = cmsgpack.pack(record)
