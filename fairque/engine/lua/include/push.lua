@@ -34,9 +34,11 @@ local function push_rows(values, rows, payload_at)
   if starts == nil then return nil, redis.error_reply('INVALID tasks do not match their count') end
   local n = #starts
   -- Refuse the whole batch before writing anything.
-  local keys, seen, dependency_state, unknown = {}, {}, {}, {}
+  local keys, seen = {}, {}
+  local dependency_state, unknown = nil, nil -- made by the first dependency
   for i, at in ipairs(starts) do
     for j = at + 10, at + 9 + values[at + 9] do
+      if dependency_state == nil then dependency_state, unknown = {}, {} end
       local dependency = values[j]
       if type(dependency) ~= 'string' or dependency == '' then
         return nil, redis.error_reply('INVALID depends_on of task ' .. i)
@@ -71,7 +73,7 @@ local function push_rows(values, rows, payload_at)
     seen[id] = true
     keys[i] = task_key(id)
   end
-  if #unknown > 0 then return nil, redis.error_reply('UNKNOWN_DEPENDENCY ' .. table.concat(unknown, ' ')) end
+  if unknown and #unknown > 0 then return nil, redis.error_reply('UNKNOWN_DEPENDENCY ' .. table.concat(unknown, ' ')) end
   for first = 1, n, CHUNK do
     local last = math.min(first + CHUNK - 1, n)
     if redis.call('EXISTS', unpack(keys, first, last)) > 0 then

@@ -24,18 +24,18 @@ local function count(name, tenant)
   by_tenant[tenant] = (by_tenant[tenant] or 0) + 1
 end
 
--- Pending multi-member writes: appends[command][key] = {values...}, in call order.
--- `append` takes one value (RPUSH) or a score and a member (ZADD).
-local appends, append_keys = nil, nil
+-- Pending multi-member writes: appends[key] = {values...} for `command` of that key,
+-- and append_order = command, key, command, key... in call order. A key takes one command
+-- (its type's: ZADD a zset, SADD a set). `append` takes one value (SADD) or a score and
+-- a member (ZADD).
+local appends, append_order = nil, nil
 local function append(command, key, value, member)
-  if appends == nil then appends, append_keys = {}, {} end
-  local by_key = appends[command]
-  if by_key == nil then by_key = {}; appends[command] = by_key end
-  local values = by_key[key]
+  if appends == nil then appends, append_order = {}, {} end
+  local values = appends[key]
   if values == nil then
     values = {}
-    by_key[key] = values
-    append_keys[#append_keys + 1] = {command, key}
+    appends[key] = values
+    append_order[#append_order + 1], append_order[#append_order + 2] = command, key
   end
   values[#values + 1] = value
   if member ~= nil then values[#values + 1] = member end
@@ -76,11 +76,12 @@ local function zadd_into_skiplist(key, values)
 end
 
 local function flush_appends()
-  if append_keys == nil then return end
-  for _, entry in ipairs(append_keys) do
-    call_chunked(entry[1], entry[2], appends[entry[1]][entry[2]])
+  if append_order == nil then return end
+  for i = 1, #append_order, 2 do
+    local key = append_order[i + 1]
+    call_chunked(append_order[i], key, appends[key])
   end
-  appends, append_keys = nil, nil
+  appends, append_order = nil, nil
 end
 
 -- K.stats holds each counter over every kind of task; K['stats:tenants'] holds each
