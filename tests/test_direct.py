@@ -74,6 +74,17 @@ def test_a_lost_function_is_loaded_again(valkey: LocalServer, namespace: str) ->
         assert queue.push(Task(user_id="u", task_id="reloaded")) == "reloaded"
 
 
+def test_a_queues_own_calls_take_one_connection(valkey: LocalServer, namespace: str) -> None:
+    admin = redis.Redis.from_url(valkey.url)
+    admin.function_flush()  # the first call loads the library, on the same connection
+    client = redis.Redis.from_url(valkey.url, client_name=namespace)
+    with FairQueue(namespace=namespace, client=client) as queue:
+        queue.push(Task(user_id="u"))
+        queue.stats()
+        assert [c["name"] for c in admin.client_list()].count(namespace) == 1
+    admin.close()
+
+
 def test_a_server_gone_is_server_unavailable(namespace: str) -> None:
     server = LocalServer().start()
     queue = FairQueue(namespace=namespace, client=no_retry_client(server.url))

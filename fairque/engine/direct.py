@@ -5,12 +5,14 @@ machinery (the HIMPORT check, a closure per call, the metrics recorder's look-up
 packer's scan of every argument) costs ~20 us of client CPU, more than the send and the
 read themselves (bench/bench_client.py). For a plain ``redis.Redis`` this module does the
 same work without it: it takes a connection from the client's pool (which is thread
-safe, checks the connection and reconnects it), packs the ``FCALL`` with hiredis, as
-redis-py's own hiredis packer does, sends it and reads the reply, retrying on a new
-connection under the client's own retry policy (a connection error disconnects it first,
-as redis-py does), and gives the connection back. The reply and every error are what
-``fcall`` would give: an error reply raises ``ResponseError``, a lost server
-``ConnectionError`` or ``TimeoutError``.
+safe, checks the connection and reconnects it) or the one it kept from its last call
+(see :class:`DirectCalls`), packs the ``FCALL`` (or the ``FUNCTION LOAD`` of a library
+the server lost) with hiredis, as redis-py's own hiredis packer does, sends it and reads
+the reply, retrying under the client's own retry policy (a connection error disconnects
+the connection first, as redis-py does). The reply and every error are what ``fcall``
+would give: an error reply raises ``ResponseError``, a lost server ``ConnectionError``
+or ``TimeoutError``. The kept connection is out of the pool: other commands sent
+through the same client (``queue.redis``, a waiting pop's pipeline) take another.
 
 Anything else keeps redis-py's path: a cluster, a client holding one connection of its
 own (``single_connection_client``), a custom command packer, client-side caching, RESP3
@@ -75,9 +77,8 @@ class DirectCalls:
         weakref.finalize(self, _give_back, self.pool, self.kept)
 
     def usable(self) -> bool:
-        """True while nothing has changed that needs redis-py's path: the client took
-        one connection of its own, metrics were enabled, ``execute_command`` was
-        wrapped since."""
+        """False once something needs redis-py's path: the client holds a connection
+        of its own, redis-py's metrics were enabled, ``execute_command`` was wrapped."""
         client = self.client
         return (
             client.connection is None
@@ -85,13 +86,13 @@ class DirectCalls:
             and not _observed()
         )
 
-    def fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
-        """The reply of ``FCALL function numkeys *keys_and_args``, as ``client.fcall``
-        gives it."""
+    def command(self, *args: Any) -> Any:
+        """The reply of the command ``args`` (``FCALL``, ``FUNCTION LOAD``: a command
+        with no response callback in redis-py), as ``client.execute_command`` gives it."""
         try:
-            packed = [hiredis.pack_command(("FCALL", function, numkeys, *keys_and_args))]
+            packed = [hiredis.pack_command(args)]
         except TypeError:  # an argument hiredis cannot pack: redis-py's DataError says which
-            return self.client.fcall(function, numkeys, *keys_and_args)
+            return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
         connection, kept = self._take()
         try:
             if not kept:

@@ -212,7 +212,7 @@ class Executor(ExecutorState):
             except ResponseError as exc:
                 if not replicated.function_missing(exc):
                     raise
-                self.client.function_load(call.script.library, replace=True)
+                self._load(call.script.library)
                 reply = self._fcall(function, len(call.keys), keys_and_args)
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
@@ -221,8 +221,16 @@ class Executor(ExecutorState):
     def _fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
         direct = self.direct
         if direct is not None and direct.usable():
-            return direct.fcall(function, numkeys, keys_and_args)
+            return direct.command("FCALL", function, numkeys, *keys_and_args)
         return self.client.fcall(function, numkeys, *keys_and_args)
+
+    def _load(self, library: str) -> None:
+        """Loads a script library (on the connection the calls use, when direct)."""
+        direct = self.direct
+        if direct is not None and direct.usable():
+            direct.command("FUNCTION", "LOAD", "REPLACE", library)
+        else:
+            self.client.function_load(library, replace=True)
 
     def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait: on one server in a pipeline behind the ``BLPOP``,
