@@ -36,6 +36,7 @@ from fairque.engine.connect import (
     socket_timeout,
     sync_client,
 )
+from fairque.engine.direct import direct_calls
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import SERVER_AWAY, connection_errors
 from fairque.engine.waiting import within
@@ -151,6 +152,7 @@ class Executor(ExecutorState):
     def __init__(self, client: SyncClient) -> None:
         super().__init__()
         self.client = client
+        self.direct = direct_calls(client)  # a plain client's calls skip redis-py's layers
 
     @classmethod
     def connect(cls, url: str | None = None) -> Executor:
@@ -206,15 +208,29 @@ class Executor(ExecutorState):
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = self.client.fcall(function, len(call.keys), *keys_and_args)
+                reply = self._fcall(function, len(call.keys), keys_and_args)
             except ResponseError as exc:
                 if not replicated.function_missing(exc):
                     raise
-                self.client.function_load(call.script.library, replace=True)
-                reply = self.client.fcall(function, len(call.keys), *keys_and_args)
+                self._load(call.script.library)
+                reply = self._fcall(function, len(call.keys), keys_and_args)
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
+
+    def _fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
+        direct = self.direct
+        if direct is not None and direct.usable():
+            return direct.command("FCALL", function, numkeys, *keys_and_args)
+        return self.client.fcall(function, numkeys, *keys_and_args)
+
+    def _load(self, library: str) -> None:
+        """Loads a script library (on the connection the calls use, when direct)."""
+        direct = self.direct
+        if direct is not None and direct.usable():
+            direct.command("FUNCTION", "LOAD", "REPLACE", library)
+        else:
+            self.client.function_load(library, replace=True)
 
     def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait: on one server in a pipeline behind the ``BLPOP``,
@@ -278,6 +294,8 @@ class Executor(ExecutorState):
 
     def close(self) -> None:
         """Closes the connection pool."""
+        if self.direct is not None:
+            self.direct.close()
         self.client.close()
 
 
