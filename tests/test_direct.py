@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -61,10 +61,12 @@ def test_a_connection_the_server_closed_is_made_again_at_once(
         queue.push(Task(user_id="u"))
         assert len(direct_of(queue).kept) == 1
         admin = redis.Redis.from_url(valkey.url)
-        admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        admin.client_kill_filter(_type="normal", skipme=True)
         admin.close()
         queue.push(Task(user_id="u", task_id="after"))  # no retry was needed
-        assert queue.get("after").user_id == "u"
+        after = queue.get("after")
+        assert after is not None
+        assert after.user_id == "u"
 
 
 def test_a_lost_function_is_loaded_again(valkey: LocalServer, namespace: str) -> None:
@@ -134,12 +136,12 @@ class Traced(redis.Redis):
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         self.seen.append(args[0])
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
 def test_other_clients_keep_redis_pys_path(valkey: LocalServer, namespace: str) -> None:
     assert direct_calls(redis.Redis.from_url(valkey.url, protocol=3)) is None
-    traced = Traced.from_url(valkey.url)
+    traced = cast("Traced", Traced.from_url(valkey.url))
     traced.seen = []
     assert direct_calls(traced) is None
     with FairQueue(namespace=namespace, client=traced) as queue:
