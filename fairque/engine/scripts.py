@@ -34,7 +34,8 @@ Each script is sent as a function of its own library (``FUNCTION LOAD`` once, th
 ~10 us of a 54 us call, while a library makes them once. The library runs every other
 top-level definition (``local counts = {}``, ``local PREFIX = ARGV[1]``) again at the start
 of each call, so each call starts from the state an ``EVAL`` of :attr:`Script.source`
-would, and a script's state never leaks into the next call.
+would, and a script's state never leaks into the next call. What a library keeps is only
+derived from a namespace's prefix (``KEY_NAMES``: its key names) or constant.
 """
 
 from __future__ import annotations
