@@ -52,12 +52,16 @@ def test_a_leased_task_reports_progress_and_lines(queue: FairQueue) -> None:
     [leased] = queue.pop()
     info = queue.get(task_id)
     assert info is not None
-    assert (info.progress, info.progress_message, info.logs) == (None, None, ())
+    assert (info.progress, info.progress_message, info.progress_at, info.logs) == (
+        None, None, None, ())  # fmt: skip
     assert queue.report(leased, 12.5, "reading", ["opened the file"]) == 1
     assert queue.report(leased, lines=["read 10 rows", "read 20 rows"]) == 3
     info = queue.get(task_id)
     assert info is not None
     assert (info.progress, info.progress_message) == (12.5, "reading")
+    assert info.progress_at is not None
+    assert info.leased_at is not None
+    assert info.leased_at <= info.progress_at
     assert info.logs == ("opened the file", "read 10 rows", "read 20 rows")
     queue.finish(leased, "ok")
     with pytest.raises(LeaseLost):  # the lease ended: nothing more is taken

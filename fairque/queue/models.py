@@ -220,6 +220,7 @@ class TaskInfo:
     dependents: tuple[str, ...] = ()  # tasks waiting for this one
     progress: float | None = None  # what the task last reported (TaskContext.progress)
     progress_message: str | None = None
+    progress_at: float | None = None  # when it last reported progress (server time)
     logs: tuple[str, ...] = ()  # the newest lines it logged (TaskContext.log)
     headers: dict[str, str] = field(default_factory=dict)  # as pushed (Task.headers)
 

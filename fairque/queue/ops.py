@@ -906,6 +906,7 @@ def _task_info_of(record: Record) -> TaskInfo:
         dependents=record.dependents,
         progress=None if "progress" not in fields else float(fields["progress"]),
         progress_message=text(fields.get("progress_message")),
+        progress_at=seconds(fields.get("progress_at")),
         logs=tuple(decode(fields["logs"])) if "logs" in fields else (),
         headers=decode(fields["headers"]) if "headers" in fields else {},
     )
