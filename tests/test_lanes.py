@@ -71,6 +71,16 @@ def test_tasks_to_hand_over_are_no_starts(queue: FairQueue) -> None:
     assert queue.fairness(minutes=1).starts == 2
 
 
+def test_more_lanes_than_a_library_keeps_prefixes_for(queue: FairQueue) -> None:
+    """A library keeps 64 lanes' key prefixes per namespace, then starts again: the keys
+    it makes after that are the same."""
+    names = [f"name-{n}-" + "x" * 200 for n in range(70)]
+    queue.push_many([Task(user_id=f"u{n % 3}", name=name) for n, name in enumerate(names)])
+    for name in names:
+        assert names_of(queue, 1, name) == [name]  # its own lane first
+    assert queue.stats().states[TaskState.STARTED] == 70
+
+
 def test_fair_between_tenants_across_the_lanes_a_pop_reaches(queue: FairQueue) -> None:
     """A tenant with tasks of several names gets no more turns than one with one name."""
     queue.push_many([Task(user_id="wide", name=name, payload=n) for n in range(3)

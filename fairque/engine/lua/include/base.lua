@@ -22,12 +22,13 @@ local function blocked_key(id) return PREFIX .. 'deps:blocked:' .. id end
 -- tenant queues; the lane of unnamed tasks, '', keeps the keys of data format 1. A name
 -- may hold any character, so its length comes first: the key stays unambiguous. Each
 -- lane's prefix is made once per namespace (NAMESPACE, fairque/engine/scripts.py), at
--- most 256 of them (then they are made again).
+-- most 64 of them (then they are made again: a name may be 256 characters long, and
+-- every library of the namespace's scripts that names lanes keeps its own).
 local function lane_key(lane, suffix)
   if lane == '' then return PREFIX .. suffix end
   local prefix = NAMESPACE.lanes[lane]
   if prefix == nil then
-    if NAMESPACE.lanes_kept >= 256 then NAMESPACE.lanes, NAMESPACE.lanes_kept = {}, 0 end
+    if NAMESPACE.lanes_kept >= 64 then NAMESPACE.lanes, NAMESPACE.lanes_kept = {}, 0 end
     prefix = PREFIX .. 'lane:' .. #lane .. ':' .. lane .. ':'
     NAMESPACE.lanes[lane], NAMESPACE.lanes_kept = prefix, NAMESPACE.lanes_kept + 1
   end
