@@ -19,8 +19,7 @@ local ended_ids = nil
 -- and canceled ones for failed_ttl, and listed in state:<state> until then; a TTL of 0
 -- removes the task at once (seed 001: discard). Registry writes wait for flush().
 local function end_task(id, tenant, state, now, reason)
-  local ttl_seconds = setting('failed_ttl')
-  if state == 'finished' then ttl_seconds = setting('finished_ttl') end
+  local ttl_seconds = setting(state == 'finished' and 'finished_ttl' or 'failed_ttl')
   local key = task_key(id)
   if ttl_seconds <= 0 then
     redis.call('DEL', key, result_key(id))

