@@ -12,16 +12,16 @@
 local asked = nil
 -- The lanes the pop looked at (their lane_state), in order.
 local pop_lanes = nil
--- Per tenant: the tick of its last serve in this call, if its turn ended; the tenants the
--- pop looked at, in order, and as a set.
-local served_tick, tenants_touched, tenants_seen = nil, nil, nil
+-- The tenants the pop looked at, in order, and each one's seat: its `weight`, what is
+-- left of its turn (`turn_left`: a tenant of weight w takes w tasks in a row before
+-- moving to the back, weighted round robin), how many more it may start in this call
+-- (`room`, its shares' room; false until read), the lease `tokens` of its starts, and
+-- the tick of its last serve in this call if its turn ended (`served_tick`, or false).
+-- One record per tenant: a table per field cost a pop a table and an insert in each.
+local tenants_touched, seats = nil, nil
 -- The leases made (the reply's rows), how many tasks they are, and their entries in
 -- K.leases (deadline, id...), written once at the end (write_leases).
 local leased, taken, lease_entries = nil, 0, nil
--- Per tenant: how many more it may start in this call (its shares' room), what is left
--- of its turn (a tenant of weight w takes w tasks in a row before moving to the back:
--- weighted round robin), its weight, and the lease tokens of its starts.
-local room, turn_left, weight, tokens = nil, nil, nil, nil
 -- The queues of each levels mask (at most 64 values), made once for the library.
 local MASK_LEVELS = {}
 
@@ -46,8 +46,9 @@ end
 -- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
 -- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; its
 -- name's limits (false: none), the starts they allow in this call (0: they hold it), and
--- its starts' lease tokens; and once served, its ready key and per tenant: ready
--- tasks left, before, levels mask, tasks started, and the tenants it looked at.
+-- its starts' lease tokens; and once served, its ready key, the tenants it looked at,
+-- and per tenant its backlog there: {remaining = ready tasks left, before = ready tasks
+-- before the pop, mask = levels mask, started = tasks started}.
 -- What a lane offers this pop: its groups of tenants (assigned tenants first, then steal
 -- targets (work stealing, seed 001); with neither, the head of its ring: `wanted` serves
 -- never reach past its first `wanted`), and where the first one stands: its ring score,
@@ -57,8 +58,7 @@ local function offer(lane)
   -- Every field in the constructor: the table is made at its size once.
   local lane_state = {lane = lane, ring = ring, groups = false, first = false, empty = false,
     spare = false, kept = false, limits = false, room = false,
-    lane_tokens = false, ready = false, remaining = false, before = false, mask = false,
-    started = false, touched = false}
+    lane_tokens = false, ready = false, backlogs = false, touched = false}
   pop_lanes[#pop_lanes + 1] = lane_state
   if asked.assigned == nil then
     local head = redis.call('ZRANGE', ring, 0, asked.wanted - 1)
@@ -144,8 +144,8 @@ local function keep_tokens()
   end
 end
 
-local function drop_level(lane_state, tenant, priority)
-  lane_state.mask[tenant] = bit.band(lane_state.mask[tenant], bit.bnot(level_bit(priority)))
+local function drop_level(backlog, priority)
+  backlog.mask = bit.band(backlog.mask, bit.bnot(level_bit(priority)))
 end
 
 -- The queues a levels mask names, the critical list first, then normal priorities from
@@ -162,22 +162,21 @@ local function levels_of(m)
   return levels
 end
 
--- Removes and returns the next task id of `tenant` in the lane: the critical head (FIFO),
+-- Removes and returns the next task id of `tenant` in `lane`: the critical head (FIFO),
 -- else the normal head with the highest urgency (p / 5) * (now - ready time); ties go to
--- the higher priority, then to the older task. Only queues in the tenant's mask are asked.
-local function take_task(lane_state, tenant)
-  local lane = lane_state.lane
-  local levels = levels_of(lane_state.mask[tenant])
+-- the higher priority, then to the older task. Only queues in its backlog's mask are asked.
+local function take_task(lane, tenant, backlog)
+  local levels = levels_of(backlog.mask)
   if levels[1] == CRITICAL then
     local id = redis.call('LPOP', critical_key(tenant, lane))
     if id then return id end
-    drop_level(lane_state, tenant, CRITICAL)
-    levels = levels_of(lane_state.mask[tenant])
+    drop_level(backlog, CRITICAL)
+    levels = levels_of(backlog.mask)
   end
   if #levels == 1 then
     local popped = redis.call('ZPOPMIN', normal_key(tenant, levels[1], lane))
     if popped[1] then return popped[1] end
-    drop_level(lane_state, tenant, levels[1])
+    drop_level(backlog, levels[1])
     return nil
   end
   local best_id, best_priority, best_urgency = nil, nil, nil
@@ -190,14 +189,14 @@ local function take_task(lane_state, tenant)
         best_id, best_priority, best_urgency = head[1], priority, urgency
       end
     else
-      drop_level(lane_state, tenant, priority)
+      drop_level(backlog, priority)
     end
   end
   if best_id then redis.call('ZREM', normal_key(tenant, best_priority, lane), best_id) end
   return best_id
 end
 
-local function lease(id, tenant, lane_state)
+local function lease(id, tenant, lane_state, seat)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
@@ -218,7 +217,7 @@ local function lease(id, tenant, lane_state)
     note_start(tenant, asked.now - (tonumber(f[8]) or asked.now))
   end
   taken = taken + 1
-  local started = tokens[tenant]
+  local started = seat.tokens
   started[#started + 1] = token
   if lane_state.limits then
     lane_state.room = lane_state.room - 1
@@ -233,8 +232,7 @@ local function open_group(lane_state, group)
   if #group == 0 then return active end
   if not lane_state.touched then
     lane_state.ready = lane_key(lane_state.lane, 'ready')
-    lane_state.remaining, lane_state.before, lane_state.mask = {}, {}, {}
-    lane_state.started, lane_state.touched = {}, {}
+    lane_state.backlogs, lane_state.touched = {}, {}
   end
   local entries = redis.call('ZMSCORE', lane_state.ready, unpack(group))
   if #tenants_touched == 0 then
@@ -242,31 +240,28 @@ local function open_group(lane_state, group)
   else -- a later group or lane: only those not read yet
     local fresh = {}
     for _, tenant in ipairs(group) do
-      if not tenants_seen[tenant] then fresh[#fresh + 1] = tenant end
+      if not seats[tenant] then fresh[#fresh + 1] = tenant end
     end
     read_shares(fresh)
   end
-  local remaining = lane_state.remaining
+  local backlogs, touched = lane_state.backlogs, lane_state.touched
   for i, tenant in ipairs(group) do
-    remaining[tenant], lane_state.mask[tenant] = split_ready(entries[i])
-    lane_state.before[tenant] = remaining[tenant]
-    lane_state.started[tenant] = 0
-    lane_state.touched[#lane_state.touched + 1] = tenant
-    if not tenants_seen[tenant] then
-      tenants_seen[tenant] = true
-      tenants_touched[#tenants_touched + 1] = tenant
-      tokens[tenant] = {}
+    local remaining, mask = split_ready(entries[i])
+    backlogs[tenant] = {remaining = remaining, before = remaining, mask = mask, started = 0}
+    touched[#touched + 1] = tenant
+    local seat = seats[tenant]
+    if seat == nil then
       local s = shares_read[tenant]
-      weight[tenant] = s and s.weight or 1
-      turn_left[tenant] = weight[tenant]
-      if weight[tenant] > 1 then
-        turn_left[tenant] = tonumber(redis.call('HGET', K.turns, tenant)) or weight[tenant]
-      end
+      local w = s and s.weight or 1
+      seat = {weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
+      if w > 1 then seat.turn_left = tonumber(redis.call('HGET', K.turns, tenant)) or w end
+      seats[tenant] = seat
+      tenants_touched[#tenants_touched + 1] = tenant
     end
-    if room[tenant] == nil and remaining[tenant] > 0 then
-      room[tenant] = start_room(tenant, shares_read[tenant], asked.now)
+    if not seat.room and remaining > 0 then
+      seat.room = start_room(tenant, shares_read[tenant], asked.now)
     end
-    if remaining[tenant] > 0 and room[tenant] > 0 then active[#active + 1] = tenant end
+    if remaining > 0 and seat.room > 0 then active[#active + 1] = tenant end
   end
   return active
 end
@@ -277,29 +272,30 @@ local function serve(lane_state)
   for _, group in ipairs(lane_state.groups) do
     if taken >= asked.wanted or lane_state.room == 0 then return end
     local active = open_group(lane_state, group)
-    local remaining, started = lane_state.remaining, lane_state.started
+    local lane, backlogs = lane_state.lane, lane_state.backlogs
     while taken < asked.wanted and #active > 0 and lane_state.room ~= 0 do
       local still = {}
       for _, tenant in ipairs(active) do
         if taken >= asked.wanted or lane_state.room == 0 then break end
+        local backlog, seat = backlogs[tenant], seats[tenant]
         repeat
-          local id = take_task(lane_state, tenant)
+          local id = take_task(lane, tenant, backlog)
           if id then
-            lease(id, tenant, lane_state)
-            remaining[tenant] = remaining[tenant] - 1
-            started[tenant] = started[tenant] + 1
-            room[tenant] = room[tenant] - 1
-            turn_left[tenant] = turn_left[tenant] - 1
+            lease(id, tenant, lane_state, seat)
+            backlog.remaining = backlog.remaining - 1
+            backlog.started = backlog.started + 1
+            seat.room = seat.room - 1
+            seat.turn_left = seat.turn_left - 1
           else
-            remaining[tenant] = 0  -- a count without queued ids: repair the invariant
+            backlog.remaining = 0  -- a count without queued ids: repair the invariant
           end
-        until taken >= asked.wanted or remaining[tenant] == 0 or room[tenant] == 0
-          or turn_left[tenant] == 0 or lane_state.room == 0
-        if turn_left[tenant] == 0 then -- its turn is over: to the back of the rings
-          served_tick[tenant] = next_tick(asked.now)
-          turn_left[tenant] = weight[tenant]
+        until taken >= asked.wanted or backlog.remaining == 0 or seat.room == 0
+          or seat.turn_left == 0 or lane_state.room == 0
+        if seat.turn_left == 0 then -- its turn is over: to the back of the rings
+          seat.served_tick = next_tick(asked.now)
+          seat.turn_left = seat.weight
         end
-        if remaining[tenant] > 0 and room[tenant] > 0 then still[#still + 1] = tenant end
+        if backlog.remaining > 0 and seat.room > 0 then still[#still + 1] = tenant end
       end
       active = still
     end
@@ -310,9 +306,9 @@ end
 local function lanes_seen(tenant)
   local lanes, left = {}, 0
   for _, lane_state in ipairs(pop_lanes) do
-    local remaining = lane_state.remaining and lane_state.remaining[tenant]
-    if remaining and remaining > 0 then
-      lanes[#lanes + 1], left = lane_state.lane, left + remaining
+    local backlog = lane_state.backlogs and lane_state.backlogs[tenant]
+    if backlog and backlog.remaining > 0 then
+      lanes[#lanes + 1], left = lane_state.lane, left + backlog.remaining
     end
   end
   return lanes, left
@@ -338,9 +334,8 @@ end
 -- Serves the lanes `serving`, then, for a pop still short that names names, `spare` (or
 -- the spare lanes, read now).
 local function serve_lanes(serving, spare)
-  served_tick, tenants_touched, tenants_seen = {}, {}, {}
+  tenants_touched, seats = {}, {}
   leased, taken, lease_entries = {}, 0, {}
-  room, turn_left, weight, tokens = {}, {}, {}, {}
   for _, lane_state in ipairs(serving) do
     if taken >= asked.wanted then break end
     serve(lane_state)
@@ -365,14 +360,15 @@ local function write_back()
       if #touched >= WIDE then unpack_tenant_keys(lane_state.lane) end
       local entries_left, gone = {}, {}
       for _, tenant in ipairs(touched) do
-        local remaining = lane_state.remaining[tenant]
-        left_ready = left_ready + lane_state.before[tenant] - math.max(remaining, 0)
+        local backlog = lane_state.backlogs[tenant]
+        local remaining = backlog.remaining
+        left_ready = left_ready + backlog.before - math.max(remaining, 0)
         if remaining <= 0 then
           gone[#gone + 1] = tenant
         else
-          if (room[tenant] or 1) > 0 then lane_state.kept = true end -- stays in the ring
-          if lane_state.started[tenant] > 0 then
-            entries_left[#entries_left + 1] = remaining * LEVELS + lane_state.mask[tenant]
+          if (seats[tenant].room or 1) > 0 then lane_state.kept = true end -- stays in the ring
+          if backlog.started > 0 then
+            entries_left[#entries_left + 1] = remaining * LEVELS + backlog.mask
             entries_left[#entries_left + 1] = tenant
           end
         end
@@ -395,18 +391,19 @@ local function write_back()
 
   local moves, moved_lanes = {}, {}
   for _, tenant in ipairs(tenants_touched) do
-    local started = #tokens[tenant]
+    local seat = seats[tenant]
+    local started = #seat.tokens
     local total = nil
     if started > 0 then
       redis.call('HINCRBY', K.running, tenant, started)
       if shares_read[tenant] then
-        record_starts(tenant_starts_key(tenant), shares_read[tenant], asked.now, tokens[tenant])
+        record_starts(tenant_starts_key(tenant), shares_read[tenant], asked.now, seat.tokens)
       end
       total = ready_taken(tenant, started)
     end
-    if room[tenant] ~= nil and room[tenant] <= 0 then
+    if seat.room and seat.room <= 0 then
       place(tenant, asked.now) -- held by its shares: out of every ring
-    elseif served_tick[tenant] then
+    elseif seat.served_tick then
       -- Its lanes: those this pop saw it in, unless its total says it has others.
       local lanes, left = lanes_seen(tenant)
       if total == nil or total > left then lanes = redis.call('SMEMBERS', lanes_of_key(tenant)) end
@@ -416,14 +413,14 @@ local function write_back()
           lane_moves = {}
           moves[lane], moved_lanes[#moved_lanes + 1] = lane_moves, lane
         end
-        lane_moves[#lane_moves + 1] = served_tick[tenant]
+        lane_moves[#lane_moves + 1] = seat.served_tick
         lane_moves[#lane_moves + 1] = tenant
       end
     end
-    if weight[tenant] > 1 then
+    if seat.weight > 1 then
       local any_ready = redis.call('EXISTS', lanes_of_key(tenant)) == 1
-      if any_ready and turn_left[tenant] < weight[tenant] and (room[tenant] or 1) > 0 then
-        redis.call('HSET', K.turns, tenant, turn_left[tenant])
+      if any_ready and seat.turn_left < seat.weight and (seat.room or 1) > 0 then
+        redis.call('HSET', K.turns, tenant, seat.turn_left)
       else
         redis.call('HDEL', K.turns, tenant)
       end
