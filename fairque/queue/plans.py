@@ -246,9 +246,14 @@ class QueuePlans(ShardPlans[QueueOps]):
     def _leased(ops: QueueOps, call: Call[Leased]) -> Steps[Leased]:
         """Sends a pop; fails the tasks whose record it could not read."""
         leased: Leased = (yield [call])[0]
+        yield from QueuePlans._fail_unreadable(ops, leased)
+        return leased
+
+    @staticmethod
+    def _fail_unreadable(ops: QueueOps, leased: Leased) -> Steps[None]:
+        """Fails the tasks a pop leased but could not read (their errors name the field)."""
         if leased.unreadable:
             yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
-        return leased
 
     def _pop_waiting(
         self, ops: QueueOps, pop: Callable[..., Call[Leased]], wait: float

@@ -319,14 +319,16 @@ local function lanes_seen(tenant)
 end
 
 
--- Reads the pop's arguments (see queue/pop.lua) into `asked`, made at `now`.
+-- Reads the pop's arguments into `asked`, made at `now`: queue/pop.lua's ARGV[2..], here
+-- from ARGV[first] on.
 local NO_NAMES = {} -- never written to
-local function pop_arguments(now)
-  local names_count = tonumber(ARGV[5])
-  asked = {worker = ARGV[2], wanted = tonumber(ARGV[3]), lease_seconds = tonumber(ARGV[4]),
-    names = names_count > 0 and {unpack(ARGV, 6, 5 + names_count)} or NO_NAMES,
+local function pop_arguments(now, first)
+  local names_count = tonumber(ARGV[first + 3])
+  asked = {worker = ARGV[first], wanted = tonumber(ARGV[first + 1]),
+    lease_seconds = tonumber(ARGV[first + 2]),
+    names = names_count > 0 and {unpack(ARGV, first + 4, first + 3 + names_count)} or NO_NAMES,
     names_count = names_count, assigned = nil, steal = nil, now = now}
-  local at = 6 + names_count
+  local at = first + 4 + names_count
   if ARGV[at] == '1' then
     local n = tonumber(ARGV[at + 1])
     asked.assigned = {unpack(ARGV, at + 2, at + 1 + n)}
@@ -444,4 +446,36 @@ local function write_leases()
   elseif taken > 0 then
     redis.call('ZADD', K.leases, unpack(lease_entries))
   end
+end
+
+-- The pop of queue/pop.lua, its arguments from ARGV[first] on (that script's ARGV[2..]),
+-- at `now`: returns the reply's rows, leaving the writes to the caller's flush(). What a
+-- call did before it (a finish) is applied first, by the housekeeping's flushes, so the
+-- pop sees the slots and limits that freed.
+local function pop_tasks(now, first)
+  pop_arguments(now, first)
+  -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
+  -- The maintenance batch is read only when something is due (maintenance.lua).
+  reap_expired(now)
+  promote_due(now)
+  flush_ready(now)
+  flush_running(now)
+
+  pop_lanes = {}
+  local serving = offering(asked.names_count > 0 and asked.names or redis.call('SMEMBERS', K.lanes))
+
+  -- No tenant to serve (an idle worker's pop): it ends here, before the tables serving needs.
+  local spare = nil
+  if #serving == 0 and asked.names_count > 0 then spare = spare_lanes() end
+  if #serving == 0 and (spare == nil or #spare == 0) then
+    keep_tokens()
+    return {}
+  end
+
+  serve_lanes(serving, spare)
+  write_back()
+  wake_workers()
+  keep_tokens()
+  write_leases()
+  return leased
 end
