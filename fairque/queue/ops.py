@@ -455,6 +455,34 @@ class QueueOps:
         rows, kept = self._finish_args(tasks, results)
         return self.namespace.call("queue/finish", (len(tasks), rows, *kept), _lost_ids(tasks))
 
+    def finish_and_pop(
+        self,
+        tasks: Sequence[LeasedTask],
+        results: Sequence[Any] | None = None,
+        *,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> Call[tuple[list[str], Leased]]:
+        """:meth:`finish` then :meth:`pop` (which does not wait) in one atomic call
+        (``queue/finish_pop.lua``): the reply parses to the ids whose lease was lost and
+        the tasks leased."""
+        rows, kept = self._finish_args(tasks, results)
+        pop_args = self._pop_args(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, served=_names(names)
+        )
+        args = (len(tasks), rows, len(kept), *kept, *pop_args)
+        lost_of = _lost_ids(tasks)
+        finished = len(tasks)
+
+        def parse(reply: list[Any]) -> tuple[list[str], Leased]:
+            return lost_of(reply[:finished]), _parse_leased(reply[finished:])
+
+        return self.namespace.call("queue/finish_pop", args, parse)
+
     @staticmethod
     def _finish_args(
         tasks: Sequence[LeasedTask], results: Sequence[Any] | None

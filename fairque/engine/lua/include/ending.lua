@@ -216,8 +216,8 @@ local function finish_rows(count, packed, first_result, results)
   for i = 3, #rows, 3 do
     local slot = rows[i]
     if type(slot) ~= 'number' or slot < 0 or slot > results or slot % 1 ~= 0 then
-      return nil, redis.error_reply('INVALID result slot ' .. tostring(slot) ..
-        ' names none of the ' .. results .. ' results')
+      return nil, redis.error_reply('INVALID tasks row ' .. (i / 3) .. ' names result ' ..
+        tostring(slot) .. ' of ' .. results)
     end
   end
   for i = first_result, first_result + results - 1 do
