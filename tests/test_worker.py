@@ -90,6 +90,11 @@ def unsendable() -> object:
     return object()
 
 
+@task(into=functions, name="oversized")
+async def oversized() -> str:
+    return "x" * (1 << 20)  # over the namespace's max_payload_bytes, serialised
+
+
 gates: dict[str, asyncio.Event] = {}
 
 
@@ -438,6 +443,38 @@ async def test_assigned_users_only(
     await run_workers([worker], lambda: finished(pusher, 2))
     assert sorted(calls) == [(0, 0), (2, 0)]
     assert (await pusher.stats()).tenants["b"].queued == 2
+
+
+async def test_a_result_that_cannot_be_sent_fails_its_task_alone(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """A result MessagePack cannot carry, or over the namespace's size limit, is refused
+    with the batch of acknowledgements it is in, before anything is written: its task
+    fails, and the others of the batch are finished all the same."""
+    bad = await pusher.push_many([unsendable.build(user_id="u"), oversized.build(user_id="u")])
+    good = await pusher.push_many([add.build(user_id="v", args=[i, i]) for i in range(4)])
+    worker = Worker(config(server, namespace, concurrency=6), functions)
+
+    async def settled() -> bool:
+        counters = (await pusher.stats()).counters
+        return (counters.get("finished", 0), counters.get("failed", 0)) == (4, 2)
+
+    await run_workers([worker], settled)
+    assert (worker.finished, worker.failed) == (4, 2)
+    errors = []
+    for task_id in bad:
+        info = await pusher.get(task_id)
+        assert info is not None
+        assert info.state is TaskState.FAILED
+        errors.append(info.last_error)
+    assert errors[0] is not None
+    assert errors[0].startswith("result refused: result: cannot be serialised with MessagePack")
+    assert errors[1] is not None
+    assert errors[1].startswith("result refused: result: refused by the server")
+    for task_id in good:
+        info = await pusher.get(task_id)
+        assert info is not None
+        assert info.state is TaskState.FINISHED
 
 
 async def test_a_slot_freed_while_a_pop_is_in_flight_gets_a_pop_at_once(

@@ -523,21 +523,67 @@ class Worker:
 
     async def _flush_acks(self, queue: AsyncQueue) -> None:
         """Sends every pending acknowledgement in one call (kept for later if it fails)."""
-        self._acks_waiting.clear()
-        batch, self._acks = self._acks, []
+        batch = self._take_acks()
         if not batch:
             return
         try:
             lost = await queue.finish_many([task for task, _ in batch], [r for _, r in batch])
         except OUTAGE:
-            self._acks[:0] = batch
-            self._acks_waiting.set()
+            self._acks_unsent(batch)
             raise
+        except InvalidInput:  # nothing was written: a result was refused
+            await self._acks_refused(queue, batch)
+            return
+        self._acks_sent(batch, lost)
+
+    def _take_acks(self) -> list[tuple[LeasedTask, Any]]:
+        """The pending acknowledgements, taken to be sent."""
+        self._acks_waiting.clear()
+        batch, self._acks = self._acks, []
+        return batch
+
+    def _acks_unsent(self, batch: list[tuple[LeasedTask, Any]]) -> None:
+        """Acknowledgements taken but not sent (the server is away): pending again, first."""
+        self._acks[:0] = batch
+        self._acks_waiting.set()
+
+    def _acks_sent(self, batch: list[tuple[LeasedTask, Any]], lost: list[str]) -> None:
+        """Counts the tasks a call finished, and says which it found leased no more."""
         self.finished += len(batch) - len(lost)
-        by_id = {task.task_id: task for task, _ in batch}
-        for task_id in lost:
-            log.warning("task %s: lease lost before its result was recorded", task_id,
-                        extra=by_id[task_id].log_fields())  # fmt: skip
+        if lost:
+            by_id = {task.task_id: task for task, _ in batch}
+            for task_id in lost:
+                log.warning("task %s: lease lost before its result was recorded", task_id,
+                            extra=by_id[task_id].log_fields())  # fmt: skip
+
+    async def _acks_refused(self, queue: AsyncQueue, batch: list[tuple[LeasedTask, Any]]) -> None:
+        """A batch refused before anything was written, for a result that cannot be
+        serialised or is over the namespace's ``max_payload_bytes``: each task is finished
+        on its own, and one whose result is refused fails for good, its error saying why,
+        so that one result never holds back the others (it stopped every acknowledgement
+        after it before). The rest go back to the pending ones if the server goes away."""
+        for position, (task, result) in enumerate(batch):
+            try:
+                await self._ack_alone(queue, task, result)
+            except OUTAGE:  # noqa: PERF203 - the rare path of a refused batch
+                self._acks_unsent(batch[position:])
+                raise
+
+    async def _ack_alone(self, queue: AsyncQueue, task: LeasedTask, result: Any) -> None:
+        try:
+            lost = await queue.finish_many([task], [result])
+        except InvalidInput as exc:
+            log.warning("task %s: its result was refused (%s); it fails", task.task_id, exc,
+                        extra=task.log_fields())  # fmt: skip
+            try:
+                await queue.fail(task, f"result refused: {exc}", retry=False)
+            except LeaseLost:
+                log.warning("task %s: lease lost before its failure was recorded", task.task_id,
+                            extra=task.log_fields())  # fmt: skip
+                return
+            self.failed += 1
+            return
+        self._acks_sent([(task, result)], lost)
 
     def _hook(self, hook: Callable[..., None], leased: LeasedTask, *args: Any) -> None:
         """Calls a hook; one that raises is logged and changes nothing for the task."""
