@@ -24,9 +24,5 @@ end
 local rows, refused = finish_rows(ARGV[2], ARGV[3], 5, results)
 if rows == nil then return refused end
 local now = clock_now()
-local reply = {}
-if #rows > 0 then reply = finish_held(rows, 5, now) end
-local leased_rows = pop_tasks(now, 5 + results)
-local finished = #reply
-for i = 1, #leased_rows do reply[finished + i] = leased_rows[i] end
-return flush(now, reply)
+local finished = #rows > 0 and finish_held(rows, 5, now) or {}
+return flush(now, pop_tasks(now, 5 + results, finished))

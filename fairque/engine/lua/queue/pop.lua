@@ -23,4 +23,4 @@
 --@include serving
 
 local now = clock_now()
-return flush(now, pop_tasks(now, 2))
+return flush(now, pop_tasks(now, 2, {}))
