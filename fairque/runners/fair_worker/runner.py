@@ -538,9 +538,10 @@ class Worker:
 
     async def _acknowledge(self, queue: AsyncQueue) -> None:
         """Sends the acknowledgements no pop carried (:meth:`_pop_soon`): a pop carries
-        those pending when it is sent, and this sends them when no pop is about to go
-        (an idle worker, every slot busy, two pops in flight), so that none waits for a
-        pop that is not coming. It runs until the worker closes and none is left:
+        those pending when it is sent, and this sends them when no pop is about to go (an
+        idle worker, two pops in flight already, work running out: a pop came back short,
+        a stop, a sharded queue), so that none waits for a pop that is not coming. It
+        runs until the worker closes and none is left:
         results that came in while a flush was in flight at the stop are sent too (they
         were left, and their tasks ran again once their lease expired)."""
         backoff = Backoff()

@@ -451,8 +451,9 @@ end
 -- The pop of queue/pop.lua, its arguments from ARGV[first] on (that script's ARGV[2..]),
 -- at `now`: adds its reply's rows to `reply` (what the call replies before them: copying
 -- the rows after it cost a worker's cycle of pops of 10 ~6k server instructions a task)
--- and returns it, leaving the writes to the caller's flush(). What the call did before (a finish) is applied first, by the housekeeping's
--- flushes, so the pop sees the slots and limits it freed.
+-- and returns it, leaving the writes to the caller's flush(). What the call did before
+-- (a finish) is applied first, by the housekeeping's flushes, so the pop sees the slots
+-- and limits it freed.
 local function pop_tasks(now, first, reply)
   pop_arguments(now, first)
   -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
