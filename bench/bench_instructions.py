@@ -11,8 +11,9 @@ one run before and one after. Prints instructions per task for named tasks (a wo
 runs a task by its name) spread over ``--tenants`` tenants, in batches (push 1,000 per
 call, pop and finish 100 per call) and one task per call (pops without names, and as a
 worker makes them, naming its task names), a call's fixed cost (a pop
-that finds nothing, a finish of no task), pop + finish in a worker's cycle (pop 100,
-finish them, again), and beside them the same batches and single calls made of only the
+that finds nothing, a finish of no task), pop + finish in a worker's cycle (pop 100 or
+10, finish them, again; and with each finish in the next pop's call, as a worker sends
+them), and beside them the same batches and single calls made of only the
 commands a task's life needs (``bench_floor.py``'s functions); asserts nothing. A
 server under valgrind runs ~50x slower: the figures are counts, never rates.
 """
@@ -121,22 +122,34 @@ def batches(server: CountedServer, tenants: int) -> dict[str, float]:
     return {name: count / BATCH_TASKS for name, count in figures.items()}
 
 
-def cycles(server: CountedServer, tenants: int) -> float:
-    """Pop + finish per task in a worker's cycle: pop 100, finish them, again. Unlike the
-    batches above, at most 100 leases are held at once, as with a worker."""
-    queue = FairQueue(server.url, "cycles")
+def cycles(server: CountedServer, tenants: int, count: int, combined: bool = False) -> float:
+    """Pop + finish per task in a worker's cycle: pop ``count``, finish them, again. Unlike
+    the batches above, at most ``count`` leases are held at once, as with a worker. With
+    ``combined``, each cycle's finish rides in the next pop (``finish_and_pop``), as a
+    worker sends them: one call per cycle instead of two (the last finishes the last
+    tasks, and its pop finds nothing)."""
+    namespace = f"cycles_{count}_combined" if combined else f"cycles_{count}"
+    queue = FairQueue(server.url, namespace)
     for first in range(0, BATCH_TASKS, 1000):
         queue.push_many([task(i, tenants) for i in range(first, first + 1000)])
     done = 0
 
     def turns() -> None:
         nonlocal done
-        for _ in range(BATCH_TASKS // 100):
-            leased = queue.pop(count=100, worker_id="bench")
+        for _ in range(BATCH_TASKS // count):
+            leased = queue.pop(count=count, worker_id="bench")
             queue.finish_many(leased, [None] * len(leased))
             done += len(leased)
 
-    count = server.measure("cycles", turns)
+    def combined_turns() -> None:
+        nonlocal done
+        leased = queue.pop(count=count, worker_id="bench")
+        while leased:
+            _, more = queue.finish_and_pop(leased, count=count, worker_id="bench")
+            done += len(leased)
+            leased = more
+
+    count = server.measure(namespace, combined_turns if combined else turns)
     assert done == BATCH_TASKS, "every task pushed was popped"
     queue.close()
     return count / BATCH_TASKS
@@ -219,6 +232,7 @@ def warm_up(server: CountedServer, tenants: int) -> None:
             queue.push_many([task(i, tenants) for i in range(tenants)])
             leased = queue.pop(count=tenants, worker_id="bench")
             queue.finish_many(leased, [None] * len(leased))
+            queue.finish_and_pop([], count=1, worker_id="bench")  # nothing is left to pop
 
 
 def main() -> None:
@@ -246,7 +260,14 @@ def main() -> None:
                 ),
             }
             empty = empty_calls(server)
-            cycle = cycles(server, options.tenants)
+            turns = {
+                f"{label}, in turns": cycles(server, options.tenants, count, combined)
+                for count in (100, 10)
+                for label, combined in (
+                    (f"pop {count}, finish them", False),
+                    (f"finish + pop {count} in one call", True),
+                )
+            }
             rows["the commands alone, batches"] = floor_figures(server, BATCH_TASKS, 1000, 100)
             rows["the commands alone, one per call"] = floor_figures(server, SINGLE_TASKS, 1, 1)
         finally:
@@ -258,7 +279,8 @@ def main() -> None:
         print(f"{label:38}{cells}{sum(figures.values()) / 1000:>9.1f}k")
     print(f"{'empty call (per call)':38}{'':>10}{empty['pop'] / 1000:>9.1f}k"
           f"{empty['finish'] / 1000:>9.1f}k")  # fmt: skip
-    print(f"{'pop 100, finish them, in turns':38}{'':>30}{cycle / 1000:>9.1f}k")
+    for label, figure in turns.items():
+        print(f"{label:38}{'':>30}{figure / 1000:>9.1f}k")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "namespace/backlog", "namespace/cancel", "namespace/due", "namespace/fairness",
         "namespace/get", "namespace/promote", "namespace/reap", "namespace/retry",
         "namespace/settings", "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
-        "queue/extend", "queue/fail", "queue/finish", "queue/hand_over", "queue/limits",
-        "queue/pop",
+        "queue/extend", "queue/fail", "queue/finish", "queue/finish_pop", "queue/hand_over",
+        "queue/limits", "queue/pop",
         "queue/push", "queue/release", "queue/report", "queue/retry_failed", "queue/tenant",
         "queue/workers", "queue/xcom_pull", "queue/xcom_push",
         "scheduler/claim", "scheduler/failed", "scheduler/fire", "scheduler/instance",
@@ -229,6 +229,9 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue pop": lambda: QUEUE.pop(3, ["a"], ["b", "c"], "w1", 30.0),
     "queue pop all": lambda: QUEUE.pop(3),
     "queue finish": lambda: QUEUE.finish([_leased()], [{"ok": 1}]),
+    "queue finish_pop": lambda: QUEUE.finish_and_pop(
+        [_leased()], [{"ok": 1}], count=3, assigned_users=["a"], steal_targets=["b"], names=["n"]
+    ),
     "queue release": lambda: QUEUE.release([_leased()]),
     "queue fail": lambda: QUEUE.fail(_leased(), "boom", retry=True),
     "queue extend": lambda: QUEUE.extend(_leased(), 10.0),

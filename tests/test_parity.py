@@ -283,12 +283,20 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
 }
 # A sharded client takes the single one's cases: its first call (a lookup of the shard
-# that holds a task, for the calls by id) is compared all the same. A pop that waits is
-# the single queue's own (a wait cannot span the shards' slots).
+# that holds a task, for the calls by id) is compared all the same. A pop that waits, and
+# a finish and pop in one call, are the single queue's own (neither can span the shards'
+# slots).
 SHARDED = {"sharded": "queue", "sharded jobs": "jobs"}
+FINISH_AND_POP = {
+    "count": 4, "assigned_users": ["alice"], "steal_targets": ["bob"], "worker_id": "w1",
+    "lease_seconds": 30.0, "names": ["n"],
+}  # fmt: skip
 CALL_CASES = [
     (client, *case) for client in CLIENTS for case in CASES[SHARDED.get(client, client)]
-] + [("queue", "pop", (4,), {"wait": 2.5})]
+] + [
+    ("queue", "pop", (4,), {"wait": 2.5}),
+    ("queue", "finish_and_pop", ([_leased()], [2]), FINISH_AND_POP),
+]
 
 
 def _first_call(run: Callable[[], Any]) -> Call[Any]:

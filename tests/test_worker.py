@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import pytest
 import redis
@@ -19,6 +19,7 @@ from fairque.worker import Registry, SyncTaskContext, Worker, WorkerConfig, task
 from tests.conftest import until, wait_for
 
 pytestmark = pytest.mark.cluster
+T = TypeVar("T")
 
 functions = Registry()
 calls: list[Any] = []
@@ -90,6 +91,11 @@ def unsendable() -> object:
     return object()
 
 
+@task(into=functions, name="oversized")
+async def oversized() -> str:
+    return "x" * (1 << 20)  # over the namespace's max_payload_bytes, serialised
+
+
 gates: dict[str, asyncio.Event] = {}
 
 
@@ -102,7 +108,8 @@ async def gated(name: str) -> str:
 
 class HeldPops(AsyncFairQueue):
     """A real queue whose second pop is held until ``second`` is set, and which notes
-    the count of each pop and the most pops in flight at once."""
+    the count of each pop and the most pops in flight at once (a pop that carries
+    acknowledgements, finish_and_pop, is a pop)."""
 
     def __init__(self, url: str, namespace: str) -> None:
         super().__init__(url, namespace)
@@ -111,15 +118,55 @@ class HeldPops(AsyncFairQueue):
         self.in_flight = self.most_in_flight = 0
 
     async def pop(self, count: int = 1, *args: Any, **kwargs: Any) -> list[LeasedTask]:
+        pop = super().pop
+        return await self._held(count, lambda: pop(count, *args, **kwargs))
+
+    async def finish_and_pop(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None, **kwargs: Any
+    ) -> tuple[list[str], list[LeasedTask]]:
+        finish_and_pop = super().finish_and_pop
+        return await self._held(kwargs["count"], lambda: finish_and_pop(tasks, results, **kwargs))
+
+    async def _held(self, count: int, call: Callable[[], Awaitable[T]]) -> T:
         self.counts.append(count)
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             if len(self.counts) == 2:
                 await self.second.wait()
-            return await super().pop(count, *args, **kwargs)
+            return await call()
         finally:
             self.in_flight -= 1
+
+
+class CountedAcks(AsyncFairQueue):
+    """A real queue that notes the tasks each call acknowledged (each call tried): alone
+    (finish_many) or in a pop (finish_and_pop); and how many pops came back."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        super().__init__(url, namespace)
+        self.alone: list[list[str]] = []
+        self.with_pop: list[list[str]] = []
+        self.pops_back = 0
+
+    async def finish_many(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
+    ) -> list[str]:
+        self.alone.append([task.task_id for task in tasks])
+        return await super().finish_many(tasks, results)
+
+    async def finish_and_pop(
+        self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None, **kwargs: Any
+    ) -> tuple[list[str], list[LeasedTask]]:
+        self.with_pop.append([task.task_id for task in tasks])
+        answer = await super().finish_and_pop(tasks, results, **kwargs)
+        self.pops_back += 1
+        return answer
+
+    async def pop(self, count: int = 1, *args: Any, **kwargs: Any) -> list[LeasedTask]:
+        leased = await super().pop(count, *args, **kwargs)
+        self.pops_back += 1
+        return leased
 
 
 @pytest.fixture(autouse=True)
@@ -440,6 +487,38 @@ async def test_assigned_users_only(
     assert (await pusher.stats()).tenants["b"].queued == 2
 
 
+async def test_a_result_that_cannot_be_sent_fails_its_task_alone(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """A result MessagePack cannot carry, or over the namespace's size limit, is refused
+    with the batch of acknowledgements it is in, before anything is written: its task
+    fails, and the others of the batch are finished all the same."""
+    bad = await pusher.push_many([unsendable.build(user_id="u"), oversized.build(user_id="u")])
+    good = await pusher.push_many([add.build(user_id="v", args=[i, i]) for i in range(4)])
+    worker = Worker(config(server, namespace, concurrency=6), functions)
+
+    async def settled() -> bool:
+        counters = (await pusher.stats()).counters
+        return (counters.get("finished", 0), counters.get("failed", 0)) == (4, 2)
+
+    await run_workers([worker], settled)
+    assert (worker.finished, worker.failed) == (4, 2)
+    errors = []
+    for task_id in bad:
+        info = await pusher.get(task_id)
+        assert info is not None
+        assert info.state is TaskState.FAILED
+        errors.append(info.last_error)
+    assert errors[0] is not None
+    assert errors[0].startswith("result refused: result: cannot be serialised with MessagePack")
+    assert errors[1] is not None
+    assert errors[1].startswith("result refused: result: refused by the server")
+    for task_id in good:
+        info = await pusher.get(task_id)
+        assert info is not None
+        assert info.state is TaskState.FINISHED
+
+
 async def test_a_slot_freed_while_a_pop_is_in_flight_gets_a_pop_at_once(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str
 ) -> None:
@@ -471,6 +550,89 @@ async def test_a_slot_freed_while_a_pop_is_in_flight_gets_a_pop_at_once(
     assert queue.counts[:3] == [2, 1, 1]
     assert queue.most_in_flight == 2
     assert calls == ["a", "b", "c", "d"]
+
+
+async def test_the_pops_carry_the_acknowledgements(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """Each task's end frees its slot, and the pop for that slot carries its
+    acknowledgement: one call per task, none for the acknowledgement alone (the last
+    task's pop finds nothing)."""
+    ids = await pusher.push_many([async_double.build(user_id="u", args=[n]) for n in range(5)])
+    queue = CountedAcks(server.url, namespace)
+    worker = Worker(config(server, namespace, concurrency=1), functions, queue=queue)
+    try:
+        await run_workers([worker], lambda: finished(pusher, 5))
+    finally:
+        await queue.close()
+    assert queue.with_pop == [[task_id] for task_id in ids]
+    assert queue.alone == []
+    assert worker.finished == 5
+
+
+async def test_an_acknowledgement_no_pop_would_carry_goes_alone(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    """An idle worker sends no pop: the acknowledgements of the tasks it still runs go
+    on their own, at once, not with a pop that is not coming."""
+    gates.update({name: asyncio.Event() for name in "ab"})
+    ids = await pusher.push_many([gated.build(user_id="u", args=[name]) for name in "ab"])
+    queue = CountedAcks(server.url, namespace)
+    worker = Worker(config(server, namespace, concurrency=3, poll_interval_seconds=60), functions,
+                    queue=queue)  # fmt: skip
+    run = asyncio.create_task(worker.run_async())
+    try:
+        # Its first pop leased both, its second found nothing: it waits for work now.
+        await until(lambda: _true(queue.pops_back == 2))
+        for done, (name, task_id) in enumerate(zip("ab", ids, strict=True), 1):
+            gates[name].set()
+            await until(lambda done=done: finished(pusher, done))  # type: ignore[misc]
+            assert queue.alone[-1] == [task_id]
+        assert queue.pops_back == 2  # no pop came meanwhile (the stop ends the idle one)
+    finally:
+        for gate in gates.values():
+            gate.set()
+        worker.stop()
+        await asyncio.wait_for(run, 10)
+        await queue.close()
+    assert queue.with_pop == []
+    assert worker.finished == 2
+
+
+async def test_acknowledgements_in_a_pop_the_outage_stopped_are_sent_later(
+    namespace: str,
+) -> None:
+    """The server goes away while a task runs: the pop that carries its acknowledgement
+    fails, the acknowledgement is kept, and sent once the server is back."""
+    gates["a"] = asyncio.Event()
+    with LocalServer(appendonly=True) as own:
+        pusher = AsyncFairQueue(own.url, namespace)
+        first, second = await pusher.push_many(
+            [gated.build(user_id="u", args=["a"]), add.build(user_id="u", args=[1, 2])]
+        )
+        queue = CountedAcks(own.url, namespace)
+        worker = Worker(config(own, namespace, concurrency=1, poll_interval_seconds=0.1),
+                        functions, queue=queue)  # fmt: skip
+        run = asyncio.create_task(worker.run_async())
+        try:
+            await until(lambda: _true(queue.pops_back == 1))  # "a" runs, its slot busy
+            own.stop()
+            gates["a"].set()
+            await until(lambda: _true(bool(queue.with_pop)))  # its pop went, and failed
+            await until(lambda: worker_saw_outage(worker), timeout=10)
+            own.start()
+            await until(lambda: finished(pusher, 2), timeout=20)
+        finally:
+            gates["a"].set()
+            worker.stop()
+            await asyncio.wait_for(run, 20)
+            await queue.close()
+        states = [info.state if (info := await pusher.get(i)) else None for i in (first, second)]
+        await pusher.close()
+    assert queue.with_pop[0] == [first]
+    assert states == [TaskState.FINISHED, TaskState.FINISHED]
+    assert calls == ["a", (1, 2)]  # each ran once
+    assert worker.finished == 2
 
 
 async def _true(value: bool) -> bool:

@@ -434,6 +434,36 @@ class AsyncFairQueue(AsyncQueue):
         """The namespace's keys and settings."""
         return self.ops.namespace
 
+    async def finish_and_pop(
+        self,
+        tasks: Sequence[LeasedTask],
+        results: Sequence[Any] | None = None,
+        *,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> tuple[list[str], list[LeasedTask]]:
+        """:meth:`finish_many` then :meth:`pop` in one atomic call, as a worker sends the
+        acknowledgements of the tasks it ran with the pop for the slots they freed: the
+        same effect and replies as the two calls in turn, at the server cost and round
+        trip of one. Returns the ids whose lease was lost, and the tasks leased. The pop
+        does not wait: it would hold the acknowledgements back."""
+        return await self.executor.run(
+            self.plans.finish_and_pop(
+                tasks,
+                results,
+                count=count,
+                assigned_users=assigned_users,
+                steal_targets=steal_targets,
+                worker_id=worker_id,
+                lease_seconds=lease_seconds,
+                names=names,
+            )
+        )
+
     async def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return await self.executor.execute(call)

@@ -360,17 +360,40 @@ class QueueOps:
         ``queue/pop.lua``), or of any name when none are given. With ``wait``, once a
         tenant may be served or ``wait`` seconds have passed (the wake-up tokens of the
         names' lanes, see ``include/ready.lua``)."""
+        served = _names(names)
+        args = self._pop_args(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, served=served
+        )
+        if wait is not None:
+            _check_positive(wait, "wait", MAX_POP_WAIT)
+        call = self.namespace.call("queue/pop", args, _parse_leased)
+        if wait is None:
+            return call
+        tokens = tuple(self.namespace.lane_key(name, "wakeups") for name in served)
+        return call.after(
+            Wait(tokens or (self.namespace.key("wakeups:any"),), max(wait, MIN_POP_WAIT))
+        )
+
+    @staticmethod
+    def _pop_args(
+        count: int,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+        worker_id: str | None,
+        lease_seconds: float | None,
+        *,
+        served: list[str],
+    ) -> list[Arg]:
+        """A pop's arguments (``queue/pop.lua``'s ARGV[2..]), checked; ``served`` are the
+        task names it serves (:func:`_names`)."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
             raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
         if lease_seconds is not None:
             _check_positive(lease_seconds, "lease_seconds", MAX_TIMEOUT_SECONDS)
-        if wait is not None:
-            _check_positive(wait, "wait", MAX_POP_WAIT)
         try:
             worker = check_identifier(default_worker_id() if worker_id is None else worker_id)
         except ValueError as exc:
             raise InvalidInput("worker_id", str(exc)) from None
-        served = _names(names)
         args: list[Arg] = [
             worker,
             count,
@@ -384,13 +407,7 @@ class QueueOps:
             assigned = _tenant_list(assigned_users, "assigned_users")
             steal = _tenant_list(steal_targets, "steal_targets")
             args += (1, len(assigned), *assigned, len(steal), *steal)
-        call = self.namespace.call("queue/pop", args, _parse_leased)
-        if wait is None:
-            return call
-        tokens = tuple(self.namespace.lane_key(name, "wakeups") for name in served)
-        return call.after(
-            Wait(tokens or (self.namespace.key("wakeups:any"),), max(wait, MIN_POP_WAIT))
-        )
+        return args
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> Call[None]:
         """Registers (or keeps registered) a live worker for ``ttl`` seconds."""
@@ -435,6 +452,43 @@ class QueueOps:
     ) -> Call[list[str]]:
         """Acknowledges ``tasks`` (with ``results``, one per task, if given); the reply
         parses to the ids whose lease was lost."""
+        rows, kept = self._finish_args(tasks, results)
+        return self.namespace.call("queue/finish", (len(tasks), rows, *kept), _lost_ids(tasks))
+
+    def finish_and_pop(
+        self,
+        tasks: Sequence[LeasedTask],
+        results: Sequence[Any] | None = None,
+        *,
+        count: int = 1,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> Call[tuple[list[str], Leased]]:
+        """:meth:`finish` then :meth:`pop` (which does not wait) in one atomic call
+        (``queue/finish_pop.lua``): the reply parses to the ids whose lease was lost and
+        the tasks leased."""
+        rows, kept = self._finish_args(tasks, results)
+        pop_args = self._pop_args(
+            count, assigned_users, steal_targets, worker_id, lease_seconds, served=_names(names)
+        )
+        args = (len(tasks), rows, len(kept), *kept, *pop_args)
+        lost_of = _lost_ids(tasks)
+        finished = len(tasks)
+
+        def parse(reply: list[Any]) -> tuple[list[str], Leased]:
+            return lost_of(reply[:finished]), _parse_leased(reply[finished:])
+
+        return self.namespace.call("queue/finish_pop", args, parse)
+
+    @staticmethod
+    def _finish_args(
+        tasks: Sequence[LeasedTask], results: Sequence[Any] | None
+    ) -> tuple[bytes, list[Arg]]:
+        """A finish's rows (id, lease token, result slot), packed, and the results kept
+        (each serialised, checked against the size limit), which the slots number from 1."""
         if results is None:
             results = [None] * len(tasks)
         if len(results) != len(tasks):
@@ -446,8 +500,7 @@ class QueueOps:
             if result is not None:
                 kept.append(encode(result, "result", limit))
             rows += (task.task_id, task.lease_token, 0 if result is None else len(kept))
-        args = (len(tasks), pack(rows), *kept)
-        return self.namespace.call("queue/finish", args, _lost_ids(tasks))
+        return pack(rows), kept
 
     def finish_one(self, task: LeasedTask, result: Any) -> Call[None]:
         """Acknowledges one task; parsing raises :class:`LeaseLost` if its lease was lost."""

@@ -246,9 +246,14 @@ class QueuePlans(ShardPlans[QueueOps]):
     def _leased(ops: QueueOps, call: Call[Leased]) -> Steps[Leased]:
         """Sends a pop; fails the tasks whose record it could not read."""
         leased: Leased = (yield [call])[0]
+        yield from QueuePlans._fail_unreadable(ops, leased)
+        return leased
+
+    @staticmethod
+    def _fail_unreadable(ops: QueueOps, leased: Leased) -> Steps[None]:
+        """Fails the tasks a pop leased but could not read (their errors name the field)."""
         if leased.unreadable:
             yield [ops.fail_unreadable(unreadable) for unreadable in leased.unreadable]
-        return leased
 
     def _pop_waiting(
         self, ops: QueueOps, pop: Callable[..., Call[Leased]], wait: float
@@ -278,6 +283,32 @@ class QueuePlans(ShardPlans[QueueOps]):
         return self._lost_on_each(
             tasks, lambda ops, ids: ops.finish([tasks[i] for i in ids], [values[i] for i in ids])
         )
+
+    def finish_and_pop(
+        self,
+        tasks: Sequence[LeasedTask],
+        results: Sequence[Any] | None,
+        *,
+        count: int,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+        worker_id: str | None,
+        lease_seconds: float | None,
+        names: Sequence[str] | None,
+    ) -> Steps[tuple[list[str], list[LeasedTask]]]:
+        """Finishes tasks, then pops, in one call of one namespace: the ids whose lease was
+        lost, and the tasks leased (those whose record could not be read are failed)."""
+        ops = self.single
+        if ops is None:  # the tasks' shards and the pop's are not one slot
+            raise InvalidInput("tasks", "a sharded queue finishes and pops in separate calls")
+        call = ops.finish_and_pop(
+            tasks, results, count=count, assigned_users=assigned_users,
+            steal_targets=steal_targets, worker_id=worker_id, lease_seconds=lease_seconds,
+            names=names,
+        )  # fmt: skip
+        lost, leased = (yield [call])[0]
+        yield from self._fail_unreadable(ops, leased)
+        return lost, leased
 
     def release(self, tasks: Sequence[LeasedTask]) -> Plan[list[str]]:
         """Hands tasks back, one call per shard; the ids whose lease was lost."""

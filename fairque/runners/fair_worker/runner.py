@@ -9,8 +9,10 @@ picked up at once rather than at the next poll: a worker of one namespace on one
 waits in its pop (``pop(wait=...)``), which the server runs the moment work arrives; one
 of a cluster or of a sharded queue, or one that names its tenants, waits on the
 namespace's wake channel, then pops. Successes are
-acknowledged in batches (one ``finish_many`` carries every task that finished while the
-previous one was in flight), so a round trip per task does not cap throughput. On stop
+acknowledged in batches, so a round trip per task does not cap throughput: in the pop
+for the slots their tasks freed (one call, ``finish_and_pop``, on a queue of one
+namespace), or, when no pop is about to go, in one ``finish_many`` that carries every
+task that finished while the previous one was in flight. On stop
 (SIGTERM / SIGINT) it fetches no more, lets running tasks finish for ``grace_seconds``,
 then hands the rest back to the queue in one call, except runs that cannot be stopped
 (a sync function's thread): those keep their lease, which expires once the process is
@@ -368,12 +370,40 @@ class Worker:
         return leased
 
     def _pop_soon(self, queue: AsyncQueue, count: int) -> asyncio.Future[list[LeasedTask]]:
-        """A pop sent now, whose reply makes the fetch loop look again."""
-        pop = asyncio.ensure_future(self._pop(queue, count))
+        """A pop sent now, whose reply makes the fetch loop look again. It carries the
+        pending acknowledgements where one namespace holds them all: one call instead
+        of two, as the tasks that end free the slots the next pops fill."""
+        acks = self._take_acks() if self._acks and isinstance(queue, AsyncFairQueue) else []
+        pop = asyncio.ensure_future(self._pop(queue, count, acks))
         pop.add_done_callback(lambda _: self._look_again.set())
         return pop
 
-    async def _pop(self, queue: AsyncQueue, count: int) -> list[LeasedTask]:
+    async def _pop(
+        self, queue: AsyncQueue, count: int, acks: list[tuple[LeasedTask, Any]]
+    ) -> list[LeasedTask]:
+        """Pops ``count``, after finishing the tasks of ``acks`` in the same call if any
+        (a queue of one namespace). Acknowledgements refused for a result are sent task
+        by task, then the pop goes alone."""
+        if acks and isinstance(queue, AsyncFairQueue):
+            try:
+                lost, leased = await queue.finish_and_pop(
+                    [task for task, _ in acks],
+                    [result for _, result in acks],
+                    count=count,
+                    assigned_users=self.config.assigned_users,
+                    steal_targets=self.config.steal_targets,
+                    worker_id=self.config.id,
+                    lease_seconds=self.config.lease_seconds,
+                    names=self._names,
+                )
+            except OUTAGE:
+                self._acks_unsent(acks)
+                raise
+            except InvalidInput:  # nothing was written: a result was refused
+                await self._acks_refused(queue, acks)
+            else:
+                self._acks_sent(acks, lost)
+                return leased
         return await queue.pop(
             count=count,
             assigned_users=self.config.assigned_users,
@@ -462,6 +492,10 @@ class Worker:
         def done(_: asyncio.Task[None]) -> None:
             self._running.pop(leased.task_id, None)
             self._look_again.set()
+            # The acknowledger wakes after the fetch loop: the pop for the slot freed here
+            # takes the acknowledgement first (_pop_soon), if a pop is to go.
+            if self._acks:
+                self._acks_waiting.set()
 
         job.add_done_callback(done)
 
@@ -487,8 +521,7 @@ class Worker:
             self.metrics.observe_task(leased.name, outcome.error is None, elapsed)
         if outcome.error is None:
             self._hook(self.hooks.on_success, leased, outcome.result, elapsed)
-            self._acks.append((leased, outcome.result))
-            self._acks_waiting.set()
+            self._acks.append((leased, outcome.result))  # the acknowledger wakes in done()
             return
         log.warning("task %s failed: %s", leased.task_id, outcome.error, extra=leased.log_fields())
         try:
@@ -504,12 +537,19 @@ class Worker:
                         leased.task_id, extra=leased.log_fields())  # fmt: skip
 
     async def _acknowledge(self, queue: AsyncQueue) -> None:
-        """Sends acknowledgements as they come, until the worker closes and none is left:
+        """Sends the acknowledgements no pop carried (:meth:`_pop_soon`): a pop carries
+        those pending when it is sent, and this sends them when no pop is about to go (an
+        idle worker, two pops in flight already, work running out: a pop came back short,
+        a stop, a sharded queue), so that none waits for a pop that is not coming. It
+        runs until the worker closes and none is left:
         results that came in while a flush was in flight at the stop are sent too (they
         were left, and their tasks ran again once their lease expired)."""
         backoff = Backoff()
         while True:
             await self._acks_waiting.wait()
+            # Woken after the fetch loop (see _start's done()), and one turn later still:
+            # a pop built meanwhile has taken them.
+            await asyncio.sleep(0)
             try:
                 await self._flush_acks(queue)
                 backoff.reset()
@@ -523,21 +563,67 @@ class Worker:
 
     async def _flush_acks(self, queue: AsyncQueue) -> None:
         """Sends every pending acknowledgement in one call (kept for later if it fails)."""
-        self._acks_waiting.clear()
-        batch, self._acks = self._acks, []
+        batch = self._take_acks()
         if not batch:
             return
         try:
             lost = await queue.finish_many([task for task, _ in batch], [r for _, r in batch])
         except OUTAGE:
-            self._acks[:0] = batch
-            self._acks_waiting.set()
+            self._acks_unsent(batch)
             raise
+        except InvalidInput:  # nothing was written: a result was refused
+            await self._acks_refused(queue, batch)
+            return
+        self._acks_sent(batch, lost)
+
+    def _take_acks(self) -> list[tuple[LeasedTask, Any]]:
+        """The pending acknowledgements, taken to be sent."""
+        self._acks_waiting.clear()
+        batch, self._acks = self._acks, []
+        return batch
+
+    def _acks_unsent(self, batch: list[tuple[LeasedTask, Any]]) -> None:
+        """Acknowledgements taken but not sent (the server is away): pending again, first."""
+        self._acks[:0] = batch
+        self._acks_waiting.set()
+
+    def _acks_sent(self, batch: list[tuple[LeasedTask, Any]], lost: list[str]) -> None:
+        """Counts the tasks a call finished, and says which it found leased no more."""
         self.finished += len(batch) - len(lost)
-        by_id = {task.task_id: task for task, _ in batch}
-        for task_id in lost:
-            log.warning("task %s: lease lost before its result was recorded", task_id,
-                        extra=by_id[task_id].log_fields())  # fmt: skip
+        if lost:
+            by_id = {task.task_id: task for task, _ in batch}
+            for task_id in lost:
+                log.warning("task %s: lease lost before its result was recorded", task_id,
+                            extra=by_id[task_id].log_fields())  # fmt: skip
+
+    async def _acks_refused(self, queue: AsyncQueue, batch: list[tuple[LeasedTask, Any]]) -> None:
+        """A batch refused before anything was written, for a result that cannot be
+        serialised or is over the namespace's ``max_payload_bytes``: each task is finished
+        on its own, and one whose result is refused fails for good, its error saying why,
+        so that one result never holds back the others (it stopped every acknowledgement
+        after it before). The rest go back to the pending ones if the server goes away."""
+        for position, (task, result) in enumerate(batch):
+            try:
+                await self._ack_alone(queue, task, result)
+            except OUTAGE:  # noqa: PERF203 - the rare path of a refused batch
+                self._acks_unsent(batch[position:])
+                raise
+
+    async def _ack_alone(self, queue: AsyncQueue, task: LeasedTask, result: Any) -> None:
+        try:
+            lost = await queue.finish_many([task], [result])
+        except InvalidInput as exc:
+            log.warning("task %s: its result was refused (%s); it fails", task.task_id, exc,
+                        extra=task.log_fields())  # fmt: skip
+            try:
+                await queue.fail(task, f"result refused: {exc}", retry=False)
+            except LeaseLost:
+                log.warning("task %s: lease lost before its failure was recorded", task.task_id,
+                            extra=task.log_fields())  # fmt: skip
+                return
+            self.failed += 1
+            return
+        self._acks_sent([(task, result)], lost)
 
     def _hook(self, hook: Callable[..., None], leased: LeasedTask, *args: Any) -> None:
         """Calls a hook; one that raises is logged and changes nothing for the task."""

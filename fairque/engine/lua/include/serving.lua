@@ -19,8 +19,8 @@ local pop_lanes = nil
 -- the tick of its last serve in this call if its turn ended (`served_tick`, or false).
 -- One record per tenant: a table per field cost a pop a table and an insert in each.
 local tenants_touched, seats = nil, nil
--- The leases made (the reply's rows), how many tasks they are, and their entries in
--- K.leases (deadline, id...), written once at the end (write_leases).
+-- The reply, to which the leases made add their rows; how many tasks they are, and
+-- their entries in K.leases (deadline, id...), written once at the end (write_leases).
 local leased, taken, lease_entries = nil, 0, nil
 -- The queues of each levels mask (at most 64 values), made once for the library.
 local MASK_LEVELS = {}
@@ -315,14 +315,16 @@ local function lanes_seen(tenant)
 end
 
 
--- Reads the pop's arguments (see queue/pop.lua) into `asked`, made at `now`.
+-- Reads the pop's arguments into `asked`, made at `now`: queue/pop.lua's ARGV[2..], here
+-- from ARGV[first] on.
 local NO_NAMES = {} -- never written to
-local function pop_arguments(now)
-  local names_count = tonumber(ARGV[5])
-  asked = {worker = ARGV[2], wanted = tonumber(ARGV[3]), lease_seconds = tonumber(ARGV[4]),
-    names = names_count > 0 and {unpack(ARGV, 6, 5 + names_count)} or NO_NAMES,
+local function pop_arguments(now, first)
+  local names_count = tonumber(ARGV[first + 3])
+  asked = {worker = ARGV[first], wanted = tonumber(ARGV[first + 1]),
+    lease_seconds = tonumber(ARGV[first + 2]),
+    names = names_count > 0 and {unpack(ARGV, first + 4, first + 3 + names_count)} or NO_NAMES,
     names_count = names_count, assigned = nil, steal = nil, now = now}
-  local at = 6 + names_count
+  local at = first + 4 + names_count
   if ARGV[at] == '1' then
     local n = tonumber(ARGV[at + 1])
     asked.assigned = {unpack(ARGV, at + 2, at + 1 + n)}
@@ -332,10 +334,10 @@ local function pop_arguments(now)
 end
 
 -- Serves the lanes `serving`, then, for a pop still short that names names, `spare` (or
--- the spare lanes, read now).
-local function serve_lanes(serving, spare)
+-- the spare lanes, read now), adding the leases' rows to `reply`.
+local function serve_lanes(serving, spare, reply)
   tenants_touched, seats = {}, {}
-  leased, taken, lease_entries = {}, 0, {}
+  leased, taken, lease_entries = reply, 0, {}
   for _, lane_state in ipairs(serving) do
     if taken >= asked.wanted then break end
     serve(lane_state)
@@ -441,4 +443,38 @@ local function write_leases()
   elseif taken > 0 then
     redis.call('ZADD', K.leases, unpack(lease_entries))
   end
+end
+
+-- The pop of queue/pop.lua, its arguments from ARGV[first] on (that script's ARGV[2..]),
+-- at `now`: adds its reply's rows to `reply` (what the call replies before them: copying
+-- the rows after it cost a worker's cycle of pops of 10 ~6k server instructions a task)
+-- and returns it, leaving the writes to the caller's flush(). What the call did before
+-- (a finish) is applied first, by the housekeeping's flushes, so the pop sees the slots
+-- and limits it freed.
+local function pop_tasks(now, first, reply)
+  pop_arguments(now, first)
+  -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
+  -- The maintenance batch is read only when something is due (maintenance.lua).
+  reap_expired(now)
+  promote_due(now)
+  flush_ready(now)
+  flush_running(now)
+
+  pop_lanes = {}
+  local serving = offering(asked.names_count > 0 and asked.names or redis.call('SMEMBERS', K.lanes))
+
+  -- No tenant to serve (an idle worker's pop): it ends here, before the tables serving needs.
+  local spare = nil
+  if #serving == 0 and asked.names_count > 0 then spare = spare_lanes() end
+  if #serving == 0 and (spare == nil or #spare == 0) then
+    keep_tokens()
+    return reply
+  end
+
+  serve_lanes(serving, spare, reply)
+  write_back()
+  wake_workers()
+  keep_tokens()
+  write_leases()
+  return leased
 end

@@ -23,28 +23,4 @@
 --@include serving
 
 local now = clock_now()
-pop_arguments(now)
--- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
--- The maintenance batch is read only when something is due (maintenance.lua).
-reap_expired(now)
-promote_due(now)
-flush_ready(now)
-flush_running(now)
-
-pop_lanes = {}
-local serving = offering(asked.names_count > 0 and asked.names or redis.call('SMEMBERS', K.lanes))
-
--- No tenant to serve (an idle worker's pop): it ends here, before the tables serving needs.
-local spare = nil
-if #serving == 0 and asked.names_count > 0 then spare = spare_lanes() end
-if #serving == 0 and (spare == nil or #spare == 0) then
-  keep_tokens()
-  return flush(now, {})
-end
-
-serve_lanes(serving, spare)
-write_back()
-wake_workers()
-keep_tokens()
-write_leases()
-return flush(now, leased)
+return flush(now, pop_tasks(now, 2, {}))
