@@ -78,6 +78,9 @@ class PipelinedConnection(asyncio.Protocol):
         # The futures of the commands sent, in order, with the time their reply is due.
         self.in_flight: deque[tuple[asyncio.Future[Any], float]] = deque()
         self.timer: asyncio.TimerHandle | None = None  # due when the oldest reply is
+        # Commands made while others are in flight, written together at the end of the
+        # loop's turn: one system call for the calls of many coroutines.
+        self.batch: list[bytes] = []
         self.error: BaseException | None = None  # why it closed, once it did
         self.tasks = [loop.create_task(self._connect())]  # kept until they end
 
@@ -100,8 +103,13 @@ class PipelinedConnection(asyncio.Protocol):
         return future
 
     def _write(self, packed: bytes, future: asyncio.Future[Any]) -> None:
-        assert self.transport is not None
-        self.transport.write(packed)
+        if self.in_flight:  # written with the others made in this turn of the loop
+            if not self.batch:
+                self.loop.call_soon(self._write_batch)
+            self.batch.append(packed)
+        else:  # alone: at once
+            assert self.transport is not None
+            self.transport.write(packed)
         if self.timeout is None:
             self.in_flight.append((future, 0.0))
             return
@@ -109,6 +117,12 @@ class PipelinedConnection(asyncio.Protocol):
         self.in_flight.append((future, due))
         if self.timer is None:
             self.timer = self.loop.call_at(due, self._check_due)
+
+    def _write_batch(self) -> None:
+        batch, self.batch = self.batch, []
+        if self.error is None:  # else its calls failed already
+            assert self.transport is not None
+            self.transport.write(b"".join(batch))
 
     async def _connect(self) -> None:
         try:

@@ -400,6 +400,25 @@ async def test_close_fails_a_call_waiting_for_its_connection(valkey: LocalServer
     await client.aclose()
 
 
+async def test_close_fails_the_calls_in_flight_and_those_not_yet_written(
+    valkey: LocalServer, admin: aioredis.Redis
+) -> None:
+    client = async_client(valkey.url)
+    calls = direct(client)
+    await calls.command("FCALL", "number", 0)
+    await admin.client_pause(60_000, all=False)
+    sent = asyncio.create_task(calls.command("FCALL", "echo", 0, "sent"))
+    await in_flight(calls, 1)
+    batched = asyncio.create_task(calls.command("FCALL", "echo", 0, "batched"))
+    await asyncio.sleep(0)  # made while another is in flight: written at the turn's end
+    await calls.close()
+    for call in (sent, batched):
+        with pytest.raises(RedisConnectionError):
+            await call
+    await admin.client_unpause()
+    await client.aclose()
+
+
 def test_each_event_loop_has_its_own_connection(valkey: LocalServer, namespace: str) -> None:
     executor = AsyncExecutor.connect(valkey.url)
     ops = AsyncFairQueue(namespace=namespace, executor=executor).plans.shards[0]
