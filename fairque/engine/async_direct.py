@@ -38,6 +38,7 @@ checks (``health_check_interval``), which redis-py runs before a command.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections import deque
 from typing import Any
@@ -111,7 +112,7 @@ class PipelinedConnection(asyncio.Protocol):
             assert self.transport is not None
             self.transport.write(packed)
         if self.timeout is None:
-            self.in_flight.append((future, 0.0))
+            self.in_flight.append((future, math.inf))  # its reply is never late
             return
         due = self.loop.time() + self.timeout
         self.in_flight.append((future, due))
@@ -240,8 +241,8 @@ class PipelinedConnection(asyncio.Protocol):
 
 class AsyncDirectCalls:
     """Sends ``FCALL`` on a :class:`PipelinedConnection` of ``client``, a plain
-    ``redis.asyncio.Redis`` (see :func:`async_direct_calls`): one at a time, made in
-    the event loop of the call that needs it."""
+    ``redis.asyncio.Redis`` (see :func:`async_direct_calls`): one connection at a time,
+    made in the event loop of the call that needs it."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 import hiredis
@@ -17,7 +17,6 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.asyncio.connection import BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError, DataError, InvalidResponse, ResponseError
@@ -71,9 +70,9 @@ async def admin(valkey: LocalServer) -> AsyncIterator[aioredis.Redis]:
     await client.aclose()
 
 
-def no_retry_client(url: str, **options: Any) -> aioredis.Redis:
-    """A client that gives up at the first connection error."""
-    return cast("aioredis.Redis", async_client(url, retry=Retry(NoBackoff(), 0), **options))
+NO_RETRY = Retry(NoBackoff(), 0)  # a client's policy that gives up at the first error
+
+OpenCalls = Callable[..., AsyncDirectCalls]
 
 
 def direct(client: Any) -> AsyncDirectCalls:
@@ -82,11 +81,23 @@ def direct(client: Any) -> AsyncDirectCalls:
     return calls
 
 
-def direct_of(queue: AsyncFairQueue) -> AsyncDirectCalls:
-    return direct_of_executor(queue.executor)
+@pytest.fixture
+async def open_calls(valkey: LocalServer) -> AsyncIterator[OpenCalls]:
+    """Makes the direct calls of a new plain client of the module's server (or of
+    ``url``), ``redis.asyncio.Redis.from_url(url, **options)``; closed after the test."""
+    made: list[AsyncDirectCalls] = []
+
+    def open_calls(url: str = valkey.url, **options: Any) -> AsyncDirectCalls:
+        made.append(direct(aioredis.Redis.from_url(url, **options)))
+        return made[-1]
+
+    yield open_calls
+    for calls in made:
+        await calls.close()
+        await calls.client.aclose()
 
 
-def direct_of_executor(executor: AsyncExecutor) -> AsyncDirectCalls:
+def direct_of(executor: AsyncExecutor) -> AsyncDirectCalls:
     calls = executor.direct
     assert calls is not None
     return calls
@@ -98,14 +109,38 @@ def connection_of(calls: AsyncDirectCalls) -> PipelinedConnection:
     return connection
 
 
+async def until_true(condition: Callable[[], bool]) -> None:
+    """``until`` for a condition read without a round trip."""
+
+    async def probe() -> bool:
+        return condition()
+
+    await until(probe)
+
+
 async def in_flight(calls: AsyncDirectCalls, count: int) -> None:
     """Returns once ``count`` calls are sent and unanswered on the connection in use."""
+    await until_true(
+        lambda: calls.connection is not None and len(calls.connection.in_flight) >= count
+    )
 
-    async def sent() -> bool:
-        connection = calls.connection
-        return connection is not None and len(connection.in_flight) >= count
 
-    await until(sent)
+async def connected_and_paused(
+    calls: AsyncDirectCalls, admin: aioredis.Redis
+) -> PipelinedConnection:
+    """``calls``' connection, once made, with the server holding every call from now on
+    (``CLIENT PAUSE WRITE``: a function's call waits, the admin's commands do not)."""
+    assert await calls.command("FCALL", "number", 0) == 42
+    await admin.client_pause(60_000, all=False)
+    return connection_of(calls)
+
+
+async def held(calls: AsyncDirectCalls, text: Any) -> asyncio.Task[Any]:
+    """The task of a call (echoing ``text``) once it is sent and not yet answered."""
+    count = len(connection_of(calls).in_flight)
+    call = asyncio.create_task(calls.command("FCALL", "echo", 0, text))
+    await in_flight(calls, count + 1)
+    return call
 
 
 async def killed(admin: aioredis.Redis, name: str) -> None:
@@ -120,16 +155,15 @@ async def test_an_async_queue_from_a_url_sends_directly(
 ) -> None:
     async with AsyncFairQueue(valkey.url, namespace) as queue:
         task_id = await queue.push(Task(user_id="u", payload={"text": "ünïcödé"}))
-        assert connection_of(direct_of(queue)).transport is not None
+        assert connection_of(direct_of(queue.executor)).transport is not None
         [leased] = await queue.pop()
         assert (leased.task_id, leased.payload) == (task_id, {"text": "ünïcödé"})
 
 
 @pytest.mark.parametrize("decode", [False, True])
-async def test_replies_are_redis_pys(valkey: LocalServer, decode: bool) -> None:
+async def test_replies_are_redis_pys(open_calls: OpenCalls, decode: bool) -> None:
     # No socket_timeout: a reply may take as long as it takes.
-    client = aioredis.Redis.from_url(valkey.url, decode_responses=decode, socket_timeout=None)
-    calls = direct(client)
+    calls = open_calls(decode_responses=decode, socket_timeout=None)
     arguments: list[tuple[Any, ...]] = [
         ("echo", 0, "text", b"bytes", 12, 1.5, "ünïcödé", ""),
         ("shapes", 0),
@@ -140,26 +174,22 @@ async def test_replies_are_redis_pys(valkey: LocalServer, decode: bool) -> None:
     ]
     for args in arguments:
         ours = await calls.command("FCALL", *args)
-        theirs = await client.fcall(*args)
+        theirs = await calls.client.fcall(*args)
         assert repr(ours) == repr(theirs)  # error objects inside compare by their text
     for args in [("fails", 0), ("missing", 0), ("unknown", 0)]:
         with pytest.raises(ResponseError) as ours_raised:
             await calls.command("FCALL", *args)
         with pytest.raises(ResponseError) as theirs_raised:
-            await client.fcall(*args)
+            await calls.client.fcall(*args)
         assert type(ours_raised.value) is type(theirs_raised.value)
         assert str(ours_raised.value) == str(theirs_raised.value)
-    await calls.close()
-    await client.aclose()
 
 
 async def test_an_argument_hiredis_cannot_pack_is_redis_pys_data_error(
-    valkey: LocalServer,
+    open_calls: OpenCalls,
 ) -> None:
-    client = aioredis.Redis.from_url(valkey.url)
     with pytest.raises(DataError):
-        await direct(client).command("FCALL", "echo", 0, True)
-    await client.aclose()
+        await open_calls().command("FCALL", "echo", 0, True)
 
 
 async def test_an_error_reply_leaves_the_connection_usable(
@@ -167,85 +197,66 @@ async def test_an_error_reply_leaves_the_connection_usable(
 ) -> None:
     async with AsyncFairQueue(valkey.url, namespace) as queue:
         await queue.push(Task(user_id="u", task_id="t1"))
-        connection = connection_of(direct_of(queue))
+        connection = connection_of(direct_of(queue.executor))
         with pytest.raises(DuplicateTask):
             await queue.push(Task(user_id="u", task_id="t1"))
         assert await queue.push(Task(user_id="u", task_id="t2")) == "t2"
-        assert direct_of(queue).connection is connection
+        assert direct_of(queue.executor).connection is connection
 
 
 @pytest.mark.parametrize("function", ["loading", "loading_first"])
 async def test_a_reply_redis_py_takes_as_a_lost_connection_drops_it(
-    valkey: LocalServer, function: str
+    open_calls: OpenCalls, function: str
 ) -> None:
-    client = no_retry_client(valkey.url)
-    calls = direct(client)
+    calls = open_calls(retry=NO_RETRY)
     assert await calls.command("FCALL", "number", 0) == 42
     first = connection_of(calls)
     with pytest.raises(BusyLoadingError):
-        await client.fcall(function, 0)  # redis-py's path raises it
+        await calls.client.fcall(function, 0)  # redis-py's path raises it
     with pytest.raises(BusyLoadingError):
         await calls.command("FCALL", function, 0)
     assert first.error is not None
     assert await calls.command("FCALL", "number", 0) == 42
     assert calls.connection is not first
-    await calls.close()
-    await client.aclose()
 
 
-async def test_many_concurrent_calls_each_get_their_own_reply(valkey: LocalServer) -> None:
-    client = async_client(valkey.url)
-    calls = direct(client)
+async def test_many_concurrent_calls_each_get_their_own_reply(open_calls: OpenCalls) -> None:
+    calls = open_calls()
     replies = await asyncio.gather(*(calls.command("FCALL", "echo", 0, i) for i in range(400)))
     assert replies == [[str(i).encode()] for i in range(400)]
-    await calls.close()
-    await client.aclose()
 
 
 async def test_a_cancelled_call_leaves_the_next_replies_in_step(
-    valkey: LocalServer, admin: aioredis.Redis
+    open_calls: OpenCalls, admin: aioredis.Redis
 ) -> None:
-    client = async_client(valkey.url)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)  # connected
-    await admin.client_pause(60_000, all=False)  # writes (the functions' calls) wait
-    cancelled = asyncio.create_task(calls.command("FCALL", "echo", 0, "cancelled"))
-    await in_flight(calls, 1)
+    calls = open_calls()
+    await connected_and_paused(calls, admin)
+    cancelled = await held(calls, "cancelled")
     cancelled.cancel()
-    after = asyncio.create_task(calls.command("FCALL", "echo", 0, "after"))
-    await in_flight(calls, 2)
+    after = await held(calls, "after")
     await admin.client_unpause()
     assert await after == [b"after"]
     assert await calls.command("FCALL", "echo", 0, "next") == [b"next"]
     assert cancelled.cancelled()
-    await calls.close()
-    await client.aclose()
 
 
 async def test_a_call_cancelled_before_its_connection_is_made_is_not_sent(
-    valkey: LocalServer,
+    open_calls: OpenCalls,
 ) -> None:
-    client = async_client(valkey.url)
-    calls = direct(client)
+    calls = open_calls()
     cancelled = asyncio.create_task(calls.command("FCALL", "echo", 0, "never"))
     await asyncio.sleep(0)  # the call waits for the connection
     cancelled.cancel()
     assert await calls.command("FCALL", "echo", 0, "sent") == [b"sent"]
     assert not connection_of(calls).in_flight
-    await calls.close()
-    await client.aclose()
 
 
 async def test_calls_in_flight_when_the_server_closes_the_connection(
-    valkey: LocalServer, admin: aioredis.Redis, namespace: str
+    open_calls: OpenCalls, admin: aioredis.Redis, namespace: str
 ) -> None:
-    client = no_retry_client(valkey.url, client_name=namespace)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)
-    first = connection_of(calls)
-    await admin.client_pause(60_000, all=False)
-    sent = [asyncio.create_task(calls.command("FCALL", "echo", 0, i)) for i in range(5)]
-    await in_flight(calls, 5)
+    calls = open_calls(client_name=namespace, retry=NO_RETRY)
+    first = await connected_and_paused(calls, admin)
+    sent = [await held(calls, i) for i in range(5)]
     sent[0].cancel()
     await killed(admin, namespace)
     outcomes = await asyncio.gather(*sent[1:], return_exceptions=True)
@@ -254,98 +265,71 @@ async def test_calls_in_flight_when_the_server_closes_the_connection(
     await admin.client_unpause()
     assert await calls.command("FCALL", "echo", 0, "again") == [b"again"]  # a new connection
     assert calls.connection is not first
-    await calls.close()
-    await client.aclose()
 
 
 async def test_calls_in_flight_are_retried_under_the_clients_policy(
-    valkey: LocalServer, admin: aioredis.Redis, namespace: str
+    open_calls: OpenCalls, admin: aioredis.Redis, namespace: str
 ) -> None:
-    client = async_client(valkey.url, client_name=namespace, retry=Retry(NoBackoff(), 3))
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)
-    first = connection_of(calls)
-    await admin.client_pause(60_000, all=False)
-    sent = [asyncio.create_task(calls.command("FCALL", "echo", 0, i)) for i in range(5)]
-    await in_flight(calls, 5)
+    calls = open_calls(client_name=namespace, retry=Retry(NoBackoff(), 3))
+    first = await connected_and_paused(calls, admin)
+    sent = [await held(calls, i) for i in range(5)]
     await killed(admin, namespace)
-    await until(lambda: _true(first.error is not None))
+    await until_true(lambda: first.error is not None)
     await admin.client_unpause()
     assert await asyncio.gather(*sent) == [[str(i).encode()] for i in range(5)]
     assert calls.connection is not first
-    await calls.close()
-    await client.aclose()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_a_connection_closed_between_calls_is_replaced(
     valkey: LocalServer, admin: aioredis.Redis, namespace: str
 ) -> None:
-    client = no_retry_client(valkey.url, client_name=namespace)
+    client = async_client(valkey.url, client_name=namespace, retry=NO_RETRY)
     async with AsyncFairQueue(namespace=namespace, client=client) as queue:
         await queue.push(Task(user_id="u"))
-        first = connection_of(direct_of(queue))
+        first = connection_of(direct_of(queue.executor))
         await killed(admin, namespace)
-        await until(lambda: _true(first.error is not None))  # the loop saw it close
+        await until_true(lambda: first.error is not None)  # the loop saw it close
         await queue.push(Task(user_id="u", task_id="after"))  # no retry was needed
-        assert direct_of(queue).connection is not first
-        after = await queue.get("after")
-        assert after is not None
+        assert direct_of(queue.executor).connection is not first
+        assert await queue.get("after") is not None
 
 
 async def test_a_late_reply_is_a_timeout_and_drops_the_connection(
-    valkey: LocalServer, admin: aioredis.Redis
+    open_calls: OpenCalls, admin: aioredis.Redis
 ) -> None:
-    client = no_retry_client(valkey.url, socket_timeout=0.5)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)
-    first = connection_of(calls)
-    await admin.client_pause(60_000, all=False)
+    calls = open_calls(retry=NO_RETRY, socket_timeout=0.5)
+    first = await connected_and_paused(calls, admin)
     with pytest.raises(RedisTimeoutError):
         await calls.command("FCALL", "echo", 0, "late")
     assert first.error is not None
     await admin.client_unpause()
     assert await calls.command("FCALL", "echo", 0, "in time") == [b"in time"]
-    await calls.close()
-    await client.aclose()
 
 
 async def test_a_reply_is_due_a_timeout_after_its_own_call(
-    valkey: LocalServer, admin: aioredis.Redis
+    open_calls: OpenCalls, admin: aioredis.Redis
 ) -> None:
     """The connection watches the oldest reply only: when an earlier call's time is up,
     a later call still in flight has its own."""
-    client = no_retry_client(valkey.url, socket_timeout=0.5)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)  # its reply was due in 0.5 s
-    connection = connection_of(calls)
+    calls = open_calls(retry=NO_RETRY, socket_timeout=0.5)
+    connection = await connected_and_paused(calls, admin)  # the first reply was due in 0.5 s
     earlier = connection.timer
     connection.timeout = 60.0  # the later call's is due in a minute
-    await admin.client_pause(60_000, all=False)
-    later = asyncio.create_task(calls.command("FCALL", "echo", 0, "later"))
-    await in_flight(calls, 1)
-    await until(lambda: _true(connection.timer is not earlier))  # the earlier time passed
+    later = await held(calls, "later")
+    await until_true(lambda: connection.timer is not earlier)  # the earlier time passed
     await admin.client_unpause()
     assert await later == [b"later"]
     assert connection.error is None
-    await calls.close()
-    await client.aclose()
 
 
-async def test_a_connection_with_no_call_in_flight_waits_for_none(valkey: LocalServer) -> None:
-    client = no_retry_client(valkey.url, socket_timeout=0.3)
-    calls = direct(client)
+async def test_a_connection_with_no_call_in_flight_waits_for_none(open_calls: OpenCalls) -> None:
+    calls = open_calls(retry=NO_RETRY, socket_timeout=0.3)
     await calls.command("FCALL", "number", 0)
     connection = connection_of(calls)
-    await until(lambda: _true(connection.timer is None))  # its reply's time passed
+    await until_true(lambda: connection.timer is None)  # its reply's time passed
     assert connection.error is None
     assert await calls.command("FCALL", "number", 0) == 42
     assert calls.connection is connection
-    await calls.close()
-    await client.aclose()
 
 
 async def test_a_lost_function_is_loaded_again(valkey: LocalServer, namespace: str) -> None:
@@ -353,9 +337,7 @@ async def test_a_lost_function_is_loaded_again(valkey: LocalServer, namespace: s
         await queue.push(Task(user_id="u"))
         await queue.redis.function_flush()
         assert await queue.push(Task(user_id="u", task_id="reloaded")) == "reloaded"
-        admin = redis.Redis.from_url(valkey.url)
-        admin.function_load(LIBRARY, replace=True)  # this module's, for the other tests
-        admin.close()
+        await queue.redis.function_load(LIBRARY)  # this module's, for the other tests
 
 
 async def test_a_queues_own_calls_take_one_connection(
@@ -376,7 +358,8 @@ async def test_a_queues_own_calls_take_one_connection(
 
 async def test_a_server_gone_is_server_unavailable(namespace: str) -> None:
     server = LocalServer().start()
-    queue = AsyncFairQueue(namespace=namespace, client=no_retry_client(server.url))
+    client = async_client(server.url, retry=NO_RETRY)
+    queue = AsyncFairQueue(namespace=namespace, client=client)
     try:
         await queue.push(Task(user_id="u"))
         server.close()
@@ -389,34 +372,49 @@ async def test_a_server_gone_is_server_unavailable(namespace: str) -> None:
         server.close()
 
 
-async def test_close_fails_a_call_waiting_for_its_connection(valkey: LocalServer) -> None:
+async def test_a_client_closed_under_the_queue_connects_again(
+    valkey: LocalServer, namespace: str
+) -> None:
     client = async_client(valkey.url)
-    calls = direct(client)
+    async with AsyncFairQueue(namespace=namespace, client=client) as queue:
+        await queue.push(Task(user_id="u"))
+        first = connection_of(direct_of(queue.executor))
+        await client.aclose()  # closes the connection the calls use, as all of its pool's
+        assert first.error is not None
+        assert await queue.push(Task(user_id="u", task_id="again")) == "again"
+
+
+async def test_close_fails_a_call_waiting_for_its_connection(open_calls: OpenCalls) -> None:
+    calls = open_calls()
     waiting = asyncio.create_task(calls.command("FCALL", "number", 0))
     await asyncio.sleep(0)  # the call waits for the connection
     await calls.close()
     with pytest.raises(RedisConnectionError):
         await waiting
-    await client.aclose()
 
 
 async def test_close_fails_the_calls_in_flight_and_those_not_yet_written(
-    valkey: LocalServer, admin: aioredis.Redis
+    open_calls: OpenCalls, admin: aioredis.Redis
 ) -> None:
-    client = async_client(valkey.url)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)
-    await admin.client_pause(60_000, all=False)
-    sent = asyncio.create_task(calls.command("FCALL", "echo", 0, "sent"))
-    await in_flight(calls, 1)
+    calls = open_calls()
+    await connected_and_paused(calls, admin)
+    sent = await held(calls, "sent")
     batched = asyncio.create_task(calls.command("FCALL", "echo", 0, "batched"))
     await asyncio.sleep(0)  # made while another is in flight: written at the turn's end
     await calls.close()
     for call in (sent, batched):
         with pytest.raises(RedisConnectionError):
             await call
-    await admin.client_unpause()
-    await client.aclose()
+
+
+async def test_a_forked_childs_calls_take_a_new_connection(open_calls: OpenCalls) -> None:
+    calls = open_calls()
+    await calls.command("FCALL", "number", 0)
+    first = connection_of(calls)
+    first.pid = -1  # as it looks from a forked child
+    assert await calls.command("FCALL", "number", 0) == 42
+    assert calls.connection is not first
+    await first.aclose()
 
 
 def test_each_event_loop_has_its_own_connection(valkey: LocalServer, namespace: str) -> None:
@@ -425,9 +423,9 @@ def test_each_event_loop_has_its_own_connection(valkey: LocalServer, namespace: 
     first_loop, second_loop = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:
         pushed = first_loop.run_until_complete(executor.execute(ops.push_one(Task(user_id="u"))))
-        first = connection_of(direct_of_executor(executor))
+        first = connection_of(direct_of(executor))
         again = second_loop.run_until_complete(executor.execute(ops.push_one(Task(user_id="u"))))
-        assert direct_of_executor(executor).connection is not first
+        assert direct_of(executor).connection is not first
         assert pushed != again
         first_loop.run_until_complete(first.aclose())  # left to its loop by the second
         second_loop.run_until_complete(executor.close())
@@ -507,34 +505,18 @@ class Misbehaving:
     ],
 )
 async def test_a_server_out_of_step_drops_the_connection(
-    answer: bytes | None, error: type[Exception]
+    open_calls: OpenCalls, answer: bytes | None, error: type[Exception]
 ) -> None:
     async with Misbehaving(answer) as url:
-        client = no_retry_client(url)
-        calls = direct(client)
+        calls = open_calls(url, retry=NO_RETRY)
         first = asyncio.create_task(calls.command("FCALL", "f", 0))
         if answer == b":1\r\n:2\r\n":
             assert await first == 1
         else:
             with pytest.raises(error):
                 await first
-        await until(lambda: _true(connection_of(calls).error is not None))
+        await until_true(lambda: connection_of(calls).error is not None)
         assert isinstance(connection_of(calls).error, error)
-        await calls.close()
-        await client.aclose()
-
-
-async def test_a_forked_childs_calls_take_a_new_connection(valkey: LocalServer) -> None:
-    client = async_client(valkey.url)
-    calls = direct(client)
-    await calls.command("FCALL", "number", 0)
-    first = connection_of(calls)
-    first.pid = -1  # as it looks from a forked child
-    assert await calls.command("FCALL", "number", 0) == 42
-    assert calls.connection is not first
-    await first.aclose()
-    await calls.close()
-    await client.aclose()
 
 
 class Traced(aioredis.Redis):
@@ -570,9 +552,8 @@ async def test_other_clients_keep_redis_pys_path(
         assert queue.executor.direct is None
         assert await queue.push(Task(user_id="u", task_id="single")) == "single"
     # Wrapped after the client was made (an instrumentation set up later): seen too.
-    client = aioredis.Redis.from_pool(BlockingConnectionPool.from_url(url, max_connections=100))
-    async with AsyncFairQueue(namespace=namespace, client=client) as queue:
-        assert direct_of(queue).usable()
+    async with AsyncFairQueue(url, namespace) as queue:
+        assert direct_of(queue.executor).usable()
         seen: list[Any] = []
         plain = aioredis.Redis.execute_command
 
@@ -581,22 +562,8 @@ async def test_other_clients_keep_redis_pys_path(
             return await plain(self, *args, **options)  # type: ignore[no-untyped-call]
 
         monkeypatch.setattr(aioredis.Redis, "execute_command", wrapped)
-        assert not direct_of(queue).usable()
+        assert not direct_of(queue.executor).usable()
         await queue.push(Task(user_id="u"))
         assert "FCALL" in seen
     for made in kept[:-1]:
         await made.aclose()
-
-
-async def test_a_client_closed_under_the_queue_connects_again(
-    valkey: LocalServer, namespace: str
-) -> None:
-    client = async_client(valkey.url)
-    queue = AsyncFairQueue(namespace=namespace, client=client)
-    await queue.push(Task(user_id="u"))
-    first = connection_of(direct_of(queue))
-    await client.aclose()  # closes the connection the calls use, as any of its pool's
-    assert first.error is not None
-    assert await queue.push(Task(user_id="u", task_id="again")) == "again"
-    await queue.close()
-    await client.aclose()
