@@ -8,10 +8,17 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-import uvloop
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop}
+try:
+    import uvloop
+
+    LOOPS["uvloop"] = uvloop.new_event_loop
+except ImportError:  # pragma: no cover - PyPy and Windows, where uvloop is not installed
+    pass
 
 
 def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
-    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return LOOPS
