@@ -12,8 +12,9 @@ producer's own process; the server runs in another) of a push of ``--tasks`` tas
 
 beside the floor: ``redis.Redis.fcall`` of a Lua function that does nothing (``noop``)
 with the same keys and arguments as fairque's push call (one task's; a batch's), built
-once beforehand. Building the ``Task`` objects is timed (a producer pays for it). The
-runs alternate, floor and fairque, in every round (which goes first alternates too:
+once beforehand; the asyncio client's floor awaits ``redis.asyncio.Redis.fcall`` of the
+same, one call after another. Building the ``Task`` objects is timed (a producer pays
+for it). The runs alternate, floor and fairque, in every round (which goes first alternates too:
 this machine's speed swings within seconds), each round is printed, then the medians
 and fairque's ratio to its floor. ``--profile`` also prints where one-per-call sync
 pushes spend the client's CPU (cProfile, timer ``time.process_time``, own time).
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.servers.embedded import LocalServer
@@ -101,13 +103,16 @@ def async_batches(url: str, namespace: str, count: int) -> float:
     return asyncio.run(run())
 
 
-def floor(size: int) -> Run:
+def floor(size: int, *, with_asyncio: bool = False) -> Run:
     """The bare ``FCALL`` loop: ``count / size`` calls of the no-op function, each with
-    the keys and arguments of fairque's push of ``size`` tasks."""
+    the keys and arguments of fairque's push of ``size`` tasks, by a plain blocking
+    redis-py client (or an asyncio one)."""
 
     def run(url: str, namespace: str, count: int) -> float:
         with FairQueue(url, namespace) as queue:
             arguments = push_args(queue, [task(i) for i in range(size)])
+        if with_asyncio:
+            return asyncio.run(async_fcalls(url, arguments, count // size))
         client = redis.Redis.from_url(url)
         try:
             client.fcall("noop", *arguments)  # connected: not what is measured
@@ -119,6 +124,19 @@ def floor(size: int) -> Run:
             client.close()
 
     return run
+
+
+async def async_fcalls(url: str, arguments: tuple[Any, ...], calls: int) -> float:
+    """Client CPU seconds of ``calls`` awaits of ``redis.asyncio.Redis.fcall``."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        await client.fcall("noop", *arguments)
+        started = time.process_time()
+        for _ in range(calls):
+            await client.fcall("noop", *arguments)
+        return time.process_time() - started
+    finally:
+        await client.aclose()
 
 
 @dataclass(frozen=True)
@@ -135,8 +153,12 @@ def pairs(with_async: bool) -> list[Pair]:
     ]
     if with_async:
         chosen += [
-            Pair("async push, one per call", async_one, floor(1)),
-            Pair(f"async push_many, batches of {BATCH:,}", async_batches, floor(BATCH)),
+            Pair("async push, one per call", async_one, floor(1, with_asyncio=True)),
+            Pair(
+                f"async push_many, batches of {BATCH:,}",
+                async_batches,
+                floor(BATCH, with_asyncio=True),
+            ),
         ]
     return chosen
 

@@ -8,6 +8,9 @@
 - :mod:`~fairque.engine.records`: the task hash every entry point stores, and its parser.
 - :mod:`~fairque.engine.connect`, :mod:`~fairque.engine.executor`: connections from a
   URL, and the sync and async executors that send calls (clients may share one).
+- :mod:`~fairque.engine.direct`, :mod:`~fairque.engine.async_direct`: a plain redis-py
+  client's script calls sent straight on its connections, past redis-py's per-command
+  layers (the executors use them where they can).
 - :mod:`~fairque.engine.observer`: what the runners report to (the metrics implement it).
 - :mod:`~fairque.engine.outage`, :mod:`~fairque.engine.waiting`: what long-running loops
   do while the server is away, and their bounded waits.

@@ -77,14 +77,8 @@ class DirectCalls:
         weakref.finalize(self, _give_back, self.pool, self.kept)
 
     def usable(self) -> bool:
-        """False once something needs redis-py's path: the client holds a connection
-        of its own, redis-py's metrics were enabled, ``execute_command`` was wrapped."""
-        client = self.client
-        return (
-            client.connection is None
-            and type(client).execute_command is _PLAIN_EXECUTE
-            and not _observed()
-        )
+        """False once something needs redis-py's path (see :func:`still_plain`)."""
+        return still_plain(self.client, _PLAIN_EXECUTE)
 
     def command(self, *args: Any) -> Any:
         """The reply of the command ``args`` (``FCALL``, ``FUNCTION LOAD``: a command
@@ -158,16 +152,34 @@ def _send_and_read(connection: Connection, packed: list[bytes]) -> Any:
     return connection.read_response()
 
 
+def plain_pool(pool: Any) -> bool:
+    """True if the commands of a redis-py connection pool (blocking or asyncio) can be
+    packed by hiredis and their replies read as redis-py reads them: no command packer of
+    its own, RESP2 (no push messages among the replies), no client-side caching."""
+    options = pool.connection_kwargs
+    if options.get("command_packer") is not None or options.get("protocol") in (3, "3"):
+        return False
+    return HIREDIS_AVAILABLE and getattr(pool, "cache", None) is None
+
+
+def still_plain(client: Any, plain_execute: object) -> bool:
+    """True while a redis-py client's calls may skip its ``execute_command``: it holds
+    no connection of its own, redis-py's metrics are not enabled, and its class's
+    ``execute_command`` is still ``plain_execute``, redis-py's own (not overridden or
+    wrapped, as a tracing instrumentation does). Checked at every call: an
+    instrumentation or the metrics may be set up after the client was made."""
+    return (
+        client.connection is None
+        and type(client).execute_command is plain_execute
+        and not _observed()
+    )
+
+
 def direct_calls(client: Any) -> DirectCalls | None:
     """A :class:`DirectCalls` for ``client`` if it is a plain blocking ``redis.Redis``
     whose calls can go straight to its connections, else None (see the module's
     docstring)."""
-    if not isinstance(client, redis.Redis) or not HIREDIS_AVAILABLE:
-        return None
-    options = client.connection_pool.connection_kwargs
-    if options.get("command_packer") is not None or options.get("protocol") in (3, "3"):
-        return None
-    if getattr(client.connection_pool, "cache", None) is not None:
+    if not isinstance(client, redis.Redis) or not plain_pool(client.connection_pool):
         return None
     direct = DirectCalls(client)
     return direct if direct.usable() else None

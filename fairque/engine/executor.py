@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from fairque.closing import AsyncCloseable, Closeable
 from fairque.config import redis_url
 from fairque.engine import replicated
+from fairque.engine.async_direct import async_direct_calls
 from fairque.engine.calls import Call, Replicas, Wait
 from fairque.engine.connect import (
     AsyncClient,
@@ -305,6 +306,7 @@ class AsyncExecutor(ExecutorState):
     def __init__(self, client: AsyncClient) -> None:
         super().__init__()
         self.client = client
+        self.direct = async_direct_calls(client)  # a plain client's calls skip redis-py's layers
 
     @classmethod
     def connect(cls, url: str | None = None) -> AsyncExecutor:
@@ -364,23 +366,35 @@ class AsyncExecutor(ExecutorState):
                 raise
 
     async def _send(self, call: Call[T]) -> T:
-        with connection_errors():
-            return await self._call_function(call)
-
-    async def _call_function(self, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         try:
             try:
-                reply = await self.client.fcall(function, len(call.keys), *keys_and_args)
+                reply = await self._fcall(function, len(call.keys), keys_and_args)
             except ResponseError as exc:
                 if not replicated.function_missing(exc):
                     raise
-                await self.client.function_load(call.script.library, replace=True)
-                reply = await self.client.fcall(function, len(call.keys), *keys_and_args)
+                await self._load(call.script.library)
+                reply = await self._fcall(function, len(call.keys), keys_and_args)
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
+
+    async def _fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
+        direct = self.direct
+        if direct is not None and direct.usable():
+            return await direct.command("FCALL", function, numkeys, *keys_and_args)
+        with connection_errors():
+            return await self.client.fcall(function, numkeys, *keys_and_args)
+
+    async def _load(self, library: str) -> None:
+        """Loads a script library (on the connection the calls use, when direct)."""
+        direct = self.direct
+        if direct is not None and direct.usable():
+            await direct.command("FUNCTION", "LOAD", "REPLACE", library)
+        else:
+            with connection_errors():
+                await self.client.function_load(library, replace=True)
 
     async def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
@@ -454,6 +468,8 @@ class AsyncExecutor(ExecutorState):
 
     async def close(self) -> None:
         """Closes the connection pool."""
+        if self.direct is not None:
+            await self.direct.close()
         await self.client.aclose()
 
 
