@@ -174,9 +174,11 @@ def start_cli() -> Iterator[StartCli]:
 
 SCAN_COUNT = 10_000
 
-# Keys that change by themselves while processes run: maintenance rounds and the live
-# workers' registry (the master and workers keep them up to date every few seconds).
-SELF_KEPT = ("maintenance", "deps:cursor", "workers", "workers:expiry", "workers:functions")
+# Keys that change by themselves while processes run: maintenance rounds, the live
+# workers' registry (the master and workers keep them up to date every few seconds), and
+# the pops' promise that nothing is due, which expires by itself.
+SELF_KEPT = ("maintenance", "maintenance:quiet", "deps:cursor", "workers", "workers:expiry",
+             "workers:functions")  # fmt: skip
 
 
 def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:

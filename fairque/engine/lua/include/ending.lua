@@ -49,6 +49,7 @@ local function undefer(id, now)
   if execute_after ~= nil and execute_after > now then
     redis.call('HSET', key, 'state', 'scheduled')
     redis.call('ZADD', K.scheduled, execute_after, id)
+    note_due(execute_after, now)
   else
     local start_time = next_tick(now)
     redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
@@ -135,6 +136,7 @@ local function retry_or_fail(id, now, reason, retry)
     redis.call('HSET', key, 'state', 'scheduled', 'attempts', attempts,
       'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)
     redis.call('ZADD', K.scheduled, ready_at, id)
+    note_due(ready_at, now)
     count('retried', tenant)
     return 'scheduled'
   end

@@ -1,13 +1,23 @@
 -- Expired leases and due scheduled tasks, bounded per call so no call scans everything.
 --@include ending
 
+-- What the checks of a pop's maintenance (maintain) found: whether anything was due, and
+-- else the earliest time something will be.
+local found_due, next_due = false, nil
+
 -- How many members of zset `key` a call takes at most: `limit`, or, when nil, the
 -- namespace's maintenance batch if a member is due by `now` and nil if none is. So a pop
 -- that finds nothing due reads no settings (their read cost an empty pop ~11k instructions).
 local function due_limit(key, now, limit)
   if limit ~= nil then return limit end
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if first[2] ~= nil and tonumber(first[2]) <= now then return setting('maintenance_batch') end
+  if first[2] == nil then return nil end
+  local due = tonumber(first[2])
+  if due <= now then
+    found_due = true
+    return setting('maintenance_batch')
+  end
+  if next_due == nil or due < next_due then next_due = due end
   return nil
 end
 
@@ -65,4 +75,25 @@ local function promote_due(now, limit)
   end
   redis.call('ZREM', K.scheduled, unpack(ids))
   return #ids
+end
+
+-- The housekeeping that rides along with every pop, so a lone worker needs no separate
+-- reaper: skipped while K['maintenance:quiet'] lives (writes.lua), which a round that
+-- found nothing due sets again. The key expires a millisecond before the earliest head
+-- (its expiry has milliseconds; being early only costs a check). `now` may be nil, for
+-- a caller that has not read the clock yet: it is read only if the checks run. Returns
+-- `now`, or the time read.
+local function maintain(now)
+  if redis.call('EXISTS', K['maintenance:quiet']) == 1 then return now end
+  now = now or clock_now()
+  found_due, next_due = false, now + QUIET_HORIZON
+  reap_expired(now)
+  promote_due(now)
+  if found_due then return now end
+  local expires = math.floor(next_due / 1000) - 1
+  if expires * 1000 > now then
+    redis.call('SET', K['maintenance:quiet'], 1, 'PXAT', expires)
+    quiet_broken = false
+  end
+  return now
 end

@@ -96,6 +96,7 @@ local function place(tenant, now)
   if s then
     if opens then
       redis.call('ZADD', K.sleeping, opens, tenant)
+      note_due(opens, now)
     else
       redis.call('ZREM', K.sleeping, tenant)
     end

@@ -8,7 +8,8 @@
 -- variables outside it, and every call's start resets each of these. `worker`, `wanted`
 -- (how many tasks), `lease_seconds` (nil: each task's timeout), `names` and `names_count`
 -- (the task names it serves; none: any), `assigned` and `steal` (the tenants it is
--- assigned and may steal from; nil: neither), and `now`, the time of the call.
+-- assigned and may steal from; nil: neither), and `now`, the time of the call (nil
+-- until the pop needs it: see pop_clock).
 local asked = nil
 -- The lanes the pop looked at (their lane_state), in order.
 local pop_lanes = nil
@@ -24,6 +25,14 @@ local tenants_touched, seats = nil, nil
 local leased, taken, lease_entries = nil, 0, nil
 -- The queues of each levels mask (at most 64 values), made once for the library.
 local MASK_LEVELS = {}
+
+-- The time of the pop, read from the server the first time it is needed: a pop that
+-- finds nothing due and no tenant to serve (an idle worker's) makes no TIME call, which
+-- cost it ~10k instructions.
+local function pop_clock()
+  if asked.now == nil then asked.now = clock_now() end
+  return asked.now
+end
 
 -- `candidates` that are in `ring`, least recently served first, and the first one's score.
 local function in_ring_order(ring, candidates)
@@ -72,11 +81,14 @@ local function offer(lane)
   end
   local limits = lane_state.first and limits_of(lane)
   if limits then -- its name's limits: how many it may start now
-    local room, opens = name_room(lane, limits, asked.now)
+    local room, opens = name_room(lane, limits, pop_clock())
     lane_state.limits, lane_state.room, lane_state.lane_tokens = limits, room, {}
     if room == 0 then
       lane_state.first = false
-      if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane) end
+      if opens then
+        redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane)
+        note_due(opens, asked.now)
+      end
     end
   end
   return lane_state
@@ -203,6 +215,7 @@ local function lease(id, tenant, lane_state, seat)
   local deadline = asked.now + math.floor((asked.lease_seconds or tonumber(f[5])) * MICROS)
   local token = next_tick(asked.now)
   lease_entries[#lease_entries + 1], lease_entries[#lease_entries + 2] = deadline, id
+  note_due(deadline, asked.now)
   redis.call('HSET', key, 'state', 'started', 'leased_at', asked.now, 'lease_deadline', deadline,
     'lease_token', token, 'worker_id', asked.worker)
   local row = #leased
@@ -385,7 +398,10 @@ local function write_back()
       record_starts(name_starts_key(name), limits, asked.now, name_tokens)
       if lane_state.room == 0 then -- held now: asleep until its window opens, if that holds it
         local _, opens = name_room(name, limits, asked.now)
-        if opens then redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name) end
+        if opens then
+          redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name)
+          note_due(opens, asked.now)
+        end
       end
     end
   end
@@ -446,17 +462,16 @@ local function write_leases()
 end
 
 -- The pop of queue/pop.lua, its arguments from ARGV[first] on (that script's ARGV[2..]),
--- at `now`: adds its reply's rows to `reply` (what the call replies before them: copying
--- the rows after it cost a worker's cycle of pops of 10 ~6k server instructions a task)
--- and returns it, leaving the writes to the caller's flush(). What the call did before
+-- at `now` (nil: pop_clock reads it when needed): adds its reply's rows to `reply` (what
+-- the call replies before them: copying the rows after it cost a worker's cycle of pops
+-- of 10 ~6k server instructions a task) and returns it and the time of the pop (nil if
+-- it needed none), leaving the writes to the caller's flush(). What the call did before
 -- (a finish) is applied first, by the housekeeping's flushes, so the pop sees the slots
 -- and limits it freed.
 local function pop_tasks(now, first, reply)
   pop_arguments(now, first)
-  -- Housekeeping rides along with every pop, so a lone worker needs no separate reaper.
-  -- The maintenance batch is read only when something is due (maintenance.lua).
-  reap_expired(now)
-  promote_due(now)
+  now = maintain(now)
+  asked.now = now
   flush_ready(now)
   flush_running(now)
 
@@ -468,13 +483,14 @@ local function pop_tasks(now, first, reply)
   if #serving == 0 and asked.names_count > 0 then spare = spare_lanes() end
   if #serving == 0 and (spare == nil or #spare == 0) then
     keep_tokens()
-    return reply
+    return reply, asked.now
   end
 
+  pop_clock()
   serve_lanes(serving, spare, reply)
   write_back()
   wake_workers()
   keep_tokens()
   write_leases()
-  return leased
+  return leased, asked.now
 end

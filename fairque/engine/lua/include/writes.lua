@@ -12,6 +12,22 @@ local function next_tick(now)
   return last_tick
 end
 
+-- K['maintenance:quiet'] lives while nothing is due: no lease has run out, no scheduled
+-- task is due, no rate window has opened. A pop that finds it skips the maintenance's
+-- three checks (one EXISTS instead of a ZRANGE of each zset's head); one that does not
+-- runs them and, if none finds anything due, sets it to expire by the earliest of those
+-- heads, and QUIET_HORIZON from now at the latest (maintenance.lua). So an entry due later
+-- than that needs no mark: a writer adding one due sooner (a short lease, a near retry, a
+-- rate window about to open) deletes it, once per call.
+local QUIET_HORIZON = MICROS
+local quiet_broken = false
+local function note_due(when, now)
+  if not quiet_broken and when < now + QUIET_HORIZON then
+    redis.call('DEL', K['maintenance:quiet'])
+    quiet_broken = true
+  end
+end
+
 -- Counters: counts[name][tenant] = n, written once per call by flush(); without a
 -- tenant, only the total is counted. This and the other per-call accumulators are made
 -- by their first use: a table costs a call ~1k instructions, and most calls use few.

@@ -1,5 +1,5 @@
 -- jobs/pop: lease up to `count` ready strict-policy jobs (seed 003, design section 5).
--- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count
@@ -18,9 +18,7 @@ if #ARGV > 4 then
 end
 
 local now = clock_now()
--- The maintenance batch is read only when something is due (maintenance.lua).
-reap_expired(now)
-promote_due(now)
+maintain(now)
 flush_ready(now)
 
 -- The head of every partition this worker may take from: {partition, cids, priority, member}.
@@ -57,6 +55,7 @@ local function lease(id, cids)
   local deadline = now + math.floor((tonumber(f[5]) + grace) * MICROS)
   local token = next_tick(now)
   append('ZADD', K.leases, deadline, id)
+  note_due(deadline, now)
   redis.call('HSET', key, 'state', 'started', 'leased_at', now, 'lease_deadline', deadline,
     'lease_token', token, 'worker_id', worker_id)
   for _, cid in ipairs(cids) do

@@ -1,5 +1,5 @@
 -- jobs/push: enqueue strict-policy jobs (seed 003); all of them or none.
--- KEYS: stats clock strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running
+-- KEYS: stats clock strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of jobs n
 -- ARGV[3] MessagePack array of n rows (id, name, priority (int32), max_retries,

@@ -8,7 +8,7 @@
 -- processes call it, the namespace is tidied about once per interval, one round at a
 -- time (a script runs alone). A round that hit its bound makes the next one due at once.
 -- The `maintenance` hash keeps when rounds ran and what they did, for stats and metrics.
--- KEYS: scheduled leases stats clock state:deferred deps:cursor state:finished state:failed state:canceled strict:partitions constraints maintenance settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running
+-- KEYS: scheduled leases stats clock state:deferred deps:cursor state:finished state:failed state:canceled strict:partitions constraints maintenance settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the bound on each kind of work in one round ('': 10 x maintenance_batch)
 -- ARGV[3] the interval between rounds (us); 0 runs a round now

@@ -1,5 +1,5 @@
 -- extend: move the lease deadline of a running task to now + seconds (heartbeat).
--- KEYS: leases
+-- KEYS: leases maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] the lease token
@@ -9,7 +9,9 @@
 
 local id, token, seconds = ARGV[2], ARGV[3], tonumber(ARGV[4])
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end
-local deadline = clock_now() + math.floor(seconds * MICROS)
+local now = clock_now()
+local deadline = now + math.floor(seconds * MICROS)
 redis.call('ZADD', K.leases, 'XX', deadline, id)
+note_due(deadline, now)
 redis.call('HSET', task_key(id), 'lease_deadline', deadline)
 return deadline

@@ -1,6 +1,6 @@
 -- storage/done: tasks are done and removed (seed 004 DoneTask), whatever their state;
 -- ids that are not storage tasks (or are gone already) are left alone.
--- KEYS: leases stats clock storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running
+-- KEYS: leases stats clock storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2..] the task ids
 -- Returns how many tasks were removed.

@@ -2,7 +2,7 @@
 -- first (seed 004 GetTask). Each is leased for the visibility timeout: no other caller
 -- gets it until then, and if it is neither done nor retried by then it comes back
 -- (attempts + 1). Expired leases are reaped first, so no separate reaper is needed.
--- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running storage:queue:<n>...
+-- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet storage:queue:<n>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the queue number (its key is the one variadic key)
 -- ARGV[3] count
@@ -29,6 +29,7 @@ for _, id in ipairs(ids) do
     'prev_start_time')
   redis.call('HSET', task, 'state', 'started', 'leased_at', now, 'lease_deadline', deadline)
   append('ZADD', K.leases, deadline, id)
+  note_due(deadline, now)
   local row = #taken
   taken[row + 1], taken[row + 2], taken[row + 3] = id, f[1], f[2] or 0
   taken[row + 4], taken[row + 5], taken[row + 6] = f[3], f[4], f[5] or ''

@@ -1,5 +1,5 @@
 -- storage/put: store tasks in numbered queues (seed 004 PutTask); all of them or none.
--- KEYS: stats clock storage:ids storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running storage:queue:<n>...
+-- KEYS: stats clock storage:ids storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet storage:queue:<n>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows (key slot (1 = the first queue key), queue number,
