@@ -76,7 +76,9 @@ def counting_sync(steps: int, context: SyncJobContext) -> int:
     return steps
 
 
-# For "outlived": set by the test once the job's lease is gone; what its report met.
+# For "outlived": set when its run starts; set by the test once the job's lease is gone;
+# what its report met.
+OUTLIVED_STARTED = threading.Event()
 OUTLIVED = threading.Event()
 LATE_REPORTS: list[Exception] = []
 
@@ -84,6 +86,7 @@ LATE_REPORTS: list[Exception] = []
 @task(name="outlived")
 def outlived(context: SyncJobContext) -> None:
     """Outlives its timeout (the master fails the job and its lease ends), then reports."""
+    OUTLIVED_STARTED.set()
     OUTLIVED.wait(30)
     try:
         context.progress(99, "too late")

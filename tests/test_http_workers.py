@@ -424,10 +424,14 @@ def test_a_report_needs_the_lease_and_is_bounded(
 
 
 def test_a_function_that_outlived_its_lease_is_refused(master: Api) -> None:
+    tests.http_tasks.OUTLIVED_STARTED.clear()
     tests.http_tasks.OUTLIVED.clear()
     tests.http_tasks.LATE_REPORTS.clear()
     with http_worker(master, "w1"):
-        job_id = master.push(name="outlived", timeout=0.3)
+        # Its timeout bounds the master's request to the worker too: long enough for the
+        # request to reach the worker on a busy machine, so that the run starts.
+        job_id = master.push(name="outlived", timeout=1.0)
+        wait_for(tests.http_tasks.OUTLIVED_STARTED.is_set)
         assert master.ended(job_id)["state"] == "failed"  # its lease ended with it
         tests.http_tasks.OUTLIVED.set()
         [refused] = wait_for(lambda: tests.http_tasks.LATE_REPORTS)
