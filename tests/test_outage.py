@@ -1,14 +1,31 @@
 """What counts as an outage: redis-py's leaks of a closed connection become connection
-errors; any other error stays what it is."""
+errors; any other error stays what it is. And a call whose function the server lost
+again right after it was loaded (a failover) loads it again."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
+import redis
+import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection
+from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.engine.outage import OUTAGE, connection_errors
+from fairque.engine.replicated import LIBRARY_LOADS
+from fairque.errors import FairQueueError, NotReplicated
 from fairque.servers.embedded import LocalServer
+
+
+@pytest.fixture(scope="module")
+def valkey() -> Iterator[LocalServer]:
+    """A server of this module's own: its tests flush the server's functions."""
+    with LocalServer() as started:
+        yield started
 
 
 async def test_a_write_on_a_closed_connection_is_a_connection_error(server: LocalServer) -> None:
@@ -30,3 +47,95 @@ def test_errors_of_other_code_are_left_alone() -> None:
         _ = object().no_such_name  # type: ignore[attr-defined]
     with pytest.raises(TypeError), connection_errors():
         len(5)  # type: ignore[arg-type]
+
+
+# A failover's full sync replaces a demoted master's functions with its new master's: a
+# call that loaded its library just before finds no function again. These clients make
+# that happen right after a library load, on a real server.
+
+
+class FunctionsReplacedAfterLoad(redis.Redis):
+    """A client whose server loses its functions right after each of its next
+    ``replacements`` library loads."""
+
+    replacements = 1
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        if args[0] == "FUNCTION LOAD" and self.replacements > 0:
+            self.replacements -= 1
+            super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
+        return reply
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        client = self
+
+        class Replacing(Pipeline):
+            def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+                queued = super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+                if args[0] == "FUNCTION LOAD" and client.replacements > 0:
+                    client.replacements -= 1
+                    super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
+                return queued
+
+        return Replacing(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class AsyncFunctionsReplacedAfterLoad(aioredis.Redis):
+    """The asyncio twin of :class:`FunctionsReplacedAfterLoad`, for single calls."""
+
+    replacements = 1
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        if args[0] == "FUNCTION LOAD" and self.replacements > 0:
+            self.replacements -= 1
+            await super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
+        return reply
+
+
+def test_a_call_loads_again_a_function_lost_right_after_its_load(
+    valkey: LocalServer, namespace: str
+) -> None:
+    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
+    client.function_flush()
+    with FairQueue(namespace=namespace, client=client) as queue:
+        task_id = queue.push(Task(user_id="u"))
+        assert client.replacements == 0  # its first load was undone, and it loaded again
+        assert queue.get(task_id) is not None
+
+
+def test_a_replicated_push_loads_again_a_function_lost_right_after_its_load(
+    valkey: LocalServer, namespace: str
+) -> None:
+    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
+    client.function_flush()
+    with FairQueue(namespace=namespace, client=client) as queue:
+        # A lone server has no replica to confirm it, but the write stands: the call ran.
+        with pytest.raises(NotReplicated):
+            queue.push(Task(user_id="u", task_id="kept"), replicas=1, replica_timeout=0.01)
+        assert client.replacements == 0
+        assert queue.get("kept") is not None
+
+
+async def test_an_async_call_loads_again_a_function_lost_right_after_its_load(
+    valkey: LocalServer, namespace: str
+) -> None:
+    client = AsyncFunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
+    await client.function_flush()
+    async with AsyncFairQueue(namespace=namespace, client=client) as queue:
+        task_id = await queue.push(Task(user_id="u"))
+        assert client.replacements == 0
+        assert await queue.get(task_id) is not None
+
+
+def test_a_server_that_keeps_losing_the_function_fails_the_call(
+    valkey: LocalServer, namespace: str
+) -> None:
+    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
+    client.function_flush()
+    client.replacements = 100
+    with FairQueue(namespace=namespace, client=client) as queue:
+        with pytest.raises(FairQueueError, match="Function not found"):
+            queue.push(Task(user_id="u"))
+        assert client.replacements == 100 - LIBRARY_LOADS  # a bounded number of loads

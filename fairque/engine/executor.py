@@ -207,14 +207,17 @@ class Executor(ExecutorState):
     def _send(self, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
+        loads = 0
         try:
-            try:
-                reply = self._fcall(function, len(call.keys), keys_and_args)
-            except ResponseError as exc:
-                if not replicated.function_missing(exc):
-                    raise
-                self._load(call.script.library)
-                reply = self._fcall(function, len(call.keys), keys_and_args)
+            while True:
+                try:
+                    reply = self._fcall(function, len(call.keys), keys_and_args)
+                    break
+                except ResponseError as exc:
+                    if not replicated.function_missing(exc) or loads == replicated.LIBRARY_LOADS:
+                        raise
+                    self._load(call.script.library)
+                    loads += 1
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
@@ -284,9 +287,11 @@ class Executor(ExecutorState):
         """Sends ``call``, then waits until enough replicas have it (``WAIT``)."""
         pipe = replicated.pipeline(self.client, call, replicas, load=False)
         results = pipe.execute(raise_on_error=False)
-        if replicated.needs_library(results):
+        loads = 0  # the load and the call in one pipeline; again if the function went meanwhile
+        while replicated.needs_library(results) and loads < replicated.LIBRARY_LOADS:
             pipe = replicated.pipeline(self.client, call, replicas, load=True)
             results = pipe.execute(raise_on_error=False)
+            loads += 1
         return replicated.replicated_reply(call, results, replicas)
 
     def ping(self) -> None:
@@ -368,14 +373,17 @@ class AsyncExecutor(ExecutorState):
     async def _send(self, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
+        loads = 0
         try:
-            try:
-                reply = await self._fcall(function, len(call.keys), keys_and_args)
-            except ResponseError as exc:
-                if not replicated.function_missing(exc):
-                    raise
-                await self._load(call.script.library)
-                reply = await self._fcall(function, len(call.keys), keys_and_args)
+            while True:
+                try:
+                    reply = await self._fcall(function, len(call.keys), keys_and_args)
+                    break
+                except ResponseError as exc:
+                    if not replicated.function_missing(exc) or loads == replicated.LIBRARY_LOADS:
+                        raise
+                    await self._load(call.script.library)
+                    loads += 1
         except ResponseError as exc:
             raise replicated.script_failure(exc) from None
         return call.parse(reply)
@@ -456,9 +464,11 @@ class AsyncExecutor(ExecutorState):
                 await self.client.initialize()  # the pipeline needs the slot's node
             pipe = replicated.pipeline(self.client, call, replicas, load=False)
             results: list[Any] = await pipe.execute(raise_on_error=False)
-            if replicated.needs_library(results):
+            loads = 0  # as in Executor._send_replicated
+            while replicated.needs_library(results) and loads < replicated.LIBRARY_LOADS:
                 pipe = replicated.pipeline(self.client, call, replicas, load=True)
                 results = await pipe.execute(raise_on_error=False)
+                loads += 1
         return replicated.replicated_reply(call, results, replicas)
 
     async def ping(self) -> None:

@@ -31,6 +31,15 @@ def script_failure(exc: ResponseError) -> Exception:
     return from_script_error(str(exc))
 
 
+# How many times a call loads its script's library before it gives up on a server that
+# keeps losing it. One load is the usual case (a library loads on its first call); a
+# second is needed when the server's functions were replaced between the load and the
+# call: a failover's full sync replaces a demoted master's functions with its new
+# master's, and a call sent then finds no function again (its next load is refused with
+# READONLY, an outage, or succeeds where the node is a master again).
+LIBRARY_LOADS = 3
+
+
 def function_missing(exc: ResponseError) -> bool:
     """True if the server did not have the script's function (load its library)."""
     return str(exc).startswith("Function not found")
@@ -60,8 +69,9 @@ def pipeline(
 
 def needs_library(results: list[Any]) -> bool:
     """True if the server did not have the script's function (send the pipeline again,
-    loading it first)."""
-    return isinstance(results[0], ResponseError) and function_missing(results[0])
+    loading it first). The call's reply is the last but one, after the load if it was sent."""
+    call_reply = results[-2]
+    return isinstance(call_reply, ResponseError) and function_missing(call_reply)
 
 
 def replicated_reply(call: Call[T], results: list[Any], replicas: Replicas) -> T:
