@@ -17,8 +17,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.engine.outage import OUTAGE, connection_errors
 from fairque.engine.replicated import LIBRARY_LOADS
-from fairque.errors import FairQueueError, NotReplicated
+from fairque.errors import FairQueueError, NotReplicated, ServerUnavailable
 from fairque.servers.embedded import LocalServer
+from tests.conftest import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,22 @@ def test_a_server_that_keeps_losing_the_function_fails_the_call(
         with pytest.raises(FairQueueError, match="Function not found"):
             queue.push(Task(user_id="u"))
         assert client.replacements == 100 - LIBRARY_LOADS  # a bounded number of loads
+
+
+def test_a_demoted_node_without_the_function_is_a_failover(namespace: str) -> None:
+    """A node that became a replica has its new master's functions, maybe none: its
+    refusal to load the library (READONLY) is a failover, for plain and replicated
+    writes alike, not a script's error."""
+    master_options = ["--repl-diskless-sync-delay", "0"]
+    with LocalServer() as demoted, LocalServer(options=master_options) as master:
+        admin = redis.Redis(host="127.0.0.1", port=demoted.port)
+        with FairQueue(demoted.url, namespace) as queue:
+            queue.push(Task(user_id="u"))  # the client's settings are written: no call waits
+            admin.replicaof("127.0.0.1", master.port)
+            wait_for(lambda: admin.info("replication")["master_link_status"] == "up")
+            assert admin.function_list() == []  # its master's: none
+            with pytest.raises(ServerUnavailable, match="is failing over"):
+                queue.push(Task(user_id="u"), replicas=1, replica_timeout=0.01)
+            with pytest.raises(ServerUnavailable, match="is failing over"):
+                queue.push(Task(user_id="u"))
+        admin.close()

@@ -69,15 +69,27 @@ def pipeline(
 
 def needs_library(results: list[Any]) -> bool:
     """True if the server did not have the script's function (send the pipeline again,
-    loading it first). The call's reply is the last but one, after the load if it was sent."""
+    loading it first). The call's reply is the last but one, after the load's if it was
+    sent; a load refused (a demoted master's READONLY) is not tried again:
+    :func:`replicated_reply` raises its error."""
     call_reply = results[-2]
+    if _load_refused(results):
+        return False
     return isinstance(call_reply, ResponseError) and function_missing(call_reply)
+
+
+def _load_refused(results: list[Any]) -> bool:
+    """True if the pipeline loaded the library (its first reply, before the call's and WAIT's)
+    and the load failed."""
+    return len(results) > 2 and isinstance(results[0], ResponseError)
 
 
 def replicated_reply(call: Call[T], results: list[Any], replicas: Replicas) -> T:
     """The parsed reply of the script; raises :class:`NotReplicated` if too few replicas
     confirmed it (the write itself stands)."""
     reply, acknowledged = results[-2:]  # after the library's load, if it was sent
+    if _load_refused(results):  # then the call found no function either
+        raise script_failure(results[0])
     if isinstance(reply, ResponseError):
         raise script_failure(reply)
     if isinstance(reply, Exception):
