@@ -55,27 +55,38 @@ def test_errors_of_other_code_are_left_alone() -> None:
 # that happen right after a library load, on a real server.
 
 
-class FunctionsReplacedAfterLoad(redis.Redis):
-    """A client whose server loses its functions right after each of its next
-    ``replacements`` library loads."""
+class Replacements:
+    """How many of a client's next library loads its server's functions are lost after."""
 
-    replacements = 1
+    def __init__(self, count: int = 1) -> None:
+        self.left = count
+
+    def after(self, command: Any) -> bool:
+        """True if the functions are to be lost after ``command`` (a load, while any left)."""
+        if command == "FUNCTION LOAD" and self.left > 0:
+            self.left -= 1
+            return True
+        return False
+
+
+class FunctionsReplacedAfterLoad(redis.Redis):
+    """A client whose server loses its functions right after some of its library loads."""
+
+    replacements: Replacements
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         reply = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        if args[0] == "FUNCTION LOAD" and self.replacements > 0:
-            self.replacements -= 1
+        if self.replacements.after(args[0]):
             super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
         return reply
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
-        client = self
+        replacements = self.replacements
 
         class Replacing(Pipeline):
             def execute_command(self, *args: Any, **kwargs: Any) -> Any:
                 queued = super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
-                if args[0] == "FUNCTION LOAD" and client.replacements > 0:
-                    client.replacements -= 1
+                if replacements.after(args[0]):
                     super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
                 return queued
 
@@ -85,37 +96,44 @@ class FunctionsReplacedAfterLoad(redis.Redis):
 class AsyncFunctionsReplacedAfterLoad(aioredis.Redis):
     """The asyncio twin of :class:`FunctionsReplacedAfterLoad`, for single calls."""
 
-    replacements = 1
+    replacements: Replacements
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        if args[0] == "FUNCTION LOAD" and self.replacements > 0:
-            self.replacements -= 1
+        if self.replacements.after(args[0]):
             await super().execute_command("FUNCTION FLUSH")  # type: ignore[no-untyped-call]
         return reply
+
+
+def replacing_client(
+    server: LocalServer, replacements: Replacements | None = None
+) -> FunctionsReplacedAfterLoad:
+    """A client of ``server``, whose functions are flushed: its next call loads a library."""
+    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=server.port)
+    client.replacements = replacements or Replacements()
+    client.function_flush()
+    return client
 
 
 def test_a_call_loads_again_a_function_lost_right_after_its_load(
     valkey: LocalServer, namespace: str
 ) -> None:
-    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
-    client.function_flush()
+    client = replacing_client(valkey)
     with FairQueue(namespace=namespace, client=client) as queue:
         task_id = queue.push(Task(user_id="u"))
-        assert client.replacements == 0  # its first load was undone, and it loaded again
+        assert client.replacements.left == 0  # its first load was undone, and it loaded again
         assert queue.get(task_id) is not None
 
 
 def test_a_replicated_push_loads_again_a_function_lost_right_after_its_load(
     valkey: LocalServer, namespace: str
 ) -> None:
-    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
-    client.function_flush()
+    client = replacing_client(valkey)
     with FairQueue(namespace=namespace, client=client) as queue:
         # A lone server has no replica to confirm it, but the write stands: the call ran.
         with pytest.raises(NotReplicated):
             queue.push(Task(user_id="u", task_id="kept"), replicas=1, replica_timeout=0.01)
-        assert client.replacements == 0
+        assert client.replacements.left == 0
         assert queue.get("kept") is not None
 
 
@@ -123,23 +141,22 @@ async def test_an_async_call_loads_again_a_function_lost_right_after_its_load(
     valkey: LocalServer, namespace: str
 ) -> None:
     client = AsyncFunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
+    client.replacements = Replacements()
     await client.function_flush()
     async with AsyncFairQueue(namespace=namespace, client=client) as queue:
         task_id = await queue.push(Task(user_id="u"))
-        assert client.replacements == 0
+        assert client.replacements.left == 0
         assert await queue.get(task_id) is not None
 
 
 def test_a_server_that_keeps_losing_the_function_fails_the_call(
     valkey: LocalServer, namespace: str
 ) -> None:
-    client = FunctionsReplacedAfterLoad(host="127.0.0.1", port=valkey.port)
-    client.function_flush()
-    client.replacements = 100
+    client = replacing_client(valkey, Replacements(100))
     with FairQueue(namespace=namespace, client=client) as queue:
         with pytest.raises(FairQueueError, match="Function not found"):
             queue.push(Task(user_id="u"))
-        assert client.replacements == 100 - LIBRARY_LOADS  # a bounded number of loads
+        assert client.replacements.left == 100 - LIBRARY_LOADS  # a bounded number of loads
 
 
 def test_a_demoted_node_without_the_function_is_a_failover(namespace: str) -> None:
