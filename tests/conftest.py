@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import pytest
-from redis.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, FairQueue, QueueSettings
 from fairque.engine.connect import SyncClient
@@ -192,15 +191,13 @@ def namespace_keys(client: SyncClient, namespace: str) -> dict[bytes, bytes]:
 
 
 def waiting_workers(queue: FairQueue) -> int:
-    """Workers waiting for work: subscribed to the queue's wake channel (asked where the
-    channel lives), or, on one server, blocked in a pop (one test's workers run at a time
-    on a server, so every blocked client is one of them)."""
+    """Workers waiting for work: subscribed to the queue's wake channel, or blocked in a
+    pop, on the node that serves the namespace (one test's workers run at a time on a
+    server, so every blocked client is one of them)."""
     channel = queue.namespace.wake_channel
-    if isinstance(queue.redis, RedisCluster):
-        node = queue.redis.get_node_from_key(channel)  # type: ignore[no-untyped-call]
-        return int(queue.redis.pubsub_shardnumsub(channel, target_nodes=node)[0][1])
-    subscribed = int(queue.redis.pubsub_shardnumsub(channel)[0][1])
-    return subscribed + sum(client["cmd"] == "blpop" for client in queue.redis.client_list())
+    node = queue.executor.client_for(channel)
+    subscribed = int(node.pubsub_shardnumsub(channel)[0][1])
+    return subscribed + sum(client["cmd"] == "blpop" for client in node.client_list())
 
 
 def wait_for(probe: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:

@@ -89,7 +89,7 @@ def test_canceling_a_running_task_ends_it_and_frees_its_slot(queue: FairQueue) -
     [leased] = queue.pop(count=5)
     assert leased.task_id == running
     assert queue.pop(count=5) == []  # the tenant's one slot is taken
-    with Listener(queue.redis, queue.abort_channels[0]) as aborts:
+    with Listener(queue.executor, queue.abort_channels[0]) as aborts:
         assert queue.cancel(running) is True
         assert aborts.wait_for(running, timeout=10)
     assert queue.cancel(running) is False  # ended: nothing more to cancel

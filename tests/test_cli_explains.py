@@ -186,7 +186,7 @@ def test_a_worker_waits_for_its_server_says_where_it_runs_and_how_it_stopped(
     env = {**env, "FAIRQUE_GRACE_SECONDS": "0.5"}
     worker = Running(["worker", "--tasks", "tasks", "--url", url, "--concurrency", "2"], env, home)
     running.append(worker)
-    worker.says("server unreachable")  # waits, with backoff, instead of exiting
+    worker.says("is unreachable")  # waits, with backoff, instead of exiting
     assert worker.process.poll() is None
     assert (
         f"fairque worker: server {url}; namespace default; serving every tenant; "

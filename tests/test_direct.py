@@ -15,6 +15,7 @@ from redis.retry import Retry
 
 from fairque import DuplicateTask, FairQueue, ServerUnavailable, Task, TaskState
 from fairque.engine.direct import DirectCalls, direct_calls
+from fairque.engine.routes import OneServer, SyncNode
 from fairque.servers.embedded import LocalServer
 
 
@@ -31,9 +32,15 @@ def no_retry_client(url: str, **options: Any) -> redis.Redis:
 
 
 def direct_of(queue: FairQueue) -> DirectCalls:
-    direct = queue.executor.direct
+    direct = one_server(queue).direct
     assert direct is not None
     return direct
+
+
+def one_server(queue: FairQueue) -> SyncNode:
+    route = queue.executor.route
+    assert isinstance(route, OneServer)
+    return route.the_node
 
 
 def test_a_queue_from_a_url_sends_directly(valkey: LocalServer, namespace: str) -> None:
@@ -149,5 +156,6 @@ def test_other_clients_keep_redis_pys_path(valkey: LocalServer, namespace: str) 
     assert "FCALL" in traced.seen
     single = redis.Redis.from_url(valkey.url, single_connection_client=True)
     with FairQueue(namespace=namespace, client=single) as queue:
-        assert queue.executor.direct is None or not queue.executor.direct.usable()
+        direct = one_server(queue).direct
+        assert direct is None or not direct.usable()
         assert queue.push(Task(user_id="u", task_id="single")) == "single"

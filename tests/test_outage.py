@@ -4,19 +4,21 @@ again right after it was loaded (a failover) loads it again."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio as aioredis
+import uvloop
 from redis.asyncio.connection import Connection
 from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.engine.outage import OUTAGE, connection_errors
-from fairque.engine.replicated import LIBRARY_LOADS
+from fairque.engine.pipelined import LIBRARY_LOADS
 from fairque.errors import FairQueueError, NotReplicated, ServerUnavailable
 from fairque.servers.embedded import LocalServer
 from tests.conftest import wait_for
@@ -43,11 +45,26 @@ async def test_a_write_on_a_closed_connection_is_a_connection_error(server: Loca
     assert isinstance(caught.value.__cause__, AttributeError)
 
 
+def test_a_write_on_a_closed_uvloop_transport_is_a_connection_error(server: LocalServer) -> None:
+    # What ended a worker stopped just after a failover with exit status 2 (issue 47).
+    async def write_after_close() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.transport.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            writer.write(b"PING\r\n")
+        with pytest.raises(RedisConnectionError, match="connection closed"), connection_errors():
+            writer.write(b"PING\r\n")
+
+    uvloop.run(write_after_close())
+
+
 def test_errors_of_other_code_are_left_alone() -> None:
     with pytest.raises(AttributeError, match="no_such_name"), connection_errors():
         _ = object().no_such_name  # type: ignore[attr-defined]
     with pytest.raises(TypeError), connection_errors():
         len(5)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError), connection_errors():
+        raise RuntimeError("a program's own")
 
 
 # A failover's full sync replaces a demoted master's functions with its new master's: a

@@ -239,7 +239,7 @@ def test_a_listener_reads_only_the_messages_of_its_channel(
     queue: FairQueue, make_queue: Callable[..., FairQueue]
 ) -> None:
     other = make_queue()
-    with Listener(queue.redis, queue.namespace.ended_channel) as listener:
+    with Listener(queue.executor, queue.namespace.ended_channel) as listener:
         task_id = other.push(Task(user_id="u", keep_result=True))
         assert not listener.wait_for(task_id, 0.05)  # pushed: nothing ended
         [leased] = other.pop()

@@ -11,8 +11,6 @@ from collections.abc import Callable
 
 import pytest
 import redis
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 
@@ -29,11 +27,9 @@ def token(queue: FairQueue) -> int:
 
 
 def blocked(queue: FairQueue) -> bool:
-    """True once a client waits on the server (on a cluster, on any node)."""
-    if isinstance(queue.redis, RedisCluster):
-        infos = queue.redis.info("clients", target_nodes=RedisCluster.PRIMARIES)
-        return any(info["blocked_clients"] for info in infos.values())
-    return bool(queue.redis.info("clients")["blocked_clients"])
+    """True once a client waits on the server (on a cluster, on the namespace's node)."""
+    node = queue.executor.client_for(queue.namespace.key("ring"))
+    return bool(node.info("clients")["blocked_clients"])
 
 
 def test_the_token_follows_whether_a_tenant_may_be_served(queue: FairQueue) -> None:
@@ -111,12 +107,11 @@ def test_a_waiting_pop_loads_its_script_where_the_server_lost_it(queue: FairQueu
 
 
 async def test_the_async_client_waits_and_stops_waiting(aqueue: AsyncFairQueue) -> None:
-    if isinstance(aqueue.redis, AsyncRedisCluster):
-        pytest.skip("a cluster client's wait is redis-py's BLPOP, which it cannot end")
     waiting = asyncio.create_task(aqueue.pop(wait=60))
+    node = await aqueue.executor.client_for(aqueue.namespace.key("ring"))
 
     async def blocked_now() -> bool:
-        return bool((await aqueue.redis.info("clients"))["blocked_clients"])
+        return bool((await node.info("clients"))["blocked_clients"])
 
     await until(blocked_now)
     await aqueue.stop_waiting()

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 import pytest
 import redis
-from redis.asyncio.cluster import RedisCluster
 
 from fairque import AsyncFairQueue, InvalidInput, LeasedTask, QueueSettings, Task, TaskState
 from fairque.errors import ServerUnavailable
@@ -434,15 +433,10 @@ async def test_an_idle_worker_wakes_on_push(
     worker = Worker(config(server, namespace, poll_interval_seconds=60), functions)
     run = asyncio.create_task(worker.run_async())
 
-    async def listening() -> bool:
-        channel = pusher.namespace.wake_channel
-        if isinstance(pusher.redis, RedisCluster):  # ask the node that owns the channel
-            await pusher.redis.initialize()
-            node = pusher.redis.get_node_from_key(channel)
-            subscribers = await pusher.redis.pubsub_shardnumsub(channel, target_nodes=node)
-            return bool(subscribers[0][1])
-        # One server: the worker waits in its pop, blocked on the wakeups token.
-        return bool((await pusher.redis.info("clients"))["blocked_clients"])
+    node = await pusher.executor.client_for(pusher.namespace.wake_channel)
+
+    async def listening() -> bool:  # the worker waits in its pop, blocked on the wakeups token
+        return bool((await node.info("clients"))["blocked_clients"])
 
     await until(listening)
     await pusher.push(add.build(user_id="u", args=[1, 2]))

@@ -33,8 +33,8 @@ from fairque.cli.common import (
     setup_logging,
     when,
 )
-from fairque.engine.connect import server_address
 from fairque.engine.outage import OUTAGE
+from fairque.engine.routes import describe
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
 from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
@@ -55,7 +55,7 @@ def _scheduler(url: str | None, namespace: str, **config: Any) -> Iterator[TaskS
         try:
             yield scheduler
         except OUTAGE as exc:
-            address = server_address(scheduler.executor.client)
+            address = describe(scheduler.executor.route)
             raise FairQueueError(f"cannot reach the server at {address}: {exc}") from None
         finally:
             scheduler.close()

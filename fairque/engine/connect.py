@@ -152,6 +152,12 @@ _HIREDIS_PACKING = {
 }
 
 
+def hiredis_packing(connection_class: type[Any]) -> type[Any]:
+    """The twin of an asyncio connection class that packs commands with hiredis (the
+    class itself if it has none: one of the caller's own)."""
+    return _HIREDIS_PACKING.get(connection_class, connection_class)
+
+
 def async_client(url: str, **options: Any) -> AsyncClient:
     """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
     check_url(url)
@@ -161,7 +167,7 @@ def async_client(url: str, **options: Any) -> AsyncClient:
             url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT, **options
         )
         # The class from_url chose for the URL's scheme, packing with hiredis.
-        pool.connection_class = _HIREDIS_PACKING.get(pool.connection_class, pool.connection_class)
+        pool.connection_class = hiredis_packing(pool.connection_class)
         return aioredis.Redis.from_pool(pool)
     first, others = cluster_nodes(url)
     nodes = [AsyncClusterNode(host, port) for host, port in others]

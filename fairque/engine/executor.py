@@ -3,32 +3,38 @@
 Every client of every entry point sends through an executor, and clients of one server
 can share one (the JQ master's queue, jobs, scheduler and UI use a single pool). A
 script is called as a function (``FCALL``); when the server does not have it, its library
-is loaded (on every primary of a cluster) and the call sent again. An error reply of a
-fairque script becomes its own exception (:func:`fairque.errors.from_script_error`).
+is loaded and the call sent again. An error reply of a fairque script becomes its own
+exception (:func:`fairque.errors.from_script_error`).
+
+A call goes where its route says (:mod:`fairque.engine.routes`): the one server, or the
+primary of a cluster that serves the call's slot, on a plain client of that node, so
+that a waiting call's pipeline and a write's ``WAIT`` run on the connection that runs
+the call, on a cluster as on one server. A node's error that means the cluster changed
+(a failover, a moved slot) sends the call again where the route then says.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import math
-import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+import redis
+import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.closing import AsyncCloseable, Closeable
 from fairque.config import redis_url
-from fairque.engine import replicated
-from fairque.engine.async_direct import async_direct_calls
-from fairque.engine.calls import Call, Replicas, Wait
+from fairque.engine import pipelined
+from fairque.engine.calls import Call, Wait
+from fairque.engine.cluster import ROUTE_ATTEMPTS
 from fairque.engine.connect import (
     AsyncClient,
     SyncClient,
@@ -37,9 +43,10 @@ from fairque.engine.connect import (
     socket_timeout,
     sync_client,
 )
-from fairque.engine.direct import direct_calls
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import SERVER_AWAY, connection_errors
+from fairque.engine.pipelined import Pipelined, pipeline
+from fairque.engine.routes import AsyncNode, SyncNode, async_route_of, describe, route_of
 from fairque.engine.waiting import within
 from fairque.errors import ServerTimeout, ServerUnavailable
 
@@ -65,28 +72,11 @@ def _waiting_commands(call: Call[Any], wait: Wait) -> list[tuple[Any, ...]]:
     ]
 
 
-# A cluster client has no per-command timeout: a wait is sent as BLPOPs of at most this
-# long, each well within the socket timeout, and a stop_waits() ends it between two.
-CLUSTER_WAIT_SLICE = 1.0
-
-
-def cluster_wait_slices(seconds: float, client: Any) -> Iterator[float]:
-    """The BLPOP timeouts of a wait of ``seconds`` on a cluster, until they add up: each
-    at most half the client's socket timeout."""
-    timeout = socket_timeout(client)
-    longest = CLUSTER_WAIT_SLICE if timeout is None else min(CLUSTER_WAIT_SLICE, timeout / 2)
-    deadline = time.monotonic() + seconds
-    left = seconds
-    while left > 0:
-        yield max(0.001, min(left, longest))
-        left = deadline - time.monotonic()
-
-
-def unavailable(client: Any, exc: BaseException) -> ServerUnavailable:
-    """The fairque error for a server that did not answer a call."""
-    address = server_address(client)
+def unavailable(address: str, exc: BaseException, timeout: float | None) -> ServerUnavailable:
+    """The fairque error for a server that did not answer a call (``timeout``: the
+    client's socket timeout, which a ``ServerTimeout`` names)."""
     if isinstance(exc, RedisTimeoutError):
-        return ServerTimeout(address, exc, socket_timeout(client))
+        return ServerTimeout(address, exc, timeout)
     return ServerUnavailable(address, exc, failing_over=isinstance(exc, ResponseError))
 
 
@@ -119,9 +109,9 @@ def _failed_after_wait(reply: Any) -> bool:
     the wait's: a call that ran stands, however its wait ended (a node demoted in a
     failover ends it with UNBLOCKED, then refuses the call with READONLY)."""
     if isinstance(reply, ResponseError):
-        if replicated.function_missing(reply):
+        if pipelined.function_missing(reply):
             return True
-        raise replicated.script_failure(reply)
+        raise pipelined.script_failure(reply)
     return False
 
 
@@ -131,7 +121,8 @@ class ExecutorState:
 
     def __init__(self) -> None:
         self._first: dict[str, Call[Any]] = {}  # namespace prefix -> a call to send first
-        self._blocked: set[int] = set()  # ids of the connections waiting for a signal
+        # The connections waiting for a signal: (their node's address, their id).
+        self._blocked: set[tuple[str, int]] = set()
         self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
 
     def send_first(self, prefix: str, call: Call[Any]) -> None:
@@ -153,30 +144,38 @@ class Executor(ExecutorState):
     def __init__(self, client: SyncClient) -> None:
         super().__init__()
         self.client = client
-        self.direct = direct_calls(client)  # a plain client's calls skip redis-py's layers
+        self._first_lock = threading.Lock()  # calls of other threads wait for a first use
+        self.route = route_of(client)
 
     @classmethod
     def connect(cls, url: str | None = None) -> Executor:
         """An executor for ``url`` (else ``$FAIRQUE_REDIS_URL``, else the embedded Valkey)."""
         return cls(sync_client(redis_url(url)))
 
+    def client_for(self, key: str) -> redis.Redis:
+        """The plain client of the server that holds ``key``: the one server, or the
+        cluster's primary for its slot (for a subscription to a sharded channel)."""
+        try:
+            return self.route.node_for(key).client
+        except SERVER_AWAY as exc:
+            raise unavailable(describe(self.route), exc, socket_timeout(self.client)) from exc
+
+    def lost(self, key: str) -> None:
+        """A connection to ``key``'s server failed outside a call (a subscription's): on
+        a cluster, the nodes are asked for the map again, so that the next
+        :meth:`client_for` names the slot's primary now."""
+        with contextlib.suppress(*SERVER_AWAY):
+            self.route.rerouted(key, self.route.node_for(key), RedisConnectionError(key))
+
     def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply. A server that does not answer raises
-        :class:`~fairque.errors.ServerUnavailable` (or ``ServerTimeout``). A wait ends at
-        once if :meth:`stop_waits` was called since ``stop_count`` was ``since``."""
+        :class:`~fairque.errors.ServerUnavailable` (or ``ServerTimeout``) naming it. A
+        wait ends at once if :meth:`stop_waits` was called since ``stop_count`` was
+        ``since``."""
         stops = self._stops if since is None else since
-        try:
-            if self._first:
-                self._send_first(str(call.args[0]))
-            if call.wait is not None:
-                return self._send_after(call, call.wait, stops)
-            if call.replicas is not None:
-                return self._send_replicated(call, call.replicas)
-            return self._send(call)
-        except (ServerUnavailable, AuthenticationError):  # a refused password is no outage
-            raise
-        except SERVER_AWAY as exc:
-            raise unavailable(self.client, exc) from exc
+        if self._first:
+            self._send_first(str(call.args[0]))
+        return self._routed(call, stops)
 
     def execute_all(self, calls: Sequence[Call[Any]], since: int | None = None) -> list[Any]:
         """Sends ``calls`` one after the other; their parsed replies in order."""
@@ -196,77 +195,116 @@ class Executor(ExecutorState):
             return cast("T", done.value)
 
     def _send_first(self, prefix: str) -> None:
-        first = self._first.pop(prefix, None)
-        if first is not None:
-            try:
-                self._send(first)
-            except BaseException:
-                self._first.setdefault(prefix, first)  # sent with the next call instead
-                raise
+        """Sends the namespace's first-use call, if it is still to send; a call of another
+        thread meanwhile waits for its answer (it may refuse the namespace: then nothing
+        else may be sent)."""
+        with self._first_lock:
+            first = self._first.get(prefix)
+            if first is not None:
+                self._routed(first, self._stops)  # on failure, kept: sent with the next call
+                del self._first[prefix]
 
-    def _send(self, call: Call[T]) -> T:
+    def _routed(self, call: Call[T], stops: int) -> T:
+        """Sends ``call`` where the route says, and again where it says next after an
+        error that moved it (a failover, a moved slot), a few times at most."""
+        key = call.keys[0]
+        try:
+            node = self.route.node_for(key)
+        except SERVER_AWAY as exc:  # no node of a cluster answered
+            raise unavailable(describe(self.route), exc, socket_timeout(self.client)) from exc
+        asking = False
+        for attempt in range(1, ROUTE_ATTEMPTS + 1):  # pragma: no branch - returns or raises
+            try:
+                if asking:
+                    return self._send_pipelined(node, Pipelined(call, call.replicas, asking))
+                return self._send_on(node, call, stops)
+            except AuthenticationError:  # noqa: PERF203 - a refused password is no outage
+                raise
+            except SERVER_AWAY as exc:
+                try:
+                    step = (
+                        None if attempt == ROUTE_ATTEMPTS else self.route.rerouted(key, node, exc)
+                    )
+                except SERVER_AWAY:
+                    step = None  # no node answered: the node's own error says most
+                if step is None:
+                    raise unavailable(
+                        server_address(node.client), exc, socket_timeout(node.client)
+                    ) from exc
+                node, asking = step
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send_on(self, node: SyncNode, call: Call[T], stops: int) -> T:
+        if call.wait is not None:
+            return self._send_after(node, call, call.wait, stops)
+        if call.replicas is not None:
+            return self._send_pipelined(node, Pipelined(call, call.replicas))
+        return self._send(node, call)
+
+    def _send(self, node: SyncNode, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         loads = 0
         try:
             while True:
                 try:
-                    reply = self._fcall(function, len(call.keys), keys_and_args)
+                    reply = self._fcall(node, function, len(call.keys), keys_and_args)
                     break
                 except ResponseError as exc:
-                    if not replicated.function_missing(exc) or loads == replicated.LIBRARY_LOADS:
+                    if not pipelined.function_missing(exc) or loads == pipelined.LIBRARY_LOADS:
                         raise
-                    self._load(call.script.library)
+                    self._load(node, call.script.library)
                     loads += 1
         except ResponseError as exc:
-            raise replicated.script_failure(exc) from None
+            raise pipelined.script_failure(exc) from None
         return call.parse(reply)
 
-    def _fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
-        direct = self.direct
+    @staticmethod
+    def _fcall(node: SyncNode, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
+        direct = node.direct
         if direct is not None and direct.usable():
             return direct.command("FCALL", function, numkeys, *keys_and_args)
-        return self.client.fcall(function, numkeys, *keys_and_args)
+        return node.client.fcall(function, numkeys, *keys_and_args)
 
-    def _load(self, library: str) -> None:
+    @staticmethod
+    def _load(node: SyncNode, library: str) -> None:
         """Loads a script library (on the connection the calls use, when direct)."""
-        direct = self.direct
+        direct = node.direct
         if direct is not None and direct.usable():
             direct.command("FUNCTION", "LOAD", "REPLACE", library)
         else:
-            self.client.function_load(library, replace=True)
+            node.client.function_load(library, replace=True)
 
-    def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
-        """Sends ``call`` after its wait: on one server in a pipeline behind the ``BLPOP``,
-        on a cluster (whose client has no pipeline for this) after it. ``stops`` is the
-        count of :meth:`stop_waits` calls when the call began: one made since, before the
-        server had the wait, could not end it, so the wait ends itself."""
-        if isinstance(self.client, RedisCluster):
-            for seconds in cluster_wait_slices(wait.seconds, self.client):
-                blpop = functools.partial(self.client.blpop, list(wait.keys), seconds)
-                if self._stops != stops or _reply_or_error(blpop):
-                    break
-            return self._send(call)  # the call decides, as in the pipeline
-        pool = self.client.connection_pool
+    def _send_after(self, node: SyncNode, call: Call[T], wait: Wait, stops: int) -> T:
+        """Sends ``call`` after its wait, in a pipeline behind the ``BLPOP``. ``stops`` is
+        the count of :meth:`stop_waits` calls when the call began: one made since, before
+        the server had the wait, could not end it, so the wait ends itself."""
+        pool = node.client.connection_pool
         connection = pool.get_connection()
         try:
             commands = connection.pack_commands(_waiting_commands(call, wait))  # type: ignore[no-untyped-call]
             connection.send_packed_command(commands)  # type: ignore[no-untyped-call]
-            ids = _connection_ids(_reply_or_error(connection.read_response))
-            self._blocked.update(ids)
+            blocked = {
+                (node.address, i)
+                for i in _connection_ids(_reply_or_error(connection.read_response))
+            }
+            self._blocked |= blocked
             try:
                 if self._stops != stops:
-                    self._unblock(ids)
+                    self._unblock(blocked)
                 _reply_or_error(
                     lambda: connection.read_response(timeout=wait.seconds + WAIT_GRACE_SECONDS)
                 )
             finally:
-                self._blocked.difference_update(ids)
+                self._blocked -= blocked
             reply = _reply_or_error(connection.read_response)
+        except BaseException:  # a reply may be left unread: not for the next call
+            connection.disconnect()  # type: ignore[no-untyped-call]
+            raise
         finally:
             pool.release(connection)
         if _failed_after_wait(reply):
-            return self._send(call)  # loads the library and sends the call now
+            return self._send(node, call)  # loads the library and sends the call now
         return call.parse(reply)
 
     def stop_waits(self) -> None:
@@ -274,34 +312,35 @@ class Executor(ExecutorState):
         each call is sent at once. A server that refuses (an ACL without ``CLIENT``) lets
         them run to their end."""
         self._stops += 1
-        self._unblock(list(self._blocked))
+        self._unblock(set(self._blocked))
 
-    def _unblock(self, client_ids: list[int]) -> None:
+    def _unblock(self, blocked: set[tuple[str, int]]) -> None:
         try:
-            for client_id in client_ids:
-                self.client.client_unblock(client_id)
+            for at, client_id in blocked:
+                self.route.node(at).client.client_unblock(client_id)
         except ResponseError:
             pass
 
-    def _send_replicated(self, call: Call[T], replicas: Replicas) -> T:
-        """Sends ``call``, then waits until enough replicas have it (``WAIT``)."""
-        pipe = replicated.pipeline(self.client, call, replicas, load=False)
-        results = pipe.execute(raise_on_error=False)
+    @staticmethod
+    def _send_pipelined(node: SyncNode, sent: Pipelined[T]) -> T:
+        """Sends a call in a pipeline (after ``ASKING``, or followed by ``WAIT``)."""
+        results = pipeline(node.client, sent).execute(raise_on_error=False)
         loads = 0  # the load and the call in one pipeline; again if the function went meanwhile
-        while replicated.needs_library(results) and loads < replicated.LIBRARY_LOADS:
-            pipe = replicated.pipeline(self.client, call, replicas, load=True)
-            results = pipe.execute(raise_on_error=False)
+        while sent.needs_library(results) and loads < pipelined.LIBRARY_LOADS:
+            sent = sent.loading()
+            results = pipeline(node.client, sent).execute(raise_on_error=False)
             loads += 1
-        return replicated.replicated_reply(call, results, replicas)
+        return sent.reply(results)
 
     def ping(self) -> None:
-        """Returns once the server answers; raises a connection error if it does not."""
-        self.client.ping()
+        """Returns once every primary answers (the one server, or each primary of a
+        cluster's map); raises a connection error if one does not."""
+        for node in self.route.primaries():
+            node.client.ping()
 
     def close(self) -> None:
-        """Closes the connection pool."""
-        if self.direct is not None:
-            self.direct.close()
+        """Closes the connection pools."""
+        self.route.close()
         self.client.close()
 
 
@@ -311,7 +350,9 @@ class AsyncExecutor(ExecutorState):
     def __init__(self, client: AsyncClient) -> None:
         super().__init__()
         self.client = client
-        self.direct = async_direct_calls(client)  # a plain client's calls skip redis-py's layers
+        # The first-use calls in flight, by namespace prefix: other calls wait for them.
+        self._first_sending: dict[str, asyncio.Future[Any]] = {}
+        self.route = async_route_of(client)
 
     @classmethod
     def connect(cls, url: str | None = None) -> AsyncExecutor:
@@ -326,22 +367,29 @@ class AsyncExecutor(ExecutorState):
             )
         )
 
+    async def client_for(self, key: str) -> aioredis.Redis:
+        """The plain client of the server that holds ``key`` (see
+        :meth:`Executor.client_for`)."""
+        try:
+            with connection_errors():
+                node = await self.route.node_for(key)
+        except SERVER_AWAY as exc:
+            raise unavailable(describe(self.route), exc, socket_timeout(self.client)) from exc
+        return node.client
+
+    async def lost(self, key: str) -> None:
+        """See :meth:`Executor.lost`."""
+        with contextlib.suppress(*SERVER_AWAY), connection_errors():
+            node = await self.route.node_for(key)
+            await self.route.rerouted(key, node, RedisConnectionError(key))
+
     async def execute(self, call: Call[T], since: int | None = None) -> T:
         """Sends ``call``; its parsed reply (see :meth:`Executor.execute`)."""
         # Before anything is awaited: a stop from then on ends the wait.
         stops = self._stops if since is None else since
-        try:
-            if self._first:
-                await self._send_first(str(call.args[0]))
-            if call.wait is not None:
-                return await self._send_after(call, call.wait, stops)
-            if call.replicas is not None:
-                return await self._send_replicated(call, call.replicas)
-            return await self._send(call)
-        except (ServerUnavailable, AuthenticationError):  # a refused password is no outage
-            raise
-        except SERVER_AWAY as exc:
-            raise unavailable(self.client, exc) from exc
+        if self._first:
+            await self._send_first(str(call.args[0]))
+        return await self._routed(call, stops)
 
     async def execute_all(self, calls: Sequence[Call[Any]], since: int | None = None) -> list[Any]:
         """Sends ``calls`` concurrently; their parsed replies in order."""
@@ -362,124 +410,168 @@ class AsyncExecutor(ExecutorState):
             return cast("T", done.value)
 
     async def _send_first(self, prefix: str) -> None:
-        first = self._first.pop(prefix, None)
-        if first is not None:
-            try:
-                await self._send(first)
-            except BaseException:
-                self._first.setdefault(prefix, first)  # sent with the next call instead
-                raise
+        """Sends the namespace's first-use call, if it is still to send. Calls made while
+        it is in flight wait for its answer, and send it again themselves if it failed:
+        none leaves before it is answered (it may refuse the namespace, and then nothing
+        else may be sent)."""
+        while (sending := self._first_sending.get(prefix)) is not None:
+            await asyncio.wait([sending])  # its own caller raises its error
+        first = self._first.get(prefix)
+        if first is None:
+            return
+        sending = asyncio.ensure_future(self._routed(first, self._stops))
+        self._first_sending[prefix] = sending
+        try:
+            await sending
+            self._first.pop(prefix, None)  # on failure, kept: sent with the next call
+        finally:
+            del self._first_sending[prefix]
 
-    async def _send(self, call: Call[T]) -> T:
+    async def _routed(self, call: Call[T], stops: int) -> T:
+        """Sends ``call`` where the route says (see :meth:`Executor._routed`)."""
+        key = call.keys[0]
+        try:
+            with connection_errors():
+                node = await self.route.node_for(key)
+        except SERVER_AWAY as exc:  # no node of a cluster answered
+            raise unavailable(describe(self.route), exc, socket_timeout(self.client)) from exc
+        asking = False
+        for attempt in range(1, ROUTE_ATTEMPTS + 1):  # pragma: no branch - returns or raises
+            try:
+                with connection_errors():
+                    if asking:
+                        return await self._send_pipelined(
+                            node, Pipelined(call, call.replicas, asking)
+                        )
+                    return await self._send_on(node, call, stops)
+            except AuthenticationError:  # noqa: PERF203 - a refused password is no outage
+                raise
+            except SERVER_AWAY as exc:
+                try:
+                    step = (
+                        None
+                        if attempt == ROUTE_ATTEMPTS
+                        else await self.route.rerouted(key, node, exc)
+                    )
+                except SERVER_AWAY:
+                    step = None  # no node answered: the node's own error says most
+                if step is None:
+                    raise unavailable(
+                        server_address(node.client), exc, socket_timeout(node.client)
+                    ) from exc
+                node, asking = step
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_on(self, node: AsyncNode, call: Call[T], stops: int) -> T:
+        if call.wait is not None:
+            return await self._send_after(node, call, call.wait, stops)
+        if call.replicas is not None:
+            return await self._send_pipelined(node, Pipelined(call, call.replicas))
+        return await self._send(node, call)
+
+    async def _send(self, node: AsyncNode, call: Call[T]) -> T:
         function = call.script.function
         keys_and_args = (*call.keys, *call.args)
         loads = 0
         try:
             while True:
                 try:
-                    reply = await self._fcall(function, len(call.keys), keys_and_args)
+                    reply = await self._fcall(node, function, len(call.keys), keys_and_args)
                     break
                 except ResponseError as exc:
-                    if not replicated.function_missing(exc) or loads == replicated.LIBRARY_LOADS:
+                    if not pipelined.function_missing(exc) or loads == pipelined.LIBRARY_LOADS:
                         raise
-                    await self._load(call.script.library)
+                    await self._load(node, call.script.library)
                     loads += 1
         except ResponseError as exc:
-            raise replicated.script_failure(exc) from None
+            raise pipelined.script_failure(exc) from None
         return call.parse(reply)
 
-    async def _fcall(self, function: str, numkeys: int, keys_and_args: tuple[Any, ...]) -> Any:
-        direct = self.direct
+    @staticmethod
+    async def _fcall(
+        node: AsyncNode, function: str, numkeys: int, keys_and_args: tuple[Any, ...]
+    ) -> Any:
+        direct = node.direct
         if direct is not None and direct.usable():
             return await direct.command("FCALL", function, numkeys, *keys_and_args)
-        with connection_errors():
-            return await self.client.fcall(function, numkeys, *keys_and_args)
+        return await node.client.fcall(function, numkeys, *keys_and_args)
 
-    async def _load(self, library: str) -> None:
+    @staticmethod
+    async def _load(node: AsyncNode, library: str) -> None:
         """Loads a script library (on the connection the calls use, when direct)."""
-        direct = self.direct
+        direct = node.direct
         if direct is not None and direct.usable():
             await direct.command("FUNCTION", "LOAD", "REPLACE", library)
         else:
-            with connection_errors():
-                await self.client.function_load(library, replace=True)
+            await node.client.function_load(library, replace=True)
 
-    async def _send_after(self, call: Call[T], wait: Wait, stops: int) -> T:
+    async def _send_after(self, node: AsyncNode, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait (see :meth:`Executor._send_after`)."""
-        if isinstance(self.client, AsyncRedisCluster):
-            for seconds in cluster_wait_slices(wait.seconds, self.client):
-                with connection_errors():
-                    signalled = await _async_reply_or_error(
-                        self.client.blpop(list(wait.keys), seconds)
-                    )
-                if signalled or self._stops != stops:
-                    break
-            return await self._send(call)  # the call decides, as in the pipeline
-        pool = self.client.connection_pool
-        with connection_errors():
-            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        pool = node.client.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            await connection.send_packed_command(
+                connection.pack_commands(_waiting_commands(call, wait))
+            )
+            ids = _connection_ids(await _async_reply_or_error(connection.read_response()))
+            blocked = {(node.address, i) for i in ids}
+            self._blocked |= blocked
             try:
-                await connection.send_packed_command(
-                    connection.pack_commands(_waiting_commands(call, wait))
+                if self._stops != stops:
+                    await self._unblock(blocked)
+                # Bounded here: an explicit timeout of redis-py's read would give None
+                # and leave the connection with a reply still to come.
+                await within(
+                    _async_reply_or_error(connection.read_response(timeout=math.inf)),
+                    wait.seconds + WAIT_GRACE_SECONDS,
                 )
-                ids = _connection_ids(await _async_reply_or_error(connection.read_response()))
-                self._blocked.update(ids)
-                try:
-                    if self._stops != stops:
-                        await self._unblock(ids)
-                    # Bounded here: an explicit timeout of redis-py's read would give None
-                    # and leave the connection with a reply still to come.
-                    await within(
-                        _async_reply_or_error(connection.read_response(timeout=math.inf)),
-                        wait.seconds + WAIT_GRACE_SECONDS,
-                    )
-                except asyncio.TimeoutError:
-                    raise RedisTimeoutError("no answer to a waiting call") from None
-                finally:
-                    self._blocked.difference_update(ids)
-                reply = await _async_reply_or_error(connection.read_response())
+            except asyncio.TimeoutError:
+                raise RedisTimeoutError("no answer to a waiting call") from None
             finally:
-                await pool.release(connection)
+                self._blocked -= blocked
+            reply = await _async_reply_or_error(connection.read_response())
+        except BaseException:  # a reply may be left unread: not for the next call
+            await connection.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(connection)
         if _failed_after_wait(reply):
-            return await self._send(call)  # loads the library and sends the call now
+            return await self._send(node, call)  # loads the library and sends the call now
         return call.parse(reply)
 
     async def stop_waits(self) -> None:
         """Ends the waits of this executor's calls in progress now (see
         :meth:`Executor.stop_waits`)."""
         self._stops += 1
-        await self._unblock(list(self._blocked))
+        await self._unblock(set(self._blocked))
 
-    async def _unblock(self, client_ids: list[int]) -> None:
+    async def _unblock(self, blocked: set[tuple[str, int]]) -> None:
         try:
-            for client_id in client_ids:
-                await self.client.client_unblock(client_id)
+            for at, client_id in blocked:
+                await self.route.node(at).client.client_unblock(client_id)
         except ResponseError:
             pass
 
-    async def _send_replicated(self, call: Call[T], replicas: Replicas) -> T:
-        """Sends ``call``, then waits until enough replicas have it (``WAIT``)."""
-        with connection_errors():
-            if isinstance(self.client, AsyncRedisCluster):
-                await self.client.initialize()  # the pipeline needs the slot's node
-            pipe = replicated.pipeline(self.client, call, replicas, load=False)
-            results: list[Any] = await pipe.execute(raise_on_error=False)
-            loads = 0  # as in Executor._send_replicated
-            while replicated.needs_library(results) and loads < replicated.LIBRARY_LOADS:
-                pipe = replicated.pipeline(self.client, call, replicas, load=True)
-                results = await pipe.execute(raise_on_error=False)
-                loads += 1
-        return replicated.replicated_reply(call, results, replicas)
+    @staticmethod
+    async def _send_pipelined(node: AsyncNode, sent: Pipelined[T]) -> T:
+        """Sends a call in a pipeline (see :meth:`Executor._send_pipelined`)."""
+        results: list[Any] = await pipeline(node.client, sent).execute(raise_on_error=False)
+        loads = 0  # as in Executor._send_pipelined
+        while sent.needs_library(results) and loads < pipelined.LIBRARY_LOADS:
+            sent = sent.loading()
+            results = await pipeline(node.client, sent).execute(raise_on_error=False)
+            loads += 1
+        return sent.reply(results)
 
     async def ping(self) -> None:
-        """Returns once the server answers; raises a connection error if it does not."""
+        """Returns once every primary answers (see :meth:`Executor.ping`)."""
         with connection_errors():
-            await self.client.ping()
+            for node in await self.route.primaries():
+                await node.client.ping()
 
     async def close(self) -> None:
-        """Closes the connection pool."""
-        if self.direct is not None:
-            await self.direct.close()
+        """Closes the connection pools."""
+        await self.route.aclose()
         await self.client.aclose()
 
 

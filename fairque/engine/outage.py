@@ -13,26 +13,34 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.exceptions import ClusterError, ReadOnlyError, RedisClusterException, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-# The server is unreachable, or it is failing over: a cluster's slots are moving, or the
-# node answering was a master a moment ago and is now a replica (READONLY) until its
-# clients learn where the master is.
+# The server is unreachable, or it is failing over: a cluster's slots are moving (MOVED,
+# ASK, TRYAGAIN, CLUSTERDOWN), or the node answering was a master a moment ago and is now
+# a replica (READONLY) until its clients learn where the master is.
 OUTAGE = (
     RedisConnectionError, RedisTimeoutError, OSError,
-    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError,
+    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError, AskError,
 )  # fmt: skip
 # The same, for a request handler: without OSError, which there could be anything else.
 SERVER_AWAY = (
     RedisConnectionError, RedisTimeoutError,
-    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError,
+    ClusterError, TryAgainError, RedisClusterException, ReadOnlyError, AskError,
 )  # fmt: skip
 
 
 # Where a connection's own code runs: redis-py's, and asyncio's streams and transports.
 _CONNECTION_CODE = (str(Path(redis.__file__).parent), str(Path(asyncio.__file__).parent))
+# uvloop's transports, where the worker runs on it: its frames name its .pyx sources.
+_UVLOOP_CODE = "uvloop/"
 
 
 @contextmanager
@@ -40,10 +48,12 @@ def connection_errors() -> Iterator[None]:
     """Raises a connection error where redis-py lets a connection that closed under a
     command escape as an ``AttributeError`` or ``TypeError`` from its connection code or
     asyncio's transport (redis/redis-py#4287; seen here when a cluster node dies while
-    several tasks share the client). An error of any other code is left as it is."""
+    several tasks share the client), or as asyncio's ``RuntimeError`` of a write on a
+    closed transport (uvloop's; seen when a worker stopped just after a failover). An error of any
+    other code is left as it is."""
     try:
         yield
-    except (AttributeError, TypeError) as exc:
+    except (AttributeError, TypeError, RuntimeError) as exc:
         if not _raised_in_connection_code(exc):
             raise
         raise RedisConnectionError(f"connection closed under a command ({exc})") from exc
@@ -55,7 +65,8 @@ def _raised_in_connection_code(exc: BaseException) -> bool:
         return False
     while frame.tb_next is not None:
         frame = frame.tb_next
-    return frame.tb_frame.f_code.co_filename.startswith(_CONNECTION_CODE)
+    filename = frame.tb_frame.f_code.co_filename
+    return filename.startswith(_CONNECTION_CODE) or _UVLOOP_CODE in filename
 
 
 def server_label(url: str) -> str:
@@ -68,15 +79,21 @@ def server_label(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{userinfo}@{host}"))
 
 
+# While the server stays away, an outage log says so again at most this often.
+REMINDER_SECONDS = 30.0
+
+
 class OutageLog:
-    """Logs once when the server stops answering and once when it answers again,
-    however many calls fail in between: one line per outage, not one per request."""
+    """Logs once when the server stops answering, once when it answers again, and in
+    between a reminder at most every :data:`REMINDER_SECONDS`, however many calls fail:
+    a few lines per outage, not one per call or per retry."""
 
     def __init__(self, logger: logging.Logger, server: str, meanwhile: str) -> None:
         self.logger = logger
         self.server = server
         self.meanwhile = meanwhile  # what the process does until the server is back
         self.since: float | None = None  # time.monotonic() of the first failure
+        self.reminded = 0.0  # time.monotonic() of the last line about this outage
 
     @property
     def down(self) -> bool:
@@ -84,11 +101,19 @@ class OutageLog:
 
     def failed(self, exc: BaseException) -> None:
         """A call failed because the server is unreachable."""
+        now = time.monotonic()
+        detail = " ".join(str(exc).split()) or type(exc).__name__
         if self.since is None:
-            self.since = time.monotonic()
+            self.since = self.reminded = now
             self.logger.error(
                 "the server %s is unreachable (%s: %s); %s",
-                self.server, type(exc).__name__, exc, self.meanwhile,
+                self.server, type(exc).__name__, detail, self.meanwhile,
+            )  # fmt: skip
+        elif now - self.reminded >= REMINDER_SECONDS:
+            self.reminded = now
+            self.logger.warning(
+                "the server %s is still unreachable after %.0f s (%s); %s",
+                self.server, now - self.since, detail, self.meanwhile,
             )  # fmt: skip
 
     def answered(self) -> None:
@@ -101,10 +126,13 @@ class OutageLog:
 
 @dataclass
 class Backoff:
-    """Exponential waits while the server is unreachable: 0.1 s doubling up to 5 s."""
+    """Exponential waits while the server is unreachable: 0.1 s doubling up to 1 s. Short,
+    so that work resumes within a second of a failover's end (a cluster's replica is
+    promoted a few seconds after its master died); an outage costs a failed connection a
+    second per process, and its log stays quiet (:class:`OutageLog`)."""
 
     first: float = 0.1
-    limit: float = 5.0
+    limit: float = 1.0
     current: float = 0.0
 
     def next(self) -> float:

@@ -279,7 +279,7 @@ class AsyncQueue(AsyncClosing):
         settled = wait.settle(await self.executor.execute(ops.get(task_id)))
         if settled is not None:
             return settled.result
-        async with AsyncListener(self.executor.client, ops.namespace.ended_channel) as listener:
+        async with AsyncListener(self.executor, ops.namespace.ended_channel) as listener:
             while True:
                 # Read after subscribing: no race with the script that publishes.
                 settled = wait.settle(await self.executor.execute(ops.get(task_id)))

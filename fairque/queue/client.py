@@ -276,7 +276,7 @@ class Queue(Closing):
         settled = wait.settle(self.executor.execute(ops.get(task_id)))
         if settled is not None:
             return settled.result
-        with Listener(self.executor.client, ops.namespace.ended_channel) as listener:
+        with Listener(self.executor, ops.namespace.ended_channel) as listener:
             while True:
                 # Read after subscribing: no race with the script that publishes.
                 settled = wait.settle(self.executor.execute(ops.get(task_id)))

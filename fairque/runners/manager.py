@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.waiting import wait_event
 from fairque.storage.models import Stats
 from fairque.storage.plan import WorkerReport
@@ -119,6 +119,7 @@ class Manager:
         self.storage = storage
         self.interval = interval
         self.outages = 0  # rounds the storage was unreachable
+        self._outage = OutageLog(log, "of the storage", "the manager waits for it")
         self.history = PlanHistory()
         self._stopping = asyncio.Event()
 
@@ -144,10 +145,11 @@ class Manager:
                     plan = await self.rebalance()
                 except OUTAGE as exc:
                     self.outages += 1
-                    log.warning("manager: storage unreachable (%s); trying again", exc)
+                    self._outage.failed(exc)
                     await wait_event(self._stopping, backoff.next())
                     continue
                 backoff.reset()
+                self._outage.answered()
                 if plan != last:
                     log.info("manager: plan %s", plan)
                     if on_plan:

@@ -33,10 +33,10 @@ from typing import Any
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import MICROS
-from fairque.engine.connect import server_address
 from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.executor import AsyncExecutor, Executor
-from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
+from fairque.engine.routes import describe
 from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError
 from fairque.scheduler.async_client import AsyncSchedules
@@ -97,10 +97,13 @@ class SchedulerRunner:
         """Raises :class:`FairQueueError` naming the server if it does not answer."""
         try:
             await self.executor.execute(self.ops.read([]))
-            warning = await async_eviction_warning(self.executor.client)
         except OUTAGE as exc:
-            address = server_address(self.executor.client)
+            address = describe(self.executor.route)
             raise FairQueueError(f"cannot reach the server at {address}: {exc}") from None
+        try:  # the cluster's every node: one away (not the schedules') does not stop a start
+            warning = await async_eviction_warning(self.executor.client)
+        except OUTAGE:
+            return
         if warning:
             log.warning("%s", warning)
 
@@ -122,6 +125,7 @@ class SchedulerRunner:
 
     async def _loop(self) -> None:
         backoff = Backoff()
+        outage = OutageLog(log, describe(self.executor.route), "schedules wait for it")
         self.metrics.running = True
         log.info("scheduler %s started", self.instance)
         try:
@@ -129,10 +133,11 @@ class SchedulerRunner:
                 try:
                     pause = await self.cycle()
                     backoff.reset()
+                    outage.answered()
                 except OUTAGE as exc:
                     self.metrics.outages += 1
                     pause = backoff.next()
-                    log.warning("server unreachable (%s); retrying in %.1f s", exc, pause)
+                    outage.failed(exc)
                 await wait_event(self._stopping, pause)
         finally:
             self.metrics.running = False

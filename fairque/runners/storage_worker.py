@@ -36,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairque.engine.observer import Observer
-from fairque.engine.outage import OUTAGE, Backoff
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError, InvalidInput, NewerDataFormat
 from fairque.runners.manager import Manager
@@ -164,6 +164,7 @@ class StorageWorker:
         self.stats = {queue.id: HandlerStats() for queue in self.queues}  # summed per queue
         self.slow_cycles = 0  # cycles longer than config.slow_cycle
         self.outages = 0  # times the storage was found unreachable
+        self._outage = OutageLog(log, "of the storage", "processors wait for it")
         self.server_errors = 0  # calls the storage's server refused (full, read-only, ...)
         self._plan: list[int] = []  # the Manager's queue for processor i, if it gave one
         self._stopping = asyncio.Event()
@@ -262,7 +263,7 @@ class StorageWorker:
                     took = await self._cycle(queue)
                 except OUTAGE as exc:
                     self.outages += 1
-                    log.warning("storage unreachable (%s); trying again", exc)
+                    self._outage.failed(exc)
                     await wait_event(self._stopping, backoff.next())
                     continue
                 except REFUSALS:
@@ -273,6 +274,7 @@ class StorageWorker:
                     await wait_event(self._stopping, backoff.next())
                     continue
                 backoff.reset()
+                self._outage.answered()
                 empty = 0 if took else empty + 1
                 if empty and (pinned is not None or empty >= len(self.queues)):
                     empty = 0

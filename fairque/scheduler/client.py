@@ -15,10 +15,10 @@ from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.connect import server_address
 from fairque.engine.executor import Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
+from fairque.engine.routes import describe
 from fairque.errors import ScheduleNotFound
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.health import assess
@@ -117,5 +117,5 @@ class Schedules(Closing):
         try:
             snapshot = self.executor.execute(self.ops.read())
         except OUTAGE:
-            return assess(self.metrics, self.config, None, server_address(self.executor.client))
+            return assess(self.metrics, self.config, None, describe(self.executor.route))
         return assess(self.metrics, self.config, snapshot)

@@ -27,6 +27,7 @@ from fairque import AsyncFairQueue, DuplicateTask, ServerUnavailable, Task
 from fairque.engine.async_direct import AsyncDirectCalls, PipelinedConnection, async_direct_calls
 from fairque.engine.connect import async_client
 from fairque.engine.executor import AsyncExecutor
+from fairque.engine.routes import AsyncNode, AsyncOneServer
 from fairque.servers.embedded import LocalServer
 from tests.conftest import until
 
@@ -98,9 +99,15 @@ async def open_calls(valkey: LocalServer) -> AsyncIterator[OpenCalls]:
 
 
 def direct_of(executor: AsyncExecutor) -> AsyncDirectCalls:
-    calls = executor.direct
+    calls = one_server(executor).direct
     assert calls is not None
     return calls
+
+
+def one_server(executor: AsyncExecutor) -> AsyncNode:
+    route = executor.route
+    assert isinstance(route, AsyncOneServer)
+    return route.the_node
 
 
 def connection_of(calls: AsyncDirectCalls) -> PipelinedConnection:
@@ -549,7 +556,7 @@ async def test_other_clients_keep_redis_pys_path(
     assert "FCALL" in traced.seen
     single = aioredis.Redis.from_url(url, single_connection_client=True)
     async with AsyncFairQueue(namespace=namespace, client=single) as queue:
-        assert queue.executor.direct is None
+        assert one_server(queue.executor).direct is None
         assert await queue.push(Task(user_id="u", task_id="single")) == "single"
     # Wrapped after the client was made (an instrumentation set up later): seen too.
     async with AsyncFairQueue(url, namespace) as queue:

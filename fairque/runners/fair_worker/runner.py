@@ -34,14 +34,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterPubSub, RedisCluster
-
 from fairque.engine.eviction import async_eviction_warning
 from fairque.engine.notify import AsyncListener
 from fairque.engine.observer import Observer
-from fairque.engine.outage import OUTAGE, Backoff, connection_errors
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.records import TaskState
+from fairque.engine.routes import describe
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, open_async_queue
@@ -70,26 +68,6 @@ T = TypeVar("T")
 WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
 MIN_IDLE_WAIT_SECONDS = 0.005  # an idle pop waits at least this long: no busy loop
 LAST_ACKS_SECONDS = 1.0  # after a stop without grace, pending acknowledgements get this long
-
-
-async def _subscribe_wake(queue: AsyncQueue) -> PubSub:
-    """Subscribes to the namespace's wake channel: sharded pub/sub, so on a cluster the
-    subscription is on the node of the namespace's slot and follows it on failover."""
-    client = queue.executor.client
-    if isinstance(client, RedisCluster):
-        await client.initialize()  # learn the slots: the channel's node is needed now
-    wake = client.pubsub(ignore_subscribe_messages=True)
-    for channel in queue.wake_channels:  # one per shard of a sharded queue
-        await wake.ssubscribe(channel)
-    return wake
-
-
-async def _wake_message(wake: PubSub, timeout: float) -> Any:
-    """The next message on the sharded wake channel, or None after ``timeout`` seconds."""
-    with connection_errors():
-        if isinstance(wake, ClusterPubSub):  # a cluster: one connection per shard's node
-            return await wake.get_sharded_message(ignore_subscribe_messages=True, timeout=timeout)
-        return await wake.get_message(ignore_subscribe_messages=True, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -154,6 +132,8 @@ class Worker:
         self.finished = 0
         self.failed = 0
         self.outages = 0  # times the server was found unreachable
+        # Says when the server is lost and back (its name once the queue is known).
+        self._outage = OutageLog(log, "", "the worker waits for it; tasks running now go on")
         self.handed_back = 0  # unfinished tasks released at the stop
         self._sync_queue: Queue | None = None
         self._started_at = time.time()
@@ -216,19 +196,19 @@ class Worker:
             await self._sync.close()
 
     def _waits_in_pop(self, queue: AsyncQueue) -> bool:
-        """True when the idle wait can be the pop's own: one namespace on one server, and
-        no named tenants (a worker that cannot take the work a wake-up announces would
-        wake again at once, for ever)."""
+        """True when the idle wait can be the pop's own: one namespace (one server or
+        one cluster node), and no named tenants (a worker that cannot take the work a
+        wake-up announces would wake again at once, for ever)."""
         return (
             isinstance(queue, AsyncFairQueue)
-            and not isinstance(queue.executor.client, RedisCluster)
             and self.config.assigned_users is None
             and self.config.steal_targets is None
         )
 
     async def _serve(self, queue: AsyncQueue) -> None:
         config = self.config
-        wake: PubSub | None = None
+        self._outage.server = describe(queue.executor.route)
+        wake: AsyncListener | None = None
         if not self._waits_in_pop(queue):
             wake = await self._subscribe_when_reachable(queue)
             if wake is None:  # stopped before the server could be reached
@@ -268,7 +248,7 @@ class Worker:
                 log.warning("%d result(s) not acknowledged; those tasks will run again after "
                             "their lease", len(self._acks))  # fmt: skip
             if wake is not None:
-                await wake.aclose()  # type: ignore[no-untyped-call]
+                await wake.close()
             if self._stop_wait is not None:  # its error, if any, was the outage's: said already
                 await asyncio.gather(self._stop_wait, return_exceptions=True)
             if self._queue is None:
@@ -286,39 +266,42 @@ class Worker:
         if warning:
             log.warning("%s", warning)
 
-    async def _subscribe_when_reachable(self, queue: AsyncQueue) -> PubSub | None:
+    async def _subscribe_when_reachable(self, queue: AsyncQueue) -> AsyncListener | None:
         """The wake subscription, once the server answers: a worker started before its
         server (or during an outage) waits with backoff and says so; None if stopped."""
         backoff = Backoff()
         while not self._stopping.is_set():
             try:
-                return await _subscribe_wake(queue)
+                return await AsyncListener(queue.executor, *queue.wake_channels).open()
             except OUTAGE as exc:  # noqa: PERF203 - a retry loop, not a hot path
-                self.outages += 1
-                delay = backoff.next()
-                log.warning("server unreachable (%s); trying again in %.1f s",
-                            " ".join(str(exc).split()), delay)  # fmt: skip
-                await self._pause(delay)
+                self._went_away(exc)
+                await self._pause(backoff.next())
         return None
 
-    async def _fetch(self, queue: AsyncQueue, wake: PubSub | None) -> None:
+    async def _fetch(self, queue: AsyncQueue, wake: AsyncListener | None) -> None:
         backoff = Backoff()
         while not self._stopping.is_set():
             await self._fetch_or_back_off(queue, wake, backoff)
 
     async def _fetch_or_back_off(
-        self, queue: AsyncQueue, wake: PubSub | None, backoff: Backoff
+        self, queue: AsyncQueue, wake: AsyncListener | None, backoff: Backoff
     ) -> None:
         try:
+            if wake is not None and wake.failed:  # its node was lost: where is it now?
+                await wake.reopen()
             await self._fetch_once(queue, wake)
             backoff.reset()
+            self._outage.answered()
         except OUTAGE as exc:
-            self.outages += 1
-            delay = backoff.next()
-            log.warning("server unreachable (%s); trying again in %.1f s", exc, delay)
-            await self._pause(delay)
+            self._went_away(exc)
+            await self._pause(backoff.next())
 
-    async def _fetch_once(self, queue: AsyncQueue, wake: PubSub | None) -> None:
+    def _went_away(self, exc: BaseException) -> None:
+        """A call found the server unreachable (said once an outage, see OutageLog)."""
+        self.outages += 1
+        self._outage.failed(exc)
+
+    async def _fetch_once(self, queue: AsyncQueue, wake: AsyncListener | None) -> None:
         free = self.config.concurrency - len(self._running)
         if free <= 0:
             self._look_again.clear()
@@ -466,14 +449,14 @@ class Worker:
             await self._pause(MIN_IDLE_WAIT_SECONDS)
         return leased
 
-    async def _idle(self, queue: AsyncQueue, wake: PubSub) -> None:
+    async def _idle(self, queue: AsyncQueue, wake: AsyncListener) -> None:
         """Waits for a wake message, the poll interval, the next scheduled task (a delay
         or a retry backoff) or lease expiry, or a stop, whichever comes first."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + await self._idle_seconds(queue)
         while not self._stopping.is_set() and (left := deadline - loop.time()) > 0:
-            if self._serves_lane(await _wake_message(wake, min(left, WAKE_CHECK_SECONDS))):
-                while await _wake_message(wake, 0):
+            if self._serves_lane(await wake.next_message(min(left, WAKE_CHECK_SECONDS))):
+                while await wake.next_message(0):
                     pass  # one pop serves every wake-up that arrived meanwhile
                 return
 
@@ -532,9 +515,10 @@ class Worker:
         except LeaseLost:
             log.warning("task %s: lease lost before its failure was recorded", leased.task_id,
                         extra=leased.log_fields())  # fmt: skip
-        except OUTAGE:
-            log.warning("task %s: server unreachable; it returns when its lease ends",
-                        leased.task_id, extra=leased.log_fields())  # fmt: skip
+        except OUTAGE as exc:
+            self._outage.failed(exc)
+            log.debug("task %s: its failure not recorded; it returns when its lease ends",
+                      leased.task_id, extra=leased.log_fields())  # fmt: skip
 
     async def _acknowledge(self, queue: AsyncQueue) -> None:
         """Sends the acknowledgements no pop carried (:meth:`_pop_soon`): a pop carries
@@ -556,7 +540,7 @@ class Worker:
             except OUTAGE as exc:
                 if self._closing:
                     return  # the server is away at the stop: the leases bring them back
-                log.warning("cannot acknowledge (%s); trying again", exc)
+                self._outage.failed(exc)
                 await asyncio.sleep(backoff.next())
             if self._closing and not self._acks:
                 return
@@ -724,7 +708,7 @@ class Worker:
                     done = await queue.maintain(interval)
                     rounds += 1
             except OUTAGE as exc:
-                log.warning("registry and maintenance skipped (%s); trying in %g s", exc, interval)
+                self._outage.failed(exc)
             if await wait_event(self._stopping, interval):
                 break
         try:
@@ -756,7 +740,7 @@ class Worker:
             for run in list(self._running.values()):
                 await self._extend(queue, run)
         except OUTAGE as exc:
-            log.warning("cannot extend leases (%s); trying at the next beat", exc)
+            self._outage.failed(exc)  # tried again at the next beat
 
     async def _extend(self, queue: AsyncQueue, run: RunningTask) -> None:
         try:
@@ -790,7 +774,7 @@ class Worker:
         backoff = Backoff()
         while not self._stopping.is_set():
             try:
-                async with AsyncListener(queue.redis, *queue.abort_channels) as listener:
+                async with AsyncListener(queue.executor, *queue.abort_channels) as listener:
                     tried.set()
                     backoff.reset()
                     while not self._stopping.is_set():
