@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import time
@@ -33,6 +34,7 @@ from fairque.cli.common import (
     parse_json_list,
     parse_json_object,
     print_json,
+    refuse_newer_format,
     say,
     serve_metrics,
     serve_probes,
@@ -45,7 +47,7 @@ from fairque.cli.common import (
 from fairque.config import URL_ENV
 from fairque.engine.eviction import eviction_warning
 from fairque.engine.records import TaskState
-from fairque.errors import FairQueueError, InvalidInput
+from fairque.errors import FairQueueError, InvalidInput, ServerUnavailable
 from fairque.metrics import Metrics
 from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import QueueStats, Task, TenantStats
@@ -145,6 +147,9 @@ def worker(
         metrics.watch_queue(queue, settings.namespace)
         serve_metrics(metrics, metrics_port, probe)
     serve_probes(probe, health_port)
+    if processes > 1:  # refused here in one line, not by each child
+        with contextlib.suppress(ServerUnavailable):  # the children wait for it, and say so
+            refuse_newer_format(settings.redis_url, settings.namespace, settings.shards)
     announce("worker", *_worker_facts(settings, processes))
     if processes > 1:
         code = run_processes(settings, processes, tasks, State.log_format, hooks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -20,11 +21,13 @@ from collections.abc import Sequence
 from types import FrameType
 
 from fairque import logs
+from fairque.errors import FairQueueError
 from fairque.runners.fair_worker.config import WorkerConfig
 from fairque.runners.fair_worker.hooks import load_hooks
 from fairque.runners.fair_worker.runner import Worker
 
 CHILD_ENV = "FAIRQUE_WORKER_CHILD"  # a child's configuration and task modules, as JSON
+REFUSED = 2  # a child's exit status when its worker refused to start (as the CLI's)
 
 
 def run_processes(
@@ -55,7 +58,9 @@ def run_processes(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
     codes = [child.wait() for child in children]
-    return 0 if all(code == 0 for code in codes) else 1
+    if all(code == 0 for code in codes):
+        return 0
+    return REFUSED if REFUSED in codes else 1
 
 
 def main() -> None:
@@ -68,7 +73,11 @@ def main() -> None:
         importlib.import_module(module)
     config = WorkerConfig.model_validate(given["config"])
     hooks = load_hooks(given["hooks"]) if given["hooks"] else None
-    Worker(config, check_eviction=given["first"], hooks=hooks).run()
+    try:
+        Worker(config, check_eviction=given["first"], hooks=hooks).run()
+    except FairQueueError as exc:  # refused at start (a newer data format): one line
+        logging.getLogger("fairque.worker").error("%s", exc)  # noqa: TRY400 - one line, no traceback
+        sys.exit(REFUSED)
 
 
 if __name__ == "__main__":
