@@ -21,7 +21,6 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from redis.exceptions import AuthenticationError, ResponseError
@@ -36,7 +35,7 @@ from fairque.engine import settings as settings_store
 from fairque.engine.connect import sync_client
 from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
-from fairque.engine.outage import OUTAGE
+from fairque.engine.outage import OUTAGE, server_label
 from fairque.engine.settings import DATA_FORMAT
 from fairque.engine.shards import shard_namespaces
 from fairque.errors import FairQueueError, NewerDataFormat, ServerTimeout, ServerUnavailable
@@ -431,23 +430,13 @@ def server_probe(url: str | None) -> Probe:
     return lambda: client().ping()
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password (never printed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    hosts = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
-
-
 def server_name(url: str | None) -> str:
     """How a start line names the server: the URL (without password), or the embedded
     Valkey and its socket. Resolving the embedded one starts it if needed."""
     from fairque.config import redis_url
 
     if url or os.environ.get(URL_ENV):
-        return redacted(redis_url(url))
+        return server_label(redis_url(url))
     return f"the embedded Valkey ({redis_url(None)})"
 
 

@@ -21,7 +21,6 @@ from fairque.cli.common import (
     announce,
     fail,
     import_module,
-    redacted,
     say,
     serve_metrics,
     serve_probes,
@@ -29,7 +28,7 @@ from fairque.cli.common import (
     server_probe,
     setup_logging,
 )
-from fairque.engine.outage import OUTAGE
+from fairque.engine.outage import OUTAGE, server_label
 from fairque.errors import FairQueueError
 from fairque.metrics import PROBE_TIMEOUT, Metrics, Probe
 from fairque.runners.manager import Manager, serve_manager
@@ -184,7 +183,7 @@ def storage_manager(
 
 def _storage_name(target: str | None) -> str:
     if target and target.startswith("tarantool://"):
-        return redacted(target)
+        return server_label(target)
     return server_name(target)
 
 

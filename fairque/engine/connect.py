@@ -5,6 +5,7 @@ A cluster URL names one or more startup nodes; the client discovers the rest::
     redis+cluster://[user:password@]host:port[,host:port...][?option=value...]
     rediss+cluster://...   (TLS)
 
+A ``redis+sentinel://`` URL names the sentinels of a service (:mod:`fairque.engine.sentinel`).
 Any other URL (``redis://``, ``rediss://``, ``unix://``) is one server. Both kinds of
 client take the same script calls: on a cluster, redis-py sends each EVALSHA to the node
 that owns the slot of its first key (the namespace's hash tag), and the NOSCRIPT fallback
@@ -21,13 +22,15 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import DataError
 
+from fairque.engine import sentinel
 from fairque.errors import InvalidInput
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
-SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
+SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES, *sentinel.SENTINEL_SCHEMES)
 
 SyncClient = redis.Redis | RedisCluster
 AsyncClient = aioredis.Redis | AsyncRedisCluster
@@ -60,6 +63,9 @@ def _host_port(node: str) -> tuple[str, int]:
 def check_url(url: str, also: tuple[str, ...] = ()) -> str:
     """Refuses a URL of an unknown scheme, naming the ones that work, Redis's and those
     ``also`` given (and not the URL, which may hold a password)."""
+    if sentinel.is_sentinel_url(url):
+        sentinel.check_sentinel_url(url)  # refuses a bad one, saying what is wrong
+        return url
     scheme = urlsplit(url).scheme
     if scheme not in SCHEMES and scheme not in also:
         given = f"it starts with {scheme}://" if scheme else "it has no scheme"
@@ -95,6 +101,8 @@ def sync_client(url: str, **options: Any) -> SyncClient:
     """A blocking client for ``url``: a :class:`RedisCluster` for a cluster URL."""
     check_url(url)
     options = _with_timeouts(options)
+    if sentinel.is_sentinel_url(url):
+        return sentinel.sync_client(url, **options)
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **options)
     first, others = cluster_nodes(url)
@@ -145,10 +153,20 @@ class _UnixDomainSocketConnection(HiredisPacking, aioredis.UnixDomainSocketConne
     pass
 
 
+class _SentinelManagedConnection(HiredisPacking, SentinelManagedConnection):
+    pass
+
+
+class _SentinelManagedSSLConnection(HiredisPacking, SentinelManagedSSLConnection):
+    pass
+
+
 _HIREDIS_PACKING = {
     aioredis.Connection: _Connection,
     aioredis.SSLConnection: _SSLConnection,
     aioredis.UnixDomainSocketConnection: _UnixDomainSocketConnection,
+    SentinelManagedConnection: _SentinelManagedConnection,
+    SentinelManagedSSLConnection: _SentinelManagedSSLConnection,
 }
 
 
@@ -162,6 +180,10 @@ def async_client(url: str, **options: Any) -> AsyncClient:
     """An asyncio client for ``url``: an asyncio :class:`RedisCluster` for a cluster URL."""
     check_url(url)
     options = _with_timeouts(options)
+    if sentinel.is_sentinel_url(url):
+        return sentinel.async_client(
+            url, _HIREDIS_PACKING, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT, **options
+        )
     if not is_cluster_url(url):
         pool = aioredis.BlockingConnectionPool.from_url(
             url, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT, **options
@@ -176,8 +198,10 @@ def async_client(url: str, **options: Any) -> AsyncClient:
 
 def server_address(client: Any) -> str:
     """``host:port`` of the server a redis-py client (blocking or asyncio) connects to,
-    a cluster's startup nodes, or a socket path: for error messages."""
+    a cluster's startup nodes, a sentinel service, or a socket path: for error messages."""
     pool = getattr(client, "connection_pool", None)
+    if sentinel.is_sentinel_pool(pool):
+        return sentinel.sentinel_address(pool)
     if pool is not None:
         options = pool.connection_kwargs
         if "path" in options:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 from redis.exceptions import (
@@ -70,13 +70,23 @@ def _raised_in_connection_code(exc: BaseException) -> bool:
 
 
 def server_label(url: str) -> str:
-    """``url`` fit for a log line: its password replaced by ``***``."""
+    """``url`` fit for a log line: its passwords replaced by ``***``, the one before the
+    host and those of options named ``*password`` (a sentinel URL's
+    ``sentinel_password``)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo = f"{parts.username or ''}:***"
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{userinfo}@{host}"))
+    if parts.password is not None:
+        userinfo = f"{parts.username or ''}:***"
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{userinfo}@{host}")
+    options = [_hidden(option) for option in parts.query.split("&")] if parts.query else []
+    parts = parts._replace(query="&".join(options))
+    return url if urlsplit(url) == parts else urlunsplit(parts)
+
+
+def _hidden(option: str) -> str:
+    """A URL's ``name=value`` option, its value replaced by ``***`` if it is a password."""
+    name, equals, _ = option.partition("=")
+    return f"{name}=***" if equals and unquote(name).lower().endswith("password") else option
 
 
 # While the server stays away, an outage log says so again at most this often.

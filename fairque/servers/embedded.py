@@ -209,6 +209,8 @@ class LocalServer(Closeable):
     """A private server on a free 127.0.0.1 port, gone when stopped.
 
     ``binary`` is the embedded Valkey by default, or e.g. Debian's ``redis-server``.
+    ``config`` is a configuration file read before the arguments (a sentinel needs one,
+    which it rewrites as it learns).
 
     >>> with LocalServer() as server:  # doctest: +SKIP
     ...     FairQueue(server.url)
@@ -222,10 +224,12 @@ class LocalServer(Closeable):
         port: int = 0,
         options: Sequence[str] = (),
         cluster_bus: bool = False,
+        config: Path | None = None,
     ) -> None:
         self.binary = str(binary or valkey_binary())
         self.appendonly = appendonly
         self.options = list(options)  # more server arguments, e.g. cluster mode
+        self.config = config
         self.chosen = not port  # a port of our choosing: another is tried if it is taken
         self.port = port or free_port()
         # A cluster node's bus port is chosen too: port + 10000 may be taken.
@@ -251,6 +255,7 @@ class LocalServer(Closeable):
             bus = [] if self.bus_port is None else ["--cluster-port", str(self.bus_port)]
             command = [
                 self.binary,
+                *([] if self.config is None else [str(self.config)]),
                 "--bind", "127.0.0.1",
                 "--port", str(self.port),
                 "--dir", str(self.folder),
