@@ -6,10 +6,9 @@ A cluster URL names one or more startup nodes; the client discovers the rest::
     rediss+cluster://...   (TLS)
 
 A ``redis+sentinel://`` URL names the sentinels of a service (:mod:`fairque.engine.sentinel`).
-Any other URL (``redis://``, ``rediss://``, ``unix://``) is one server. Both kinds of
-client take the same script calls: on a cluster, redis-py sends each EVALSHA to the node
-that owns the slot of its first key (the namespace's hash tag), and the NOSCRIPT fallback
-follows it there.
+Any other URL (``redis://``, ``rediss://``, ``unix://``) is one server. A cluster's
+client is the user's view of it (``queue.redis``); the executors send their calls to the
+node of each call's slot themselves (:mod:`fairque.engine.routes`).
 """
 
 from __future__ import annotations
