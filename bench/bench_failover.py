@@ -2,6 +2,7 @@
 ``fairque worker`` processes, while the master of the queue's data is killed.
 
     uv run python bench/bench_failover.py [--scenario NAME ...] [--seconds 12]
+        [--task-ms 50] [--show-logs]
 
 Scenarios (all by default):
 
@@ -13,12 +14,16 @@ Scenarios (all by default):
 - ``sentinel-r1``: a primary, a replica and 3 sentinels, through a ``redis+sentinel://``
   URL, ``replicas=1``; the primary is killed.
 
-The dying master's replica is stopped (SIGSTOP) for the last half second before the kill,
-so that the crash loses what a real crash loses: writes the replica never received. The
-producer pushes one task per call with its own id; each task appends its id to a file.
+The dying master's replica is cut off for the last half second before the kill (its link
+to the master dropped, and the process stopped before it makes a new one), so that the
+crash loses what a real crash loses: writes the replica never received. The
+producer pushes one task per call with its own id, a push every 2 ms at most; each task sleeps
+``--task-ms`` (so that the workers, 10 tasks at a time each, fall behind and the crash
+finds a backlog), then appends its id to a file.
 Printed per scenario: pushed, acknowledged, ran, lost (acknowledged and never run),
-duplicated (ran more than once), the time from the kill to the first acknowledged push
-and the first run of a task of the killed master's data, the workers' exit statuses on
+duplicated (ran more than once), the time from the kill to the first push made (with
+``replicas=1``, confirmed or not: a promoted replica has no replica of its own) and the
+first run of a task of the killed master's data, the workers' exit statuses on
 SIGTERM and how many lines they wrote to stderr. Asserts nothing; targets loopback only;
 stops every process it started.
 """
@@ -42,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from fairque import FairQueue, NotReplicated, ShardedQueue, Task
 from fairque.engine.shards import shard_index
 from fairque.servers.embedded import LocalServer
@@ -54,6 +61,7 @@ TASKS_MODULE = textwrap.dedent(
 
     @task(name="record")
     def record(task_id: str) -> None:
+        time.sleep(float(os.environ["TASK_SECONDS"]))  # slower than the producer: a backlog
         with open(os.environ["RAN_LOG"], "a") as log:  # one short line: an atomic append
             log.write(f"{time.time():.6f} {task_id}\\n")
     """
@@ -68,7 +76,7 @@ class Pushes:
 
     tried: int = 0
     acknowledged: dict[str, float] = field(default_factory=dict)
-    unconfirmed: list[str] = field(default_factory=list)  # made, too few replicas had it
+    unconfirmed: dict[str, float] = field(default_factory=dict)  # made, too few replicas had it
     failed: int = 0
 
 
@@ -97,11 +105,11 @@ def produce(setup: Setup, pushes: Pushes, stop: threading.Event) -> None:
                 queue.push(task, replicas=setup.replicas, replica_timeout=0.5)
                 pushes.acknowledged[task_id] = time.time()
             except NotReplicated:
-                pushes.unconfirmed.append(task_id)
+                pushes.unconfirmed[task_id] = time.time()
             except Exception:
                 pushes.failed += 1
                 time.sleep(0.02)
-            time.sleep(0.004)
+            time.sleep(0.002)  # a little faster than the workers, not a flood
 
 
 def ran_log(path: Path) -> list[tuple[float, str]]:
@@ -115,8 +123,11 @@ def ran_log(path: Path) -> list[tuple[float, str]]:
 
 
 @contextmanager
-def workers(setup: Setup, folder: Path, log: Path) -> Iterator[list[subprocess.Popen[str]]]:
-    env = {**os.environ, "RAN_LOG": str(log), "PYTHONPATH": str(folder)}
+def workers(
+    setup: Setup, folder: Path, log: Path, task_seconds: float
+) -> Iterator[list[subprocess.Popen[str]]]:
+    env = {**os.environ, "RAN_LOG": str(log), "PYTHONPATH": str(folder),
+           "TASK_SECONDS": str(task_seconds)}  # fmt: skip
     command = [
         sys.executable, "-c", "from fairque.cli import main; main()", "worker",
         "--url", setup.url, "--tasks", "failover_tasks", "--concurrency", "10",
@@ -142,6 +153,34 @@ def workers(setup: Setup, folder: Path, log: Path) -> Iterator[list[subprocess.P
                 process.wait()
 
 
+def cut_off(replica: LocalServer) -> int:
+    """Keeps ``replica`` from receiving its master's writes from now on: it drops its
+    link to the master, and is stopped (SIGSTOP) before it can make a new one. (Stopped
+    alone, it would still get them: the kernel takes what the master sends into the
+    stopped process's socket buffer.) Returns its pid, for the SIGCONT."""
+    assert replica.process is not None
+    with redis.Redis(host="127.0.0.1", port=replica.port, socket_timeout=5) as conn:
+        conn.execute_command("CLIENT", "KILL", "TYPE", "master")
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    return replica.process.pid
+
+
+def drained(ran: Callable[[], set[str]], acknowledged: set[str]) -> None:
+    """Waits until every acknowledged task ran, or none has run for 10 s (what is left is
+    lost), 5 minutes at most."""
+    deadline = time.monotonic() + 300
+    count, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        done = ran()
+        if acknowledged <= done:
+            return
+        if len(done) != count:
+            count, since = len(done), time.monotonic()
+        elif time.monotonic() - since > 10:
+            return
+        time.sleep(0.2)
+
+
 def wait_until(probe: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -151,28 +190,27 @@ def wait_until(probe: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
-def drill(name: str, setup: Setup, seconds: float, kill: Callable[[], None]) -> None:
+def drill(name: str, setup: Setup, options: argparse.Namespace, kill: Callable[[], None]) -> None:
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         (folder / "failover_tasks.py").write_text(TASKS_MODULE)
         log = folder / "ran.log"
         pushes = Pushes()
         stop = threading.Event()
-        with workers(setup, folder, log) as processes:
+        with workers(setup, folder, log, options.task_ms / 1000) as processes:
             producer = threading.Thread(target=produce, args=(setup, pushes, stop))
             producer.start()
             wait_until(lambda: len(pushes.acknowledged) >= 300, 60)
-            assert setup.replica.process is not None
-            os.kill(setup.replica.process.pid, signal.SIGSTOP)  # its last half second lost
-            time.sleep(0.5)
+            stopped = cut_off(setup.replica)
+            time.sleep(0.5)  # what the master takes now, no replica will have
             killed_at = time.time()
             kill()
-            os.kill(setup.replica.process.pid, signal.SIGCONT)
-            time.sleep(seconds)
+            os.kill(stopped, signal.SIGCONT)
+            time.sleep(options.seconds)
             stop.set()
             producer.join()
             acknowledged = set(pushes.acknowledged)
-            wait_until(lambda: acknowledged <= {task_id for _, task_id in ran_log(log)}, 60)
+            drained(lambda: {task_id for _, task_id in ran_log(log)}, acknowledged)
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             statuses, stderr_lines, tracebacks = [], 0, 0
@@ -181,13 +219,16 @@ def drill(name: str, setup: Setup, seconds: float, kill: Callable[[], None]) -> 
                 statuses.append(process.returncode)
                 stderr_lines += len(err.splitlines())
                 tracebacks += err.count("Traceback")
+                if options.show_logs:
+                    print(err, file=sys.stderr)
         runs = ran_log(log)
     counts = Counter(task_id for _, task_id in runs)
     lost = [task_id for task_id in acknowledged if not counts[task_id]]
+    answered = {**pushes.acknowledged, **pushes.unconfirmed}  # a push made, confirmed or not
     first_push = min(
-        (at for task_id, at in pushes.acknowledged.items()
-         if at > killed_at and setup.on_dying(task_id)), default=None,
-    )  # fmt: skip
+        (at for task_id, at in answered.items() if at > killed_at and setup.on_dying(task_id)),
+        default=None,
+    )
     first_run = min(
         (at for at, task_id in runs if at > killed_at and setup.on_dying(task_id)), default=None
     )
@@ -216,7 +257,7 @@ def tenant_on(cluster: LocalCluster, namespace: str, master: LocalServer) -> Cal
     return lambda task_id: int(task_id.split("-")[0][1:]) in dying
 
 
-def cluster_scenario(name: str, seconds: float) -> None:
+def cluster_scenario(name: str, options: argparse.Namespace) -> None:
     with LocalCluster() as cluster:
         slot_zero = cluster.master_of("{06S}")
         replica = cluster.replica_of(slot_zero)
@@ -237,10 +278,10 @@ def cluster_scenario(name: str, seconds: float) -> None:
             setup = Setup(cluster.url, lambda: FairQueue(cluster.url, namespace),
                           ["--namespace", namespace], slot_zero, replica,
                           lambda _task_id: True, 0)  # fmt: skip
-        drill(name, setup, seconds, lambda: cluster.kill(slot_zero))
+        drill(name, setup, options, lambda: cluster.kill(slot_zero))
 
 
-def sentinel_scenario(name: str, seconds: float) -> None:
+def sentinel_scenario(name: str, options: argparse.Namespace) -> None:
     from fairque.servers.local_sentinel import LocalSentinel
 
     with LocalSentinel() as sentinels:
@@ -248,10 +289,10 @@ def sentinel_scenario(name: str, seconds: float) -> None:
         setup = Setup(sentinels.url, lambda: FairQueue(sentinels.url, namespace),
                       ["--namespace", namespace], sentinels.primary, sentinels.replica,
                       lambda _task_id: True, 1)  # fmt: skip
-        drill(name, setup, seconds, lambda: sentinels.kill(sentinels.primary))
+        drill(name, setup, options, lambda: sentinels.kill(sentinels.primary))
 
 
-SCENARIOS: dict[str, Callable[[str, float], Any]] = {
+SCENARIOS: dict[str, Callable[[str, argparse.Namespace], Any]] = {
     "shards-r1": cluster_scenario,
     "shards-r0": cluster_scenario,
     "slot0-r0": cluster_scenario,
@@ -263,9 +304,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=12.0, help="after the kill")
+    parser.add_argument("--show-logs", action="store_true", help="the workers' stderr")
+    parser.add_argument("--task-ms", type=float, default=50.0, help="each task's run")
     options = parser.parse_args()
     for name in options.scenario or list(SCENARIOS):
-        SCENARIOS[name](name, options.seconds)
+        SCENARIOS[name](name, options)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from fairque.config import URL_ENV
 from fairque.http.ui import DashboardConfig, UiConfig, create_dashboard
 from fairque.servers.embedded import HOME_ENV, LocalServer, ensure_server, free_port, stop_server
 from tests.conftest import wait_for
+from tests.test_data_format import COMMANDS, NOOP
 
 runner = CliRunner()
 CLI = [sys.executable, "-c", "from fairque.cli import main; main()"]
@@ -201,6 +202,36 @@ def test_a_worker_waits_for_its_server_says_where_it_runs_and_how_it_stopped(
         assert "stopping: waiting up to 0.5 s for 1 running task(s)" in worker.stderr
         assert "fairque worker: stopped: 1 finished, 0 failed, 1 handed back" in worker.stderr
         assert queue.stats().states.get(TaskState.QUEUED) == 1
+
+
+# Commands that call the server on their own (the dashboard waits for a request).
+CALLING = ("worker", "scheduler run", "master", "storage-worker", "storage-manager")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_long_running_command_waits_out_an_outage_and_stops_with_status_zero(
+    command: str, env: dict[str, str], home: Path, running: list[Running]
+) -> None:
+    (home / "tasks.py").write_text(NOOP + "\n\nH = {'jobs': None}\n")
+    (home / "queues.yaml").write_text("queues: [{id: 3, name: jobs, fields: {}}]\n")
+    port = free_port()
+    server = LocalServer(port=port).start()
+    started = Running([*COMMANDS[command], "--url", server.url], env, home)
+    running.append(started)
+    try:
+        started.says("(Ctrl-C stops)")
+        with FairQueue(server.url) as queue:
+            wait_for(lambda: len(queue.redis.client_list()) > 1)  # it talks to the server
+    finally:
+        server.close()  # the outage
+    if command in CALLING:
+        started.says("is unreachable")
+    with LocalServer(port=port):  # back, on the same port
+        if command in CALLING:
+            started.says("answers again")
+        assert started.stop() == 0, started.stderr
+    assert "Traceback" not in started.stderr
+    assert started.stderr.count("is unreachable") <= 1, started.stderr  # said once
 
 
 def test_an_unknown_tasks_module_names_where_it_looked(env: dict[str, str], home: Path) -> None:

@@ -6,6 +6,7 @@ nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -20,10 +21,11 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from fairque import FairQueue, NewerDataFormat, Task, TaskState
+from fairque import AsyncFairQueue, FairQueue, NewerDataFormat, Task, TaskState
 from fairque.cli import app
 from fairque.engine.settings import DATA_FORMAT
 from fairque.servers.embedded import LocalServer
+from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import Server, wait_for
 
 runner = CliRunner()
@@ -78,6 +80,64 @@ def test_data_of_a_newer_format_is_refused_and_nothing_is_written(
     upgraded = runner.invoke(app, ["upgrade", "--url", server.url, "--namespace", namespace])
     assert upgraded.exit_code == 2
     assert upgraded.stderr.strip() == f"error: {refused.value}"
+
+
+async def test_no_call_leaves_before_the_first_use_check_is_answered(
+    server: Server, namespace: str
+) -> None:
+    with FairQueue(server.url, namespace) as first:
+        first.push(Task(user_id="a", name="n"))
+        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
+        before = snapshot(first.redis)
+    async with AsyncFairQueue(server.url, namespace) as queue:
+        # Sent together: the first carries the check, the others wait for its answer
+        # (before, they went out beside it, and the pushes and the pop were made).
+        calls = [queue.push(Task(user_id="b", name="n")), queue.pop(count=5),
+                 queue.push(Task(user_id="c", name="n"))]  # fmt: skip
+        replies = await asyncio.gather(*calls, return_exceptions=True)
+        assert [type(reply) for reply in replies] == [NewerDataFormat] * 3
+    with redis.Redis.from_url(server.url) as client:
+        assert snapshot(client) == before
+
+
+refusing = Registry()
+
+
+@task(into=refusing, name="n")
+def never(n: int) -> None:
+    raise AssertionError("a release that refuses the namespace ran a task of it")
+
+
+@pytest.mark.one_engine
+def test_a_worker_on_a_newer_format_writes_nothing_however_its_first_calls_race(
+    server: Server, namespace: str, tmp_path: Path
+) -> None:
+    # A worker sends its first calls together (its pop, its wait, its registry entry);
+    # none may leave before the one that refuses the namespace is answered.
+    with FairQueue(server.url, namespace) as first:
+        first.push_many([Task(user_id=f"u{n}", name="n", payload={"args": [n]}) for n in range(5)])
+        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
+        before = snapshot(first.redis)
+    config = WorkerConfig(redis_url=server.url, namespace=namespace)
+    for _ in range(20):
+        with pytest.raises(NewerDataFormat):
+            asyncio.run(Worker(config, refusing, check_eviction=False).run_async())
+        with redis.Redis.from_url(server.url) as client:
+            assert snapshot(client) == before
+    (tmp_path / "tasks.py").write_text(NOOP)
+    args = ["worker", "--tasks", "tasks", "--processes", "4", "--url", server.url,
+            "--namespace", namespace]  # fmt: skip
+    for _ in range(3):
+        ran = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, check=False)  # fmt: skip
+        assert ran.returncode == 2, ran.stderr
+        assert ran.stderr.strip().splitlines() == [
+            f"error: namespace {namespace} holds data format {DATA_FORMAT + 1}, newer than "
+            f"this fairque reads (format {DATA_FORMAT}): upgrade fairque here before it "
+            "uses the namespace"
+        ]
+        with redis.Redis.from_url(server.url) as client:
+            assert snapshot(client) == before
 
 
 @pytest.mark.one_engine

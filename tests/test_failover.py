@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from fairque import AsyncFairQueue, FairQueue, NotReplicated, QueueSettings, Task
+from fairque import (
+    AsyncFairQueue,
+    AsyncShardedQueue,
+    FairQueue,
+    NotReplicated,
+    QueueSettings,
+    ShardedQueue,
+    Task,
+)
 from fairque.engine.cluster import SlotMap, Topology, slot_of
 from fairque.engine.routes import ClusterRoute
 from fairque.engine.shards import shard_index
@@ -299,6 +307,34 @@ async def test_each_master_killed_in_turn_loses_no_acknowledged_push(
     duplicated = sum(1 for count in ran.values() if count > 1)
     print(f"confirmed {len(pusher.confirmed)}, unconfirmed {len(pusher.unconfirmed)}, "
           f"ran {len(ran)}, duplicated {duplicated}")  # fmt: skip
+
+
+def test_a_sharded_pop_goes_on_without_a_shard_whose_master_is_away(cluster: LocalCluster) -> None:
+    name = spread_namespace(cluster, 6)
+    with ShardedQueue(cluster.url, name, shards=6) as queue:
+        for n in range(20):
+            queue.push(Task(user_id=f"t{n}", task_id=f"task-{n}"))
+        master = cluster.master_of(f"fq:{{{name}:0}}:ring")
+        away = on_master(cluster, name, 6, master)
+        cluster.kill(master)
+        # Whichever shard comes first, the pop asks the others, and what it leased from
+        # them reaches the caller (a pop that raised would leave it leased to no one).
+        leased = {task.user_id for task in queue.pop(count=20)}
+        assert {f"t{n}" for n in range(20)} - away <= leased
+
+
+async def test_an_async_sharded_pop_goes_on_without_a_shard_whose_master_is_away(
+    cluster: LocalCluster,
+) -> None:
+    name = spread_namespace(cluster, 6)
+    async with AsyncShardedQueue(cluster.url, name, shards=6) as queue:
+        for n in range(20):
+            await queue.push(Task(user_id=f"t{n}", task_id=f"task-{n}"))
+        master = cluster.master_of(f"fq:{{{name}:1}}:ring")
+        away = on_master(cluster, name, 6, master)
+        cluster.kill(master)
+        leased = {task.user_id for task in await queue.pop(count=20)}
+        assert {f"t{n}" for n in range(20)} - away <= leased
 
 
 def on_master(cluster: LocalCluster, name: str, shards: int, master: LocalServer) -> set[str]:

@@ -183,14 +183,20 @@ class Executor(ExecutorState):
 
     def run(self, plan: Plan[T]) -> T:
         """Sends a plan's calls (:mod:`fairque.engine.shards`), step by step; the
-        operation's value."""
+        operation's value. A step's error is raised inside the plan, where the yield of
+        that step is: a plan may go on without a shard that is away."""
         if isinstance(plan, Call):
             return self.execute(plan)
         since = self.stop_count  # a stop_waits() from now on ends its waits
         try:
             step = next(plan)
             while True:
-                step = plan.send(self.execute_all(step, since))
+                try:
+                    replies = self.execute_all(step, since)
+                except Exception as exc:  # noqa: PERF203 - the plan may catch it: raised in it
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(replies)
         except StopIteration as done:
             return cast("T", done.value)
 
@@ -405,7 +411,12 @@ class AsyncExecutor(ExecutorState):
         try:
             step = next(plan)
             while True:
-                step = plan.send(await self.execute_all(step, since))
+                try:
+                    replies = await self.execute_all(step, since)
+                except Exception as exc:  # noqa: PERF203 - the plan may catch it: raised in it
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(replies)
         except StopIteration as done:
             return cast("T", done.value)
 

@@ -5,6 +5,8 @@ strict-policy jobs (:mod:`fairque.jobs.plans`).
 A plan is sans-IO. It is either one :class:`~fairque.engine.calls.Call`, or a generator
 that yields steps (lists of calls, which an asyncio client sends concurrently and a
 blocking one in turn), receives their parsed replies, and returns the operation's value.
+A step that fails raises its error at the plan's ``yield``, where the plan may go on
+without it (a pop skips a shard whose server is away).
 
 A sharded queue is N namespaces ``<ns>:0`` .. ``<ns>:N-1``. Each shard is a namespace of
 its own (keys ``fq:{<ns>:<i>}:...``), so on a cluster the shards' slots spread over the

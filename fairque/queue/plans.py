@@ -28,7 +28,7 @@ from fairque.engine.calls import Call
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, TaskState, check_identifier
 from fairque.engine.shards import Plan, ShardPlans, Steps, shard_index
-from fairque.errors import InvalidInput
+from fairque.errors import InvalidInput, ServerUnavailable
 from fairque.queue.models import (
     STATS_TENANTS,
     Backlog,
@@ -228,18 +228,25 @@ class QueuePlans(ShardPlans[QueueOps]):
             )
             return (yield from self._pop_waiting(self.single, pop, wait))
         got: list[LeasedTask] = []
+        away: ServerUnavailable | None = None  # a shard's server, failing over perhaps
         for index in [0] if self.single is not None else self.rotation.next_order():
             ops = self.shards[index]
             wanted = count - len(got) if got else count  # as given: the call checks it
             call = ops.pop(
                 wanted, assigned_users, steal_targets, worker_id, lease_seconds, names=names
             )
-            leased: Leased = yield from self._leased(ops, call)
             if self.single is not None:
-                return leased  # as the script returned it
+                return (yield from self._leased(ops, call))  # as the script returned it
+            try:
+                leased: Leased = yield from self._leased(ops, call)
+            except ServerUnavailable as exc:  # the other shards still serve (and what
+                away = away or exc  # was leased from them must reach the worker)
+                continue
             got += leased
             if len(got) >= count:
                 break
+        if away is not None and not got:
+            raise away
         return got
 
     @staticmethod
