@@ -6,22 +6,18 @@ marked ``cluster``); this module covers what only a cluster has.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable
 
 import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task, TaskState
-from fairque.config import QueueSettings
+from fairque import AsyncFairQueue, FairQueue, InvalidInput, NotReplicated, Task
 from fairque.engine import scripts
 from fairque.engine.connect import cluster_nodes, is_cluster_url, sync_client
 from fairque.errors import EmbeddedServerError
 from fairque.servers.embedded import LocalServer
 from fairque.servers.local_cluster import LocalCluster, cli_for
-from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import wait_for
 
 
@@ -160,80 +156,3 @@ def test_script_errors_keep_their_meaning_on_a_cluster(
         queue.push(Task(user_id="u", task_id="same"), replicas=1, replica_timeout=5)
         with pytest.raises(Exception, match="already exists"):
             queue.push(Task(user_id="u", task_id="same"), replicas=1, replica_timeout=5)
-
-
-failover_functions = Registry()
-done: set[str] = set()
-
-
-@task(into=failover_functions, name="record")
-def record(task_id: str) -> None:
-    done.add(task_id)
-
-
-async def push_until(
-    queue: AsyncFairQueue, stop: asyncio.Event, confirmed: list[str], unconfirmed: list[str]
-) -> None:
-    """Pushes batches of 10 waiting for one replica; a failed call is tried again."""
-    while not stop.is_set():
-        ids = [uuid.uuid4().hex for _ in range(10)]
-        tasks = [record.build(user_id=f"u{n % 3}", args=[i], task_id=i) for n, i in enumerate(ids)]
-        try:
-            confirmed += await queue.push_many(tasks, replicas=1, replica_timeout=0.2)
-        except NotReplicated as exc:  # made, but its master has no replica right now
-            unconfirmed += exc.task_ids
-        except Exception:
-            await asyncio.sleep(0.05)
-
-
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("promotion", ["takeover", "automatic"])
-async def test_failover_loses_no_acknowledged_push(
-    cluster: LocalCluster, namespace: str, promotion: str
-) -> None:
-    settings = QueueSettings(retry_backoff_base=0.01)
-    pusher = AsyncFairQueue(cluster.url, namespace, settings=settings)
-    # A long poll interval: an idle worker hears of new tasks by the wake channel only.
-    config = WorkerConfig(redis_url=cluster.url, namespace=namespace, lease_seconds=2,
-                          poll_interval_seconds=30, concurrency=20)  # fmt: skip
-    worker = Worker(config, failover_functions)
-    running = asyncio.create_task(worker.run_async())
-    stop = asyncio.Event()
-    confirmed: list[str] = []
-    unconfirmed: list[str] = []
-    pushing = asyncio.create_task(push_until(pusher, stop, confirmed, unconfirmed))
-
-    async def until(probe: Callable[[], object], timeout: float = 60.0) -> None:
-        await asyncio.to_thread(wait_for, lambda: running.done() or probe(), timeout, 0.05)
-        if running.done():  # a failover must not end the worker: show why it did
-            running.result()
-            pytest.fail("the worker stopped")
-
-    await until(lambda: len(confirmed) >= 200)
-    master = cluster.master_of(f"fq:{{{namespace}}}:ring")
-    replica = cluster.replica_of(master)
-    cluster.kill(master)
-    before = len(confirmed) + len(unconfirmed)
-    if promotion == "takeover":
-        await asyncio.to_thread(cluster.promote, replica)
-    else:  # the other masters notice after cluster-node-timeout (2 s); the replica is elected
-        await asyncio.to_thread(cluster.wait_until_healthy)
-    # Pushers and the worker carry on against the promoted replica.
-    await until(lambda: len(confirmed) + len(unconfirmed) >= before + 50)
-    await asyncio.to_thread(cluster.restart, master)  # back as the new master's replica
-    after_restart = len(confirmed)
-    await until(lambda: len(confirmed) >= after_restart + 50)
-    stop.set()
-    await pushing
-    # Every push a replica confirmed ran. Unconfirmed ones (made while the promoted
-    # master had no replica yet) are not promised to survive a crash: not checked.
-    await until(lambda: done.issuperset(confirmed))
-    # The wake subscription followed the slot to the promoted master.
-    with FairQueue(cluster.url, namespace) as checker:  # nothing leased: the worker idles
-        await until(lambda: checker.stats().states[TaskState.STARTED] == 0)
-    await pusher.push(record.build(user_id="late", args=["late"], task_id="late"))
-    await until(lambda: "late" in done, timeout=10)
-    worker.stop()
-    await running
-    await pusher.close()
-    assert cluster.master_of(f"fq:{{{namespace}}}:ring") is replica

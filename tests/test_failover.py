@@ -8,11 +8,8 @@ what was acknowledged and what ran, never by timing."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,18 +18,16 @@ from fairque import (
     AsyncShardedQueue,
     FairQueue,
     NotReplicated,
-    QueueSettings,
     ShardedQueue,
     Task,
 )
 from fairque.engine.cluster import SlotMap, Topology, slot_of
 from fairque.engine.routes import ClusterRoute
 from fairque.engine.shards import shard_index
-from fairque.queue.async_client import AsyncQueue, open_async_queue
 from fairque.servers.embedded import LocalServer
 from fairque.servers.local_cluster import LocalCluster
-from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import ENGINES, REDIS, wait_for
+from tests.drill import TENANTS, Drill
 
 pytestmark = pytest.mark.long
 
@@ -202,16 +197,6 @@ async def test_an_async_replicated_push_waits_on_the_master_that_ran_it(
 # The failover drill: a sharded queue over every master, a worker, and a pusher that waits
 # for one replica; each master is killed in turn, slot 0's first.
 
-ran: Counter[str] = Counter()
-ran_lock = threading.Lock()
-drill = Registry()
-
-
-@task(into=drill, name="drill")
-def drill_task(task_id: str) -> None:
-    with ran_lock:
-        ran[task_id] += 1
-
 
 def spread_namespace(cluster: LocalCluster, shards: int) -> str:
     """A namespace whose shards live on every master."""
@@ -222,91 +207,41 @@ def spread_namespace(cluster: LocalCluster, shards: int) -> str:
             return name
 
 
-@dataclass
-class Pusher:
-    """Pushes one task at a time, round robin over 20 tenants, waiting for one replica;
-    keeps what each push was told."""
-
-    queue: AsyncQueue
-    confirmed: list[str] = field(default_factory=list)
-    unconfirmed: list[str] = field(default_factory=list)  # made: its master had no replica
-    tenants: dict[str, str] = field(default_factory=dict)  # of each push acknowledged
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            task_id, tenant = uuid.uuid4().hex, f"t{n % 20}"
-            n += 1
-            pushed = drill_task.build(user_id=tenant, args=[task_id], task_id=task_id)
-            try:
-                await self.queue.push(pushed, replicas=1, replica_timeout=0.3)
-                self.confirmed.append(task_id)
-            except NotReplicated:
-                self.unconfirmed.append(task_id)
-            except Exception:  # not acknowledged: a failover; tried again
-                await asyncio.sleep(0.05)
-                continue
-            self.tenants[task_id] = tenant
-
-    def since(self, known: int, tenants: set[str]) -> list[str]:
-        """The pushes acknowledged after the first ``known``, to ``tenants``."""
-        return [t for t in list(self.tenants)[known:] if self.tenants[t] in tenants]
-
-
+@pytest.mark.timeout(300)
 async def test_each_master_killed_in_turn_loses_no_acknowledged_push(
     cluster: LocalCluster,
 ) -> None:
     shards = 6
     name = spread_namespace(cluster, shards)
-    settings = QueueSettings(retry_backoff_base=0.01)
-    pusher = Pusher(open_async_queue(cluster.url, name, shards, settings=settings))
-    config = WorkerConfig(redis_url=cluster.url, namespace=name, shards=shards,
-                          lease_seconds=2, concurrency=20)  # fmt: skip
-    worker = Worker(config, drill)
-    running = asyncio.create_task(worker.run_async())
-
-    async def until(probe: Callable[[], object]) -> None:
-        await asyncio.to_thread(wait_for, lambda: running.done() or probe(), 90, 0.05)
-        if running.done():  # a failover must not end the worker: show why it did
-            running.result()
-            pytest.fail("the worker stopped")
-
-    pushing = asyncio.create_task(pusher.run())
-    await until(lambda: len(pusher.confirmed) >= 50)
-    slot_zero = cluster.master_of(SLOT_ZERO_KEY)
-    masters = sorted(
-        (node for node in cluster.nodes if node.process is not None and is_master(cluster, node)),
-        key=lambda node: node is not slot_zero,
-    )
-    for master in masters:
-        moved = on_master(cluster, name, shards, master)  # the tenants it serves
-        known = len(pusher.tenants)
-        cluster.kill(master)
-        # Work resumes by itself: the replica is promoted after the node timeout (2 s),
-        # and the pusher and the worker find it. Its pushes are not confirmed until it
-        # has a replica of its own.
-        await until(lambda: len(pusher.since(known, moved)) >= 20)  # noqa: B023
-        await until(lambda: sum(1 for t in pusher.since(known, moved) if ran[t]) >= 20)  # noqa: B023
-        # Back as a replica once its replica took over: restarted before, a master kept
-        # in memory only would come back empty and empty its replica too.
-        await asyncio.to_thread(cluster.wait_until_healthy)
-        await asyncio.to_thread(cluster.restart, master)
-        acknowledged = len(pusher.confirmed)
-        await until(lambda: len(pusher.confirmed) >= acknowledged + 50)  # noqa: B023
-    pusher.stop.set()
-    await pushing
-    # Every push a replica confirmed ran (at least once: a lease lost to a failover may
-    # run a task again). Unconfirmed ones (made while a master had no replica) are not
-    # promised to survive a crash.
-    await until(lambda: all(ran[task_id] for task_id in pusher.confirmed))
-    worker.stop()
-    await running
-    await pusher.queue.close()
-    assert [task_id for task_id in pusher.confirmed if not ran[task_id]] == []
-    duplicated = sum(1 for count in ran.values() if count > 1)
-    print(f"confirmed {len(pusher.confirmed)}, unconfirmed {len(pusher.unconfirmed)}, "
-          f"ran {len(ran)}, duplicated {duplicated}")  # fmt: skip
+    drill = Drill(cluster.url, name, shards)
+    drill.start()
+    try:
+        await drill.until(lambda: len(drill.pusher.confirmed) >= 50)
+        slot_zero = cluster.master_of(SLOT_ZERO_KEY)
+        masters = sorted(
+            (
+                node
+                for node in cluster.nodes
+                if node.process is not None and is_master(cluster, node)
+            ),
+            key=lambda node: node is not slot_zero,
+        )
+        for master in masters:
+            moved = on_master(cluster, name, shards, master)  # the tenants it serves
+            known = len(drill.pusher.tenants)
+            cluster.kill(master)
+            # Work resumes by itself: the replica is promoted after the node timeout
+            # (2 s), and the pusher and the worker find it. Its pushes are not confirmed
+            # until it has a replica of its own.
+            await drill.resumed(known, moved)
+            # Back as a replica once its replica took over: restarted before, a master
+            # kept in memory only would come back empty and empty its replica too.
+            await asyncio.to_thread(cluster.wait_until_healthy)
+            await asyncio.to_thread(cluster.restart, master)
+            await drill.confirmed_again()
+        await drill.finish()
+    finally:
+        await drill.close()
 
 
 def test_a_sharded_pop_goes_on_without_a_shard_whose_master_is_away(cluster: LocalCluster) -> None:
@@ -341,7 +276,7 @@ def on_master(cluster: LocalCluster, name: str, shards: int, master: LocalServer
     """The drill's tenants whose shard ``master`` serves."""
     return {
         f"t{n}"
-        for n in range(20)
+        for n in range(TENANTS)
         if cluster.master_of(f"fq:{{{name}:{shard_index(f't{n}', shards)}}}:ring") is master
     }
 

@@ -5,6 +5,7 @@ again right after it was loaded (a failover) loads it again."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fairque import AsyncFairQueue, FairQueue, Task
-from fairque.engine.outage import OUTAGE, connection_errors
+from fairque.engine.outage import OUTAGE, OutageLog, connection_errors
 from fairque.engine.pipelined import LIBRARY_LOADS
 from fairque.errors import FairQueueError, NotReplicated, ServerUnavailable
 from fairque.servers.embedded import LocalServer
@@ -50,12 +51,35 @@ def test_a_write_on_a_closed_uvloop_transport_is_a_connection_error(server: Loca
     async def write_after_close() -> None:
         _, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.transport.close()
+        await writer.wait_closed()  # the handle is closed: a write is refused now
         with pytest.raises(RuntimeError, match="closed"):
             writer.write(b"PING\r\n")
         with pytest.raises(RedisConnectionError, match="connection closed"), connection_errors():
             writer.write(b"PING\r\n")
 
     uvloop.run(write_after_close())
+
+
+def test_an_outage_is_said_once_reminded_at_most_every_30_s_and_over_once_calls_settle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [1000.0]
+    outage = OutageLog(logging.getLogger("fairque.test"), "S", "waiting", clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, "fairque.test"):
+        for _ in range(130):  # a minute of failures, 0.5 s apart, from several loops
+            outage.failed(RedisConnectionError("refused"))
+            now[0] += 0.5
+        outage.answered()  # 0.5 s after the last failure: another server may still fail
+        now[0] += 1.5
+        outage.answered()  # 2 s: over
+        outage.answered()
+    assert [record.getMessage() for record in caplog.records] == [
+        "the server S is unreachable (ConnectionError: refused); waiting",
+        "the server S is still unreachable after 30 s (refused); waiting",
+        "the server S is still unreachable after 60 s (refused); waiting",
+        "the server S answers again (away 66.5 s)",
+    ]
+    assert not outage.down
 
 
 def test_errors_of_other_code_are_left_alone() -> None:

@@ -8,9 +8,7 @@ leave it as it is; the tests that kill a primary start their own.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,8 @@ from redis.connection import ConnectionPool, SSLConnection
 from redis.sentinel import Sentinel, SentinelConnectionPool
 from typer.testing import CliRunner
 
-from fairque import AsyncFairQueue, DuplicateTask, FairQueue, InvalidInput, NotReplicated, Task
+from fairque import AsyncFairQueue, DuplicateTask, FairQueue, InvalidInput, Task
 from fairque.cli import app
-from fairque.config import QueueSettings
 from fairque.engine.connect import (
     CONNECT_TIMEOUT,
     MAX_CONNECTIONS,
@@ -47,8 +44,8 @@ from fairque.runners.fair_worker.config import load_config
 from fairque.servers.embedded import free_port
 from fairque.servers.local_sentinel import LocalSentinel
 from fairque.storage.connect import is_tarantool
-from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import ENGINES, REDIS, until, wait_for
+from tests.drill import Drill
 
 runner = CliRunner()
 PASSWORD = "s3cret-Pass"  # must never appear in an error
@@ -290,29 +287,6 @@ def test_a_dead_primary_not_yet_replaced_is_named(engine: str, namespace: str) -
 
 # A failover under load
 
-failover_functions = Registry()
-runs: Counter[str] = Counter()
-
-
-@task(into=failover_functions, name="record")
-def record(task_id: str) -> None:
-    runs[task_id] += 1
-
-
-async def push_until(
-    queue: AsyncFairQueue, stop: asyncio.Event, confirmed: list[str], unconfirmed: list[str]
-) -> None:
-    """Pushes batches of 10 waiting for one replica; a failed call is tried again."""
-    while not stop.is_set():
-        ids = [uuid.uuid4().hex for _ in range(10)]
-        tasks = [record.build(user_id=f"u{n % 3}", args=[i], task_id=i) for n, i in enumerate(ids)]
-        try:
-            confirmed += await queue.push_many(tasks, replicas=1, replica_timeout=0.5)
-        except NotReplicated as exc:  # made, but the primary has no replica right now
-            unconfirmed += exc.task_ids
-        except Exception:  # the server is away: try again
-            await asyncio.sleep(0.05)
-
 
 @pytest.mark.long
 @pytest.mark.timeout(240)
@@ -320,54 +294,40 @@ async def push_until(
 async def test_a_failover_loses_no_acknowledged_push(engine: str, namespace: str) -> None:
     own = LocalSentinel(binary_of(engine))
     await asyncio.to_thread(own.start)
-    settings = QueueSettings(retry_backoff_base=0.01)
-    pusher = AsyncFairQueue(own.url, namespace, settings=settings)
-    # A long poll interval: an idle worker hears of new tasks by the wake channel only.
-    config = WorkerConfig(redis_url=own.url, namespace=namespace, lease_seconds=2,
-                          poll_interval_seconds=30, concurrency=20)  # fmt: skip
-    worker = Worker(config, failover_functions)
-    running = asyncio.create_task(worker.run_async())
-    stop = asyncio.Event()
-    confirmed: list[str] = []
-    unconfirmed: list[str] = []
-    pushing = asyncio.create_task(push_until(pusher, stop, confirmed, unconfirmed))
-
-    async def until_seen(probe: Callable[[], object], timeout: float = 90.0) -> None:
-        await asyncio.to_thread(wait_for, lambda: running.done() or probe(), timeout, 0.05)
-        if running.done():  # a failover must not end the worker: show why it did
-            running.result()
-            pytest.fail("the worker stopped")
-
+    drill = Drill(own.url, namespace)
+    drill.start()
     try:
-        await until_seen(lambda: len(confirmed) >= 200 and runs.keys() >= set(confirmed[:100]))
+        await drill.until(lambda: len(drill.pusher.confirmed) >= 200)
         primary = own.master()
+        known = len(drill.pusher.tenants)
         own.kill(primary)
-        before = len(confirmed) + len(unconfirmed)
-        ran_before = sum(runs.values())
         promoted = await asyncio.to_thread(own.wait_for_master, primary)
         # Pushes and runs carry on against the promoted replica (which has no replica of
         # its own yet: its pushes are made but not confirmed).
-        await until_seen(lambda: len(confirmed) + len(unconfirmed) >= before + 50)
-        await until_seen(lambda: sum(runs.values()) >= ran_before + 50)
+        await drill.resumed(known)
         await asyncio.to_thread(own.restart, primary)  # back as the new primary's replica
-        after_restart = len(confirmed)
-        await until_seen(lambda: len(confirmed) >= after_restart + 50)
-        stop.set()
-        await pushing
-        # Every push a replica confirmed ran. Unconfirmed ones (made while the promoted
-        # primary had no replica) are not promised to survive a crash: not checked.
-        await until_seen(lambda: runs.keys() >= set(confirmed))
-        # An idle worker hears of it on the new primary.
-        late = f"late-{namespace}"
-        await pusher.push(record.build(user_id="late", args=[late], task_id=late))
-        await until_seen(lambda: runs[late] > 0)
+        await drill.confirmed_again()
+        await drill.finish()
         assert own.master() is promoted
     finally:
-        stop.set()
-        worker.stop()
-        await asyncio.gather(running, pushing, return_exceptions=True)
-        await pusher.close()
+        await drill.close()
         await asyncio.to_thread(own.close)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_kept_connection_finds_the_new_primary_after_a_crash(engine: str, namespace: str) -> None:
+    # The blocking client keeps a connection between calls; after the primary died and
+    # the sentinels promoted its replica, the next call reconnects where they say (it
+    # reconnected to the dead primary's address, and failed, until redis-py's own pool
+    # handed out another connection).
+    with LocalSentinel(binary_of(engine)) as own, FairQueue(own.url, namespace) as queue:
+        queue.push(Task(user_id="u", task_id="before"), replicas=1)
+        primary = own.master()
+        own.kill(primary)
+        promoted = own.wait_for_master(other_than=primary)
+        queue.push(Task(user_id="u", task_id="after"))  # at once: no retry of ours
+        assert {leased.task_id for leased in queue.pop(count=5)} == {"before", "after"}
+        assert f"(master 127.0.0.1:{promoted.port})" in server_address(queue.redis)
 
 
 async def test_a_sentinel_failover_is_followed(sentinel: LocalSentinel, namespace: str) -> None:

@@ -63,8 +63,8 @@ URL_OPTION = typer.Option(
     "--url",
     envvar=URL_ENV,
     metavar="URL",
-    help="Server URL: redis://, rediss://, unix://, redis+cluster:// or rediss+cluster:// "
-    "(default: the embedded Valkey).",
+    help="Server URL: redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "
+    "redis+sentinel:// or rediss+sentinel:// (default: the embedded Valkey).",
 )
 NAMESPACE_OPTION = typer.Option(
     "default", "--namespace", envvar=NAMESPACE_ENV, metavar="NAME", help="Queue namespace."

@@ -124,9 +124,17 @@ class DirectCalls:
     @staticmethod
     def _send_with_retry(connection: Connection, packed: list[bytes]) -> Any:
         """As redis-py sends a command: under the connection's retry policy, each
-        failed attempt disconnecting it first."""
+        failed attempt disconnecting it first. Each attempt connects with ``connect()``,
+        as the pool's checkout does: a Sentinel's connection asks the sentinels where the
+        primary is there (the reconnect inside ``send_packed_command`` would go back to
+        the address it had, the old primary's, after a failover)."""
+
+        def attempt() -> Any:
+            connection.connect()  # type: ignore[no-untyped-call]
+            return _send_and_read(connection, packed)
+
         return connection.retry.call_with_retry(
-            lambda: _send_and_read(connection, packed),
+            attempt,
             lambda _error: connection.disconnect(),  # type: ignore[no-untyped-call]
         )
 

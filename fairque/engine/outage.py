@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,19 +91,32 @@ def _hidden(option: str) -> str:
 
 # While the server stays away, an outage log says so again at most this often.
 REMINDER_SECONDS = 30.0
+# An outage is over once calls succeed and none failed for this long: a process whose
+# calls go to several servers (a cluster's masters) sees some succeed while one of them
+# fails over, and would say "back" and "lost" in turns.
+SETTLE_SECONDS = 2.0
 
 
 class OutageLog:
-    """Logs once when the server stops answering, once when it answers again, and in
-    between a reminder at most every :data:`REMINDER_SECONDS`, however many calls fail:
-    a few lines per outage, not one per call or per retry."""
+    """Logs once when the server stops answering, once when it answers again (a call
+    succeeded, and none failed for :data:`SETTLE_SECONDS`), and in between a reminder at
+    most every :data:`REMINDER_SECONDS`, however many calls fail: a few lines per
+    outage, not one per call or per retry."""
 
-    def __init__(self, logger: logging.Logger, server: str, meanwhile: str) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        server: str,
+        meanwhile: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.logger = logger
         self.server = server
         self.meanwhile = meanwhile  # what the process does until the server is back
-        self.since: float | None = None  # time.monotonic() of the first failure
-        self.reminded = 0.0  # time.monotonic() of the last line about this outage
+        self.clock = clock
+        self.since: float | None = None  # the clock's time of the first failure
+        self.reminded = 0.0  # of the last line about this outage
+        self.last_failure = 0.0  # of the latest failure
 
     @property
     def down(self) -> bool:
@@ -111,7 +124,7 @@ class OutageLog:
 
     def failed(self, exc: BaseException) -> None:
         """A call failed because the server is unreachable."""
-        now = time.monotonic()
+        now = self.last_failure = self.clock()
         detail = " ".join(str(exc).split()) or type(exc).__name__
         if self.since is None:
             self.since = self.reminded = now
@@ -127,9 +140,10 @@ class OutageLog:
             )  # fmt: skip
 
     def answered(self) -> None:
-        """A call succeeded: the outage, if any, is over."""
-        if self.since is not None:
-            away = time.monotonic() - self.since
+        """A call succeeded: the outage, if any, is over if none failed lately."""
+        now = self.clock()
+        if self.since is not None and now - self.last_failure >= SETTLE_SECONDS:
+            away = now - self.since
             self.since = None
             self.logger.warning("the server %s answers again (away %.1f s)", self.server, away)
 
