@@ -40,6 +40,15 @@ def recorded(client: Any, namespace: str) -> bytes | None:
     return value
 
 
+def newer_format(url: str, namespace: str, tasks: list[Task]) -> dict[bytes, bytes]:
+    """Pushes ``tasks``, records a data format newer than this release's in the namespace,
+    and returns the server's snapshot: what a refusing release must leave as it is."""
+    with FairQueue(url, namespace) as first:
+        first.push_many(tasks)
+        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
+        return snapshot(first.redis)
+
+
 def snapshot(client: Any) -> dict[bytes, bytes]:
     """Every key of the server with a dump of its value: what a refusal must not change.
     But the pops' promises that nothing is due, which other tests' pops left on the server
@@ -59,10 +68,7 @@ def test_a_namespace_records_the_format_at_its_first_call(server: Server, namesp
 def test_data_of_a_newer_format_is_refused_and_nothing_is_written(
     server: Server, namespace: str
 ) -> None:
-    with FairQueue(server.url, namespace) as first:
-        first.push(Task(user_id="a", name="n"))
-        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
-        before = snapshot(first.redis)
+    before = newer_format(server.url, namespace, [Task(user_id="a", name="n")])
     with FairQueue(server.url, namespace) as queue:
         with pytest.raises(NewerDataFormat) as refused:
             queue.push(Task(user_id="b", name="n"))
@@ -85,10 +91,7 @@ def test_data_of_a_newer_format_is_refused_and_nothing_is_written(
 async def test_no_call_leaves_before_the_first_use_check_is_answered(
     server: Server, namespace: str
 ) -> None:
-    with FairQueue(server.url, namespace) as first:
-        first.push(Task(user_id="a", name="n"))
-        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
-        before = snapshot(first.redis)
+    before = newer_format(server.url, namespace, [Task(user_id="a", name="n")])
     async with AsyncFairQueue(server.url, namespace) as queue:
         # Sent together: the first carries the check, the others wait for its answer
         # (before, they went out beside it, and the pushes and the pop were made).
@@ -114,10 +117,8 @@ def test_a_worker_on_a_newer_format_writes_nothing_however_its_first_calls_race(
 ) -> None:
     # A worker sends its first calls together (its pop, its wait, its registry entry);
     # none may leave before the one that refuses the namespace is answered.
-    with FairQueue(server.url, namespace) as first:
-        first.push_many([Task(user_id=f"u{n}", name="n", payload={"args": [n]}) for n in range(5)])
-        first.redis.hset(f"fq:{{{namespace}}}:settings", "format", DATA_FORMAT + 1)
-        before = snapshot(first.redis)
+    tasks = [Task(user_id=f"u{n}", name="n", payload={"args": [n]}) for n in range(5)]
+    before = newer_format(server.url, namespace, tasks)
     config = WorkerConfig(redis_url=server.url, namespace=namespace)
     for _ in range(20):
         with pytest.raises(NewerDataFormat):
