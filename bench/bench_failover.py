@@ -16,16 +16,17 @@ Scenarios (all by default):
 
 The dying master's replica is cut off for the last half second before the kill (its link
 to the master dropped, and the process stopped before it makes a new one), so that the
-crash loses what a real crash loses: writes the replica never received. The
-producer pushes one task per call with its own id, a push every 2 ms at most; each task sleeps
+crash loses what a real crash loses: writes the replica never received. The producer
+pushes one task per call with its own id, a push every 2 ms at most; each task sleeps
 ``--task-ms`` (so that the workers, 10 tasks at a time each, fall behind and the crash
 finds a backlog), then appends its id to a file.
+
 Printed per scenario: pushed, acknowledged, ran, lost (acknowledged and never run),
-duplicated (ran more than once), the time from the kill to the first push made (with
-``replicas=1``, confirmed or not: a promoted replica has no replica of its own) and the
-first run of a task of the killed master's data, the workers' exit statuses on
-SIGTERM and how many lines they wrote to stderr. Asserts nothing; targets loopback only;
-stops every process it started.
+duplicated (ran more than once); the time from the kill to the replica's promotion (the
+failover's own time), to the first push made (with ``replicas=1``, confirmed or not: a
+promoted replica has no replica of its own) and to the first run of a task of the
+killed master's data; the workers' exit statuses on SIGTERM and how many lines they
+wrote to stderr. Asserts nothing; targets loopback only; stops every process it started.
 """
 
 from __future__ import annotations
@@ -181,6 +182,18 @@ def drained(ran: Callable[[], set[str]], acknowledged: set[str]) -> None:
         time.sleep(0.2)
 
 
+def promotion(replica: LocalServer, timeout: float) -> float | None:
+    """When ``replica`` says it is a master (asked every 10 ms), None if not within
+    ``timeout`` seconds: the failover's own time, which the clients cannot shorten."""
+    deadline = time.monotonic() + timeout
+    with redis.Redis(host="127.0.0.1", port=replica.port, socket_timeout=1) as conn:
+        while time.monotonic() < deadline:
+            if conn.execute_command("ROLE")[0] == b"master":
+                return time.time()
+            time.sleep(0.01)
+    return None
+
+
 def wait_until(probe: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -206,7 +219,8 @@ def drill(name: str, setup: Setup, options: argparse.Namespace, kill: Callable[[
             killed_at = time.time()
             kill()
             os.kill(stopped, signal.SIGCONT)
-            time.sleep(options.seconds)
+            promoted_at = promotion(setup.replica, options.seconds)
+            time.sleep(max(0.0, killed_at + options.seconds - time.time()))
             stop.set()
             producer.join()
             acknowledged = set(pushes.acknowledged)
@@ -239,8 +253,9 @@ def drill(name: str, setup: Setup, options: argparse.Namespace, kill: Callable[[
     print(
         f"{name}: pushed {pushes.tried}, acknowledged {len(acknowledged)}, unconfirmed "
         f"{len(pushes.unconfirmed)}, ran {len(counts)}, lost {len(lost)}, duplicated "
-        f"{sum(1 for c in counts.values() if c > 1)}, kill -> first push {after(first_push)}"
-        f" / first run {after(first_run)}; workers' exit on SIGTERM {statuses}, stderr "
+        f"{sum(1 for c in counts.values() if c > 1)}, kill -> replica promoted "
+        f"{after(promoted_at)}, first push {after(first_push)}, first run "
+        f"{after(first_run)}; workers' exit on SIGTERM {statuses}, stderr "
         f"{stderr_lines} lines, {tracebacks} tracebacks",
         flush=True,
     )
