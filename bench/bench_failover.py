@@ -24,8 +24,8 @@ finds a backlog), then appends its id to a file.
 Printed per scenario: pushed, acknowledged, ran, lost (acknowledged and never run),
 duplicated (ran more than once); the time from the kill to the replica's promotion (the
 failover's own time), to the first push made (with ``replicas=1``, confirmed or not: a
-promoted replica has no replica of its own) and to the first run of a task of the
-killed master's data; the workers' exit statuses on SIGTERM and how many lines they
+promoted replica has no replica of its own) and to the first run, after the promotion,
+of a task of the killed master's data; the workers' exit statuses on SIGTERM and how many lines they
 wrote to stderr. Asserts nothing; targets loopback only; stops every process it started.
 """
 
@@ -243,8 +243,11 @@ def drill(name: str, setup: Setup, options: argparse.Namespace, kill: Callable[[
         (at for task_id, at in answered.items() if at > killed_at and setup.on_dying(task_id)),
         default=None,
     )
+    # A task of the killed master's data that ran after the promotion was taken from the
+    # promoted replica: the workers had found it (those running at the kill ended at once).
+    resumed = promoted_at or killed_at
     first_run = min(
-        (at for at, task_id in runs if at > killed_at and setup.on_dying(task_id)), default=None
+        (at for at, task_id in runs if at > resumed and setup.on_dying(task_id)), default=None
     )
 
     def after(at: float | None) -> str:
