@@ -261,6 +261,9 @@ def test_no_sentinel_answering_is_a_server_unavailable() -> None:
     assert "sentinel service 'nowhere' via 127.0.0.1:" in message
     assert url.split("@")[1].split("/")[0] in message  # both sentinels, as given
     assert PASSWORD not in message
+    # One short line: redis-py's own error named its sentinel clients by their repr.
+    assert "names a master of service 'nowhere'" in message
+    assert "<redis" not in message
 
 
 async def test_no_sentinel_answering_is_a_server_unavailable_for_asyncio() -> None:
@@ -268,6 +271,8 @@ async def test_no_sentinel_answering_is_a_server_unavailable_for_asyncio() -> No
     with pytest.raises(ServerUnavailable, match="sentinel service 'nowhere' via") as caught:
         await queue.push(Task(user_id="u"))
     assert PASSWORD not in str(caught.value)
+    assert "names a master of service 'nowhere'" in str(caught.value)
+    assert "<redis" not in str(caught.value)
     await queue.close()
 
 

@@ -34,12 +34,13 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import parse_url as async_parse_url
 from redis.asyncio.retry import Retry as AsyncRetry
+from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundError
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
 from fairque.errors import InvalidInput
 
@@ -207,6 +208,41 @@ def check_sentinel_url(url: str) -> None:
     _read_url(url, {}, parse_url)
 
 
+def _no_master(service: str, sentinels: list[Any]) -> MasterNotFoundError:
+    """redis-py's error names its sentinel clients by their whole repr: this one names
+    their addresses, in one short line."""
+    return MasterNotFoundError(
+        f"no sentinel at {_addresses(sentinels)} names a master of service {service!r} "
+        "(unreachable, not monitoring it, or seeing it down)"
+    )
+
+
+def _addresses(sentinels: list[Any]) -> str:
+    """``host:port,...`` of redis-py's sentinel clients."""
+    kwargs = [sentinel.connection_pool.connection_kwargs for sentinel in sentinels]
+    return ",".join(_address(options["host"], options["port"]) for options in kwargs)
+
+
+class ServiceSentinel(Sentinel):
+    """redis-py's ``Sentinel``, its error when no sentinel names a master in one line."""
+
+    def discover_master(self, service_name: str) -> Any:
+        try:
+            return super().discover_master(service_name)  # type: ignore[no-untyped-call]
+        except MasterNotFoundError:
+            raise _no_master(service_name, self.sentinels) from None
+
+
+class AsyncServiceSentinel(AsyncSentinel):
+    """:class:`ServiceSentinel` for asyncio."""
+
+    async def discover_master(self, service_name: str) -> Any:
+        try:
+            return await super().discover_master(service_name)
+        except AsyncMasterNotFoundError:  # its own class, which its pool catches
+            raise AsyncMasterNotFoundError(str(_no_master(service_name, self.sentinels))) from None
+
+
 class SentinelClient(redis.Redis):
     """A blocking client of a service's primary that also closes its connections to the
     sentinels when closed (redis-py leaves them to the ``Sentinel`` object, which the
@@ -235,7 +271,7 @@ def sync_client(url: str, **options: Any) -> redis.Redis:
     parsed, server = _read_url(url, options, parse_url)
     sentinel_kwargs = _sentinel_kwargs(parsed, server, Retry(NoBackoff(), 0))
     try:
-        sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+        sentinel = ServiceSentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
         client = sentinel.master_for(parsed.service, redis_class=SentinelClient, **server)  # type: ignore[no-untyped-call]
     except TypeError as exc:  # an option redis-py does not know
         raise InvalidInput("url", str(exc)) from None
@@ -259,7 +295,7 @@ def async_client(
     parsed, server = _read_url(url, options, async_parse_url)
     sentinel_kwargs = _sentinel_kwargs(parsed, server, AsyncRetry(NoBackoff(), 0))
     try:
-        sentinel = AsyncSentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+        sentinel = AsyncServiceSentinel(parsed.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
         client = sentinel.master_for(
             parsed.service,
             redis_class=AsyncSentinelClient,
@@ -286,8 +322,7 @@ def sentinel_address(pool: Any) -> str:
     """How an error names the server of a sentinel pool: the service, its sentinels (in
     the order the client asks them: redis-py moves the last to answer first), and the
     primary the pool last connected to, if any. Nothing is asked of a server for it."""
-    sentinels = [s.connection_pool.connection_kwargs for s in pool.sentinel_manager.sentinels]
-    via = ",".join(_address(options["host"], options["port"]) for options in sentinels)
+    via = _addresses(pool.sentinel_manager.sentinels)
     named = f"sentinel service {pool.service_name!r} via {via}"
     if pool.master_address is None:
         return named
