@@ -12,8 +12,8 @@ it. No call depends on a fixed node: redis-py's cluster client asks its default 
 (``COMMAND GETKEYS``) where an ``FCALL`` goes, and while that node is down no call is
 routed and its map is never refreshed (fairque issue 47).
 
-:class:`Topology` holds the map and decides, without I/O, where a call goes and what an
-error means; :class:`ClusterNodes` and :class:`AsyncClusterNodes` ask the nodes.
+:class:`Topology` holds the map and decides, without I/O, where a call goes and which
+nodes to ask for the map; the routes of :mod:`fairque.engine.routes` ask them.
 """
 
 from __future__ import annotations
