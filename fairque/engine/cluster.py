@@ -24,28 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from redis.crc import key_slot
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ReadOnlyError,
-    TryAgainError,
-)
+from redis.exceptions import AskError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 C = TypeVar("C")  # a node's client: blocking or asyncio
 
-SLOT_COUNT = 16384
 # How many times one call is sent again after an error that moved it to another node (a
 # MOVED, a failover found by a map refresh): more means the map keeps changing under it.
 ROUTE_ATTEMPTS = 5
-
-# Errors after which the map may be wrong: asked again, and the call sent again if the
-# slot's primary changed. MOVED and ASK name the node to go to.
-REFRESH_ERRORS = (
-    RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError, TryAgainError,
-)  # fmt: skip
-ROUTING_ERRORS = (*REFRESH_ERRORS, AskError)
 
 
 def slot_of(key: str | bytes) -> int:
@@ -128,7 +114,6 @@ class Topology:
 
     startup: tuple[str, ...]
     map: SlotMap | None = None
-    refreshes: int = 0  # maps learned, for tests and logs
 
     def primary_for(self, key: str) -> str | None:
         """The primary that serves ``key``'s slot, as far as known (None: ask first)."""
@@ -152,7 +137,6 @@ class Topology:
     def learn(self, reply: Sequence[Any], asked: str) -> None:
         """Takes the map a node gave."""
         self.map = SlotMap.parse(reply, asked)
-        self.refreshes += 1
 
     def moved(self, exc: AskError) -> str:
         """Takes what a MOVED said; the node it named."""
