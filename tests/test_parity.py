@@ -315,7 +315,7 @@ async def _first_async_call(run: Callable[[], Any]) -> Call[Any]:
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """New ids are random: both twins get the same ones here."""
     monkeypatch.setattr("fairque.jobs.ops.new_ids", lambda n: [f"id{i}" for i in range(n)])
-    monkeypatch.setattr("fairque.queue.ops.new_ids", lambda n: [f"id{i}" for i in range(n)])
+    monkeypatch.setattr("fairque.queue.calls.push.new_ids", lambda n: [f"id{i}" for i in range(n)])
 
 
 @pytest.mark.parametrize(("client", "method", "args", "kwargs"), CALL_CASES)

@@ -27,8 +27,8 @@ from fairque.cli.common import (
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
+from fairque.queue.calls.tasks import task_info
 from fairque.queue.client import Queue
-from fairque.queue.ops import task_info
 
 app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
 

@@ -62,7 +62,7 @@ from fairque.jobs import (
 from fairque.jobs.async_client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue.async_client import AsyncQueue, open_async_queue
-from fairque.queue.ops import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
+from fairque.queue.calls.maintenance import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
 
 log = logging.getLogger("fairque.master")
 

@@ -69,7 +69,7 @@ from fairque.queue import (
     WorkerInfo,
 )
 from fairque.queue.async_client import open_async_queue
-from fairque.queue.ops import task_info
+from fairque.queue.calls.tasks import task_info
 from fairque.queue.shares import LIMITS, SHARES, ShareField, update_body
 from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
 

@@ -9,6 +9,7 @@ queue's tasks, so maintenance and stats cover both.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, get_args
@@ -206,6 +207,15 @@ class JobPage(msgspec.Struct):
 
     jobs: list[JobSummary]
     cursor: int
+
+    def size(self) -> int:
+        """How many jobs the page holds."""
+        return len(self.jobs)
+
+    @classmethod
+    def joined(cls, pages: Sequence[JobPage], cursor: int) -> JobPage:
+        """One page of ``pages``' jobs, in order, with ``cursor`` (a sharded list's)."""
+        return cls([job for page in pages for job in page.jobs], cursor)
 
 
 _LOCATION = re.compile(r" - at `\$\.?([^`]*)`$")

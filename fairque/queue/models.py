@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
@@ -247,6 +247,15 @@ class TaskPage:
     tasks: list[TaskSummary]
     cursor: int
 
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tasks)
+
+    @classmethod
+    def joined(cls, pages: Sequence[TaskPage], cursor: int) -> TaskPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls([one for page in pages for one in page.tasks], cursor)
+
 
 @dataclass(frozen=True)
 class TenantStats:
@@ -399,6 +408,15 @@ class SharesPage:
     tenants: list[TenantShares]
     cursor: int
 
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tenants)
+
+    @classmethod
+    def joined(cls, pages: Sequence[SharesPage], cursor: int) -> SharesPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls([one for page in pages for one in page.tenants], cursor)
+
 
 @dataclass(frozen=True)
 class Backlog:
@@ -476,3 +494,14 @@ class TenantStatsPage:
 
     tenants: dict[str, TenantStats]
     cursor: int
+
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tenants)
+
+    @classmethod
+    def joined(cls, pages: Sequence[TenantStatsPage], cursor: int) -> TenantStatsPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls(
+            {tenant: figures for page in pages for tenant, figures in page.tenants.items()}, cursor
+        )

@@ -43,9 +43,9 @@ from fairque.engine.routes import describe
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, open_async_queue
+from fairque.queue.calls.maintenance import MAINTENANCE_ROUNDS
 from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import LeasedTask, WorkerInfo
-from fairque.queue.ops import MAINTENANCE_ROUNDS
 from fairque.runners.fair_worker.config import WorkerConfig
 from fairque.runners.fair_worker.context import SyncTaskContext, TaskContext
 from fairque.runners.fair_worker.functions import Registry, call_arguments, registry
