@@ -19,7 +19,7 @@ from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.queue.shares import SHARES
-from fairque.scheduler import TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
 from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import namespace_keys, wait_for
 from tests.test_http_workers import serving

@@ -37,7 +37,8 @@ from fairque.engine.outage import OUTAGE
 from fairque.engine.routes import describe
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
-from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
+from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig
 
 app = Typer(help="Cron and interval schedules, run by any number of instances.")
 

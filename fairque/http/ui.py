@@ -71,7 +71,8 @@ from fairque.queue import (
 from fairque.queue.async_client import open_async_queue
 from fairque.queue.ops import task_info
 from fairque.queue.shares import LIMITS, SHARES, ShareField, update_body
-from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
+from fairque.runners.scheduler import AsyncTaskScheduler
+from fairque.scheduler import ScheduleInfo
 
 log = logging.getLogger("fairque.ui")
 STATIC = Path(__file__).parent / "static"

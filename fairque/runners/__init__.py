@@ -7,6 +7,7 @@
 - :mod:`fairque.runners.manager`: the storage's Manager, which steers them.
 
 They report to :class:`fairque.engine.observer.Observer`, which the metrics implement, so
-nothing here imports an adapter. Users import them from their public paths
-(``fairque.worker``, ``fairque.scheduler``, ``fairque.storage.worker``).
+nothing here imports an adapter. Users import ``Worker`` and ``TaskScheduler`` from
+``fairque`` (and ``fairque.worker``), the storage worker's names from
+:mod:`fairque.runners.storage_worker`; no entry point re-exports its runner.
 """
