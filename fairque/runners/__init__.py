@@ -4,7 +4,9 @@
 - :mod:`fairque.runners.scheduler`: the scheduler's run loop and
   ``TaskScheduler``;
 - :mod:`fairque.runners.storage_worker`: the storage's contract workers;
-- :mod:`fairque.runners.manager`: the storage's Manager, which steers them.
+- :mod:`fairque.runners.manager`: the storage's Manager, which steers them;
+- :mod:`fairque.runners.dispatcher`: the JQ master's dispatcher, which sends jobs to
+  HTTP workers.
 
 They report to :class:`fairque.engine.observer.Observer`, which the metrics implement, so
 nothing here imports an adapter. Users import ``Worker`` and ``TaskScheduler`` from
