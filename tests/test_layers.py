@@ -8,9 +8,10 @@ belongs to one layer, top to bottom:
 - adapters: the CLI, the HTTP services, the metrics, the tracing hooks, the demo;
 - runners (``fairque.runners``): the fair worker, the storage worker, the Manager, the
   scheduler's run loop (with seed 002's ``TaskScheduler``, the schedules' client that
-  also runs an instance), the JQ master's dispatcher;
-- the HTTP protocol the dispatcher speaks: the bodies, the wire formats and the
-  dispatcher's HTTP client (modules of ``fairque.http`` whose services sit above);
+  also runs an instance), the JQ master's dispatcher, what an HTTP worker runs;
+- the HTTP protocol the runners speak: the bodies, the wire formats, the dispatcher's
+  HTTP client and the jobs' context (modules of ``fairque.http``, whose services sit
+  above);
 - entry points: each one's ops, models and clients (queue, jobs, scheduler, storage);
 - the engine: scripts, keys, calls, codecs, connections, executors, settings;
 - the local servers (development and tests);
@@ -41,7 +42,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.otel", "fairque.demo"),
     ),
     ("runners", ("fairque.runners",)),
-    ("HTTP protocol", ("fairque.http.protocol", "fairque.http.wire", "fairque.http.connections")),
+    (
+        "HTTP protocol",
+        (
+            "fairque.http.protocol",
+            "fairque.http.wire",
+            "fairque.http.connections",
+            "fairque.http.context",
+        ),
+    ),
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),
     ("local servers", ("fairque.servers",)),

@@ -196,8 +196,9 @@ def http_worker(
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run @task functions for a JQ master, behind the HTTP worker API."""
-    from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api
+    from fairque.http.worker import create_http_worker, worker_api
     from fairque.runners.fair_worker.functions import registry
+    from fairque.runners.http_worker import HttpWorkerConfig
 
     if openapi is not None:
         from fairque.http.openapi import openapi_document
