@@ -405,6 +405,13 @@ class AsyncQueue(AsyncClosing):
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
         return await self.executor.run(self.plans.hand_over(tasks, delay, grace))
 
+    @property
+    def one_namespace(self) -> AsyncFairQueue | None:
+        """This queue as one namespace, when it is one: then its pop can wait for work
+        (``pop(wait=...)``) and finish tasks in the same call (``finish_and_pop``). None
+        for a sharded queue, whose pops visit several namespaces."""
+        return None
+
 
 class AsyncFairQueue(AsyncQueue):
     """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
@@ -467,6 +474,11 @@ class AsyncFairQueue(AsyncQueue):
     async def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return await self.executor.execute(call)
+
+    @property
+    def one_namespace(self) -> AsyncFairQueue:
+        """Itself: one namespace."""
+        return self
 
 
 class AsyncShardedQueue(AsyncQueue):

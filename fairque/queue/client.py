@@ -402,6 +402,13 @@ class Queue(Closing):
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
         return self.executor.run(self.plans.hand_over(tasks, delay, grace))
 
+    @property
+    def one_namespace(self) -> FairQueue | None:
+        """This queue as one namespace, when it is one: then its pop can wait for work
+        (``pop(wait=...)``) and finish tasks in the same call (``finish_and_pop``). None
+        for a sharded queue, whose pops visit several namespaces."""
+        return None
+
 
 class FairQueue(Queue):
     """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
@@ -464,6 +471,11 @@ class FairQueue(Queue):
     def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return self.executor.execute(call)
+
+    @property
+    def one_namespace(self) -> FairQueue:
+        """Itself: one namespace."""
+        return self
 
 
 class ShardedQueue(Queue):
