@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from fairque import FairQueue, Priority, QueueSettings, ShardedQueue, Task
 from fairque.cli import app as cli
 from fairque.http.master import MasterConfig, create_master
-from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
+from fairque.http.ui import CSP, DashboardConfig, UiConfig, create_dashboard
+from fairque.http.ui_bodies import Throughput
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
