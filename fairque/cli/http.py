@@ -25,9 +25,7 @@ from fairque.cli.common import (
     announce,
     fail,
     import_module,
-    listen,
     refuse_newer_format,
-    require_token_off_loopback,
     say,
     server_name,
     setup_logging,
@@ -35,6 +33,7 @@ from fairque.cli.common import (
     warn,
 )
 from fairque.cli.queue import TASKS_OPTION
+from fairque.cli.serving import listen, require_token_off_loopback
 
 MASTER_PORT, DASHBOARD_PORT, HTTP_WORKER_PORT = 8080, 8081, 8082
 

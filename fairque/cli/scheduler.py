@@ -17,22 +17,18 @@ from fairque.cli.common import (
     NAMESPACE_OPTION,
     TENANT_NAMES,
     URL_OPTION,
-    Listing,
     Typer,
     announce,
     console,
     fail,
     parse_json_list,
     parse_json_object,
-    print_json,
     say,
-    serve_metrics,
-    serve_probes,
     server_name,
-    server_probe,
     setup_logging,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
+from fairque.cli.serving import serve_metrics, serve_probes, server_probe
 from fairque.engine.outage import OUTAGE
 from fairque.engine.routes import describe
 from fairque.errors import FairQueueError
