@@ -49,7 +49,8 @@ from fairque.queue import (
     TenantStats,
     TenantStatsPage,
 )
-from fairque.scheduler import AsyncTaskScheduler, Schedule, SchedulerConfig, TaskScheduler
+from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
+from fairque.scheduler import Schedule, SchedulerConfig
 from fairque.storage import (
     AsyncMemoryStorage,
     AsyncRedisStorage,

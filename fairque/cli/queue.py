@@ -21,7 +21,6 @@ from fairque.cli.common import (
     NAMESPACE_ENV,
     SHARDS_ENV,
     TENANT_NAMES,
-    Listing,
     QueueTarget,
     State,
     Typer,
@@ -33,17 +32,14 @@ from fairque.cli.common import (
     on_queue,
     parse_json_list,
     parse_json_object,
-    print_json,
     refuse_newer_format,
     say,
-    serve_metrics,
-    serve_probes,
     server_name,
-    server_probe,
     setup_logging,
     warn,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
+from fairque.cli.serving import serve_metrics, serve_probes, server_probe
 from fairque.config import URL_ENV
 from fairque.engine.eviction import eviction_warning
 from fairque.engine.records import TaskState

@@ -15,15 +15,13 @@ import typer
 from fairque.cli.common import (
     JSON_OPTION,
     TENANT_NAMES,
-    Listing,
     QueueTarget,
     Typer,
     console,
     errors,
     on_queue,
-    print_json,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info

@@ -12,16 +12,8 @@ from typing import Any
 
 import typer
 
-from fairque.cli.common import (
-    JSON_OPTION,
-    Listing,
-    QueueTarget,
-    Typer,
-    console,
-    fail,
-    on_queue,
-    print_json,
-)
+from fairque.cli.common import JSON_OPTION, QueueTarget, Typer, console, fail, on_queue
+from fairque.cli.listing import Listing, print_json
 from fairque.cli.queue import STAT_COLUMNS
 from fairque.queue.models import TaskLimits, TenantShares
 from fairque.queue.shares import LIMITS, SHARES, ShareField

@@ -258,7 +258,8 @@ class Queue(Closing):
         cursor: int = 0,
         limit: int = 50,
     ) -> TaskPage:
-        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see
+        :func:`fairque.queue.calls.tasks.tasks`."""
         return self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     def retry_failed(self, user_id: str) -> int:
@@ -441,6 +442,13 @@ class Queue(Closing):
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
         return self.executor.run(self.plans.by_tasks(tasks, leases.hand_over, delay, grace))
 
+    @property
+    def one_namespace(self) -> FairQueue | None:
+        """This queue as one namespace, when it is one: then its pop can wait for work
+        (``pop(wait=...)``) and finish tasks in the same call (``finish_and_pop``). None
+        for a sharded queue, whose pops visit several namespaces."""
+        return None
+
 
 class FairQueue(Queue):
     """A fair multi-tenant queue in one namespace of a Redis / Valkey server.
@@ -498,6 +506,11 @@ class FairQueue(Queue):
     def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return self.executor.execute(call)
+
+    @property
+    def one_namespace(self) -> FairQueue:
+        """Itself: one namespace."""
+        return self
 
 
 class ShardedQueue(Queue):
