@@ -23,8 +23,9 @@ from fairque import (
 )
 from fairque.engine import scripts
 from fairque.engine import settings as settings_store
-from fairque.engine.calls import MICROS, Call, pack
+from fairque.engine.calls import Call, pack
 from fairque.engine.connect import sync_client
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
 from fairque.queue import LeasedTask, LimitsChange, Priority, SharesChange, WorkerInfo

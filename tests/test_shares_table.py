@@ -11,11 +11,10 @@ import pytest
 
 from fairque import FairQueue, InvalidInput
 from fairque.engine.calls import Call
+from fairque.engine.fields import SHARES, ShareField
 from fairque.queue.calls import quotas
 from fairque.queue.models import TenantShares
 from fairque.queue.shares import (
-    SHARES,
-    ShareField,
     SharesChange,
     change_args,
     change_model,

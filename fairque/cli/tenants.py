@@ -15,8 +15,8 @@ import typer
 from fairque.cli.common import JSON_OPTION, QueueTarget, Typer, console, fail, on_queue
 from fairque.cli.listing import Listing, print_json
 from fairque.cli.queue import STAT_COLUMNS
+from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.queue.models import TaskLimits, TenantShares
-from fairque.queue.shares import LIMITS, SHARES, ShareField
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 

@@ -31,6 +31,7 @@ from litestar.static_files import create_static_files_router
 from fairque.config import QueueSettings, redis_url
 from fairque.engine.calls import MAX_PAGE
 from fairque.engine.executor import AsyncExecutor
+from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import (
     IDENTIFIER_PATTERN,
@@ -79,7 +80,7 @@ from fairque.queue import (
     TenantShares,
 )
 from fairque.queue.async_client import open_async_queue
-from fairque.queue.shares import LIMITS, SHARES, ShareField, update_body
+from fairque.queue.shares import update_body
 from fairque.runners.scheduler import AsyncTaskScheduler
 
 log = logging.getLogger("fairque.ui")

@@ -16,7 +16,8 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from fairque.engine.calls import MICROS, Arg, Call, decode, encode
+from fairque.engine.calls import Arg, Call, decode, encode
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.queue import Maintenance

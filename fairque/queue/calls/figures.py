@@ -6,12 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fairque.engine.calls import (
-    MAX_PAGE,
-    MICROS,
-    Call,
-    flat_rows,
-)
+from fairque.engine.calls import MAX_PAGE, Call, flat_rows
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.engine.records import (
     TaskState,

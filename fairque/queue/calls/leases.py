@@ -13,16 +13,17 @@ from fairque.engine import records
 from fairque.engine.calls import (
     MAX_ERROR_LENGTH,
     MAX_POP,
-    MICROS,
     Arg,
     Call,
     Wait,
     decode,
     default_worker_id,
     encode,
+    flat_rows,
     pack,
     seconds,
 )
+from fairque.engine.fields import FINISH_ROW, LEASED_ROW, MICROS
 from fairque.engine.keys import Namespace
 from fairque.engine.records import (
     MAX_TIMEOUT_SECONDS,
@@ -55,9 +56,6 @@ HAND_OVER_DELAY = 1.0  # seconds before a task handed over is offered again
 
 
 UNSERVED_GRACE = 60.0  # seconds a task may wait for a live worker that serves its function
-
-
-_POP_ROW = 14
 
 
 def read_max_retries(raw: bytes | str) -> int | None:
@@ -197,19 +195,22 @@ def finish_and_pop(
 def _finish_args(
     tasks: Sequence[LeasedTask], results: Sequence[Any] | None
 ) -> tuple[bytes, list[Arg]]:
-    """A finish's rows (id, lease token, result slot), packed, and the results kept
+    """A finish's rows (FINISH_ROW: id, lease token, result slot), packed, and the results kept
     (each serialised, checked against the size limit), which the slots number from 1."""
     if results is None:
         results = [None] * len(tasks)
     if len(results) != len(tasks):
         raise InvalidInput("results", "must have one result per task")
-    rows: list[str | int] = []  # (id, lease token, result slot) one after the other
+    rows: list[str | int] = []  # FINISH_ROW's, one after the other
     kept: list[Arg] = []
     limit = MAX_PAYLOAD_BYTES
     for task, result in zip(tasks, results, strict=True):
         if result is not None:
             kept.append(encode(result, "result", limit))
-        rows += (task.task_id, task.lease_token, 0 if result is None else len(kept))
+        slot = 0 if result is None else len(kept)
+        rows += FINISH_ROW.pack(
+            task_id=task.task_id, lease_token=task.lease_token, result_slot=slot
+        )
     return pack(rows), kept
 
 
@@ -300,23 +301,26 @@ def _lost_ids(tasks: Sequence[LeasedTask]) -> Callable[[list[int]], list[str]]:
 _PRIORITY_OF = {str(int(priority)).encode(): priority for priority in Priority}
 
 
-# The fields of one leased task in the reply of queue/pop, in order, and how each is read.
-_POP_FIELDS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("task_id", bytes.decode),
-    ("user_id", bytes.decode),
-    ("priority", _PRIORITY_OF.__getitem__),
-    ("name", lambda raw: raw.decode() or None),
-    ("payload", decode),
-    ("attempts", int),
-    ("lease_deadline", lambda raw: raw / MICROS),
-    ("lease_token", str),
-    ("timeout", float),
-    ("max_retries", read_max_retries),
-    ("created_at", lambda raw: int(raw) / MICROS),
-    ("start_time", lambda raw: int(raw) / MICROS),
-    ("prev_start_time", seconds),
-    ("headers", lambda raw: decode(raw) if raw else {}),
-)
+# How each field of a leased task's row (LEASED_ROW: queue/pop's reply) is read; LeasedTask
+# takes them in the row's order.
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "task_id": bytes.decode,
+    "user_id": bytes.decode,
+    "priority": _PRIORITY_OF.__getitem__,
+    "name": lambda raw: raw.decode() or None,
+    "payload": decode,
+    "attempts": int,
+    "lease_deadline": lambda raw: raw / MICROS,
+    "lease_token": str,
+    "timeout": float,
+    "max_retries": read_max_retries,
+    "created_at": lambda raw: int(raw) / MICROS,
+    "start_time": lambda raw: int(raw) / MICROS,
+    "prev_start_time": seconds,
+    "headers": lambda raw: decode(raw) if raw else {},
+}
+_POP_FIELDS = tuple((name, _READERS[name]) for name in LEASED_ROW.fields)
+_POP_READERS = tuple(_READERS[name] for name in LEASED_ROW.fields)
 
 
 # What reading a field written by something other than fairque's checked clients can raise.
@@ -342,48 +346,33 @@ def _parse_leased(reply: list[Any]) -> Leased:
     leased = Leased()
     leased.unreadable = []
     try:
-        leased.extend([_read_leased(reply, i) for i in range(0, len(reply), _POP_ROW)])
+        leased.extend([_read_leased(row) for row in flat_rows(reply, LEASED_ROW.width)])
     except UNREADABLE:  # a record written by something else: read the rows one by one
-        rows = [_read_or_name(reply[i : i + _POP_ROW]) for i in range(0, len(reply), _POP_ROW)]
+        rows = [_read_or_name(row) for row in flat_rows(reply, LEASED_ROW.width)]
         leased[:] = [row for row in rows if isinstance(row, LeasedTask)]
         leased.unreadable = [row for row in rows if isinstance(row, Unreadable)]
     return leased
 
 
-def _read_leased(reply: list[Any], i: int) -> LeasedTask:
-    # The hot path of every worker: positional arguments, no per-field helpers.
-    return LeasedTask(
-        reply[i].decode(),  # task_id
-        reply[i + 1].decode(),  # user_id
-        _PRIORITY_OF[reply[i + 2]],
-        reply[i + 3].decode() or None,  # name
-        decode(reply[i + 4]),  # payload
-        int(reply[i + 5]),  # attempts
-        reply[i + 6] / MICROS,  # lease_deadline
-        str(reply[i + 7]),  # lease_token
-        float(reply[i + 8]),  # timeout
-        read_max_retries(reply[i + 9]),
-        int(reply[i + 10]) / MICROS,  # created_at
-        int(reply[i + 11]) / MICROS,  # start_time
-        seconds(reply[i + 12]),  # prev_start_time
-        decode(reply[i + 13]) if reply[i + 13] else {},  # headers
-    )
+def _read_leased(row: Sequence[Any]) -> LeasedTask:
+    return LeasedTask(*[read(raw) for read, raw in zip(_POP_READERS, row, strict=True)])
 
 
-def _read_or_name(row: list[Any]) -> LeasedTask | Unreadable:
+def _read_or_name(row: Sequence[Any]) -> LeasedTask | Unreadable:
     try:
-        return _read_leased(row, 0)
+        return _read_leased(row)
     except UNREADABLE:
         return _unreadable(row)
 
 
-def _unreadable(row: list[Any]) -> Unreadable:
+def _unreadable(row: Sequence[Any]) -> Unreadable:
     """Names the first field of ``row`` that cannot be read (the slow path of a pop)."""
     fields = zip(_POP_FIELDS, row, strict=True)
     problems = (_problem(field, read, raw) for (field, read), raw in fields)
     problem = next((found for found in problems if found), "unknown field")
     task_id = row[0].decode(errors="replace")
-    return Unreadable(task_id, str(row[7]), f"stored record unreadable: {problem}")
+    token = str(row[LEASED_ROW.offset("lease_token")])
+    return Unreadable(task_id, token, f"stored record unreadable: {problem}")
 
 
 def _problem(field: str, read: Callable[[Any], Any], raw: Any) -> str | None:

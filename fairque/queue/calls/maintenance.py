@@ -3,10 +3,8 @@ and drop what expired, and when work comes due without a push."""
 
 from __future__ import annotations
 
-from fairque.engine.calls import (
-    MICROS,
-    Call,
-)
+from fairque.engine.calls import Call
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.queue.models import (
     Maintenance,

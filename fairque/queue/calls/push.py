@@ -11,15 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from fairque.config import MAX_PAYLOAD_BYTES
-from fairque.engine.calls import (
-    MAX_BATCH,
-    MICROS,
-    Arg,
-    Call,
-    encode,
-    new_ids,
-    pack,
-)
+from fairque.engine.calls import MAX_BATCH, Arg, Call, encode, new_ids, pack
+from fairque.engine.fields import MICROS, PUSH_ROW
 from fairque.engine.keys import Namespace
 from fairque.errors import (
     InvalidInput,
@@ -140,20 +133,19 @@ def push_row(task: Task, fresh_id: str | None = None) -> PushRow:
     task_id = task.task_id or fresh_id or new_ids(1)[0]
     # The namespace's own limit (its settings, in the server) is checked by the script.
     payload = encode(task.payload, "payload", MAX_PAYLOAD_BYTES)
-    row = (
-        task_id,
-        task.user_id,
-        int(task.priority),
-        task.name or "",
-        -1 if task.max_retries is None else task.max_retries,
-        task.timeout,
-        int(task.keep_result),
-        _start_arg(task),
-        _headers_arg(task),
-        len(task.depends_on),
-        *task.depends_on,
+    row = PUSH_ROW.pack(
+        task_id=task_id,
+        tenant=task.user_id,
+        priority=int(task.priority),
+        name=task.name or "",
+        max_retries=-1 if task.max_retries is None else task.max_retries,
+        timeout=task.timeout,
+        keep_result=int(task.keep_result),
+        start=_start_arg(task),
+        headers=_headers_arg(task),
+        dependencies=len(task.depends_on),
     )
-    return PushRow(task_id, row, payload, task.depends_on)
+    return PushRow(task_id, row + task.depends_on, payload, task.depends_on)
 
 
 def push_rows(namespace: Namespace, rows: Sequence[PushRow]) -> Call[list[str]]:

@@ -6,11 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fairque.engine.calls import (
-    MAX_PAGE,
-    MICROS,
-    Call,
-)
+from fairque.engine.calls import MAX_PAGE, Call
+from fairque.engine.fields import LIMIT_ARGS, LIMITS, MICROS, SHARES
 from fairque.engine.keys import Namespace
 from fairque.errors import (
     InvalidInput,
@@ -23,9 +20,6 @@ from fairque.queue.models import (
     TenantShares,
 )
 from fairque.queue.shares import (
-    LIMIT_ARGS,
-    LIMITS,
-    SHARES,
     SharesChangeModel,
     change_args,
     read_shares,

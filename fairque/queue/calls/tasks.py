@@ -10,16 +10,8 @@ from typing import Any
 
 from fairque.config import MAX_PAYLOAD_BYTES
 from fairque.engine import records
-from fairque.engine.calls import (
-    MAX_PAGE,
-    MICROS,
-    Call,
-    decode,
-    encode,
-    flat_rows,
-    seconds,
-    text,
-)
+from fairque.engine.calls import MAX_PAGE, Call, decode, encode, flat_rows, seconds, text
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.engine.records import (
     MAX_TIMEOUT_SECONDS,

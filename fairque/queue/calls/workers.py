@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairque.engine.calls import (
-    MICROS,
-    Call,
-    decode,
-    encode,
-)
+from fairque.engine.calls import Call, decode, encode
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.queue.calls.checks import check_name, check_positive
 from fairque.queue.models import (
