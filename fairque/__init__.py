@@ -10,7 +10,8 @@ sharded or not, and its :class:`Worker`), strict-policy jobs (:class:`JobQueue`)
 """
 
 from fairque.config import QueueSettings
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.async_executor import AsyncExecutor
+from fairque.engine.executor import Executor
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import (
     DuplicateTask,

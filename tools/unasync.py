@@ -21,16 +21,23 @@ FILES = {
     "fairque/storage/async_client.py": "fairque/storage/client.py",
     "fairque/scheduler/async_client.py": "fairque/scheduler/client.py",
     "fairque/storage/async_tarantool.py": "fairque/storage/blocking_tarantool.py",
+    "fairque/engine/async_executor.py": "fairque/engine/executor.py",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [
-    (r"\bAsyncClient\b", "SyncClient"),
+    (r"(?m)^from fairque\.engine\.async_executor import", "from fairque.engine.executor import"),
+    (r"(?m)^import redis\.asyncio as aioredis$", "import redis"),
+    (r"\baioredis\.", "redis."),
+    (r"\bAsync(Client|Node)\b", r"Sync\1"),
     (r"\bopen_async_queue\b", "open_queue"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
+    (r"\baclose\b", "close"),
     (r"\basync (def|with|for)\b", r"\1"),
     (r"\bawait ", ""),
     (r"\bAsync([A-Z]\w*)", r"\1"),
+    # A function with two forms (fairque.engine.sending), not a module path.
+    (r"(?<![.\w])async_(\w+)", r"\1"),
 ]
 
 
@@ -40,9 +47,10 @@ def header(source: str) -> str:
 
 def generate(source: str) -> str:
     """The blocking twin of ``source``, formatted as the project formats code."""
-    text = header(source) + (ROOT / source).read_text()
+    text = (ROOT / source).read_text()
     for pattern, replacement in SUBSTITUTIONS:
         text = re.sub(pattern, replacement, text)
+    text = header(source) + text
     # Imports sorted again (an asyncio name and its twin may sort apart), then formatted.
     for command in (["check", "--select", "I", "--fix-only", "--exit-zero"], ["format"]):
         text = subprocess.run(

@@ -22,9 +22,9 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings, redis_url
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.batching import Batcher
 from fairque.engine.eviction import async_eviction_warning
-from fairque.engine.executor import AsyncExecutor
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event

@@ -29,8 +29,8 @@ from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage
 from litestar.static_files import create_static_files_router
 
 from fairque.config import QueueSettings, redis_url
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.calls import MAX_PAGE
-from fairque.engine.executor import AsyncExecutor
 from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import (

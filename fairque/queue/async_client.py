@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
+from fairque.engine.async_executor import AsyncClosing, AsyncExecutor
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient
-from fairque.engine.executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
 from fairque.engine.records import Record, TaskState

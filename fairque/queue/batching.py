@@ -23,9 +23,10 @@ been answered.
 
 from __future__ import annotations
 
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.batching import Batcher
 from fairque.engine.calls import check_replicas
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
 from fairque.queue.calls.push import PushRow, push_one, push_row, push_rows
 from fairque.queue.models import Task

@@ -25,8 +25,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque import AsyncFairQueue, DuplicateTask, ServerUnavailable, Task
 from fairque.engine.async_direct import AsyncDirectCalls, PipelinedConnection, async_direct_calls
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.connect import async_client
-from fairque.engine.executor import AsyncExecutor
 from fairque.engine.routes import AsyncNode, AsyncOneServer
 from fairque.queue.calls.push import push_one
 from fairque.servers.embedded import LocalServer
