@@ -10,11 +10,8 @@ stops each method at its first call.
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -343,16 +340,3 @@ def test_every_public_method_that_sends_a_call_is_compared() -> None:
         for name in _public(type(make_blocking(Recorder()))):
             if not name.startswith("_") and name not in NO_CALL:
                 assert (client, name) in covered, f"{client}.{name} has no parity case"
-
-
-def test_the_blocking_clients_are_generated_from_the_asyncio_ones() -> None:
-    """`fairque/queue/client.py` is `async_client.py` through tools/unasync.py: an edit
-    of the generated file, or of the source without generating again, fails here."""
-    run = subprocess.run(
-        [sys.executable, "tools/unasync.py", "--check"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
