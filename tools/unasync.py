@@ -22,13 +22,24 @@ FILES = {
     "fairque/scheduler/async_client.py": "fairque/scheduler/client.py",
     "fairque/storage/async_tarantool.py": "fairque/storage/blocking_tarantool.py",
     "fairque/engine/async_executor.py": "fairque/engine/executor.py",
+    "fairque/engine/async_routes.py": "fairque/engine/blocking_routes.py",
+}
+# What an import names: a generated module's source -> the module, and the modules
+# written by hand in both forms.
+MODULES = {
+    **{
+        source[:-3].replace("/", "."): target[:-3].replace("/", ".")
+        for source, target in FILES.items()
+    },
+    "fairque.engine.async_direct": "fairque.engine.direct",
+    "redis.asyncio.cluster": "redis.cluster",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [
-    (r"(?m)^from fairque\.engine\.async_executor import", "from fairque.engine.executor import"),
     (r"(?m)^import redis\.asyncio as aioredis$", "import redis"),
     (r"\baioredis\.", "redis."),
-    (r"\bAsync(Client|Node)\b", r"Sync\1"),
+    (r"\bRedisCluster as AsyncRedisCluster\b", "RedisCluster"),
+    (r"\bAsync(Client|Node|Route)\b", r"Sync\1"),
     (r"\bopen_async_queue\b", "open_queue"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
@@ -36,7 +47,7 @@ SUBSTITUTIONS = [
     (r"\basync (def|with|for)\b", r"\1"),
     (r"\bawait ", ""),
     (r"\bAsync([A-Z]\w*)", r"\1"),
-    # A function with two forms (fairque.engine.sending), not a module path.
+    # A function written in both forms (x and async_x), not a module path.
     (r"(?<![.\w])async_(\w+)", r"\1"),
 ]
 
@@ -47,7 +58,11 @@ def header(source: str) -> str:
 
 def generate(source: str) -> str:
     """The blocking twin of ``source``, formatted as the project formats code."""
-    text = (ROOT / source).read_text()
+    text = re.sub(
+        r"(?m)^(\s*from )([\w.]+)( import)",
+        lambda match: match[1] + MODULES.get(match[2], match[2]) + match[3],
+        (ROOT / source).read_text(),
+    )
     for pattern, replacement in SUBSTITUTIONS:
         text = re.sub(pattern, replacement, text)
     text = header(source) + text

@@ -31,13 +31,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from fairque.closing import AsyncCloseable
 from fairque.config import redis_url
 from fairque.engine import pipelined
+from fairque.engine.async_routes import async_route_of
 from fairque.engine.calls import Call, Wait
 from fairque.engine.cluster import ROUTE_ATTEMPTS
 from fairque.engine.connect import AsyncClient, server_address, socket_timeout
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import SERVER_AWAY
 from fairque.engine.pipelined import Pipelined, pipeline
-from fairque.engine.routes import AsyncNode, async_route_of, describe
+from fairque.engine.routes import AsyncNode, describe
 from fairque.engine.sending import (
     WAIT_GRACE_SECONDS,
     AsyncLock,

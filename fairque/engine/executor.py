@@ -32,13 +32,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from fairque.closing import Closeable
 from fairque.config import redis_url
 from fairque.engine import pipelined
+from fairque.engine.blocking_routes import route_of
 from fairque.engine.calls import Call, Wait
 from fairque.engine.cluster import ROUTE_ATTEMPTS
 from fairque.engine.connect import SyncClient, server_address, socket_timeout
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import SERVER_AWAY
 from fairque.engine.pipelined import Pipelined, pipeline
-from fairque.engine.routes import SyncNode, describe, route_of
+from fairque.engine.routes import SyncNode, describe
 from fairque.engine.sending import (
     WAIT_GRACE_SECONDS,
     Lock,

@@ -26,8 +26,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from fairque import AsyncFairQueue, DuplicateTask, ServerUnavailable, Task
 from fairque.engine.async_direct import AsyncDirectCalls, PipelinedConnection, async_direct_calls
 from fairque.engine.async_executor import AsyncExecutor
+from fairque.engine.async_routes import AsyncOneServer
 from fairque.engine.connect import async_client
-from fairque.engine.routes import AsyncNode, AsyncOneServer
+from fairque.engine.routes import AsyncNode
 from fairque.queue.calls.push import push_one
 from fairque.servers.embedded import LocalServer
 from tests.conftest import until
