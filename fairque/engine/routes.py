@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 import redis.asyncio as aioredis
@@ -31,10 +31,6 @@ from fairque.engine.async_direct import AsyncDirectCalls
 from fairque.engine.cluster import Nodes, Topology, address, startup_addresses
 from fairque.engine.connect import MAX_CONNECTIONS, POOL_WAIT, hiredis_packing, server_address
 from fairque.engine.direct import DirectCalls
-
-if TYPE_CHECKING:
-    from fairque.engine.async_routes import AsyncRoute
-    from fairque.engine.blocking_routes import SyncRoute
 
 C = TypeVar("C")  # a node's client
 D = TypeVar("D")  # its direct calls
@@ -144,7 +140,14 @@ class ClusterState(Generic[C, D]):
         return [self.node(at) for at in self.topology.map.primaries()]
 
 
-def describe(route: SyncRoute | AsyncRoute) -> str:
+class OneNode(Protocol):
+    """A route of one server (blocking or asyncio)."""
+
+    @property
+    def the_node(self) -> Node[Any, Any]: ...
+
+
+def describe(route: ClusterState[Any, Any] | OneNode) -> str:
     """The servers of a route, for error messages: the one server, or a cluster's
     startup nodes."""
     if isinstance(route, ClusterState):
