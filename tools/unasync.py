@@ -23,6 +23,7 @@ FILES = {
     "fairque/storage/async_tarantool.py": "fairque/storage/blocking_tarantool.py",
     "fairque/engine/async_executor.py": "fairque/engine/executor.py",
     "fairque/engine/async_routes.py": "fairque/engine/blocking_routes.py",
+    "fairque/runners/fair_worker/context.py": "fairque/runners/fair_worker/sync_context.py",
 }
 # What an import names: a generated module's source -> the module, and the modules
 # written by hand in both forms.
@@ -41,6 +42,7 @@ SUBSTITUTIONS = [
     (r"\bRedisCluster as AsyncRedisCluster\b", "RedisCluster"),
     (r"\bAsync(Client|Node|Route)\b", r"Sync\1"),
     (r"\bopen_async_queue\b", "open_queue"),
+    (r"\bTaskContext\b", "SyncTaskContext"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\baclose\b", "close"),

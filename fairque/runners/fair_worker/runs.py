@@ -27,10 +27,11 @@ from fairque.queue.client import Queue, open_queue
 from fairque.queue.models import LeasedTask
 from fairque.runners.fair_worker.acks import Acknowledgements
 from fairque.runners.fair_worker.config import WorkerConfig
-from fairque.runners.fair_worker.context import SyncTaskContext, TaskContext
+from fairque.runners.fair_worker.context import TaskContext
 from fairque.runners.fair_worker.counts import Counts
 from fairque.runners.fair_worker.functions import Registry, call_arguments
 from fairque.runners.fair_worker.hooks import WorkerHooks
+from fairque.runners.fair_worker.sync_context import SyncTaskContext
 from fairque.runners.fair_worker.sync_runners import (
     ProcessRunner,
     RunFailed,
