@@ -30,6 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MICROS = 1_000_000  # scripts count time in integer microseconds of the server clock
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+MAX_RETRIES = 1_000_000
+# A task's own settings when neither its push nor its name's settings give them.
+DEFAULT_PRIORITY = 3  # Priority.NORMAL
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT = 300.0  # seconds
 
 
 @dataclass(frozen=True)
@@ -126,10 +132,35 @@ SHARES: tuple[ShareField, ...] = (
     ShareField("paused", bool, False, help="Nobody pops the tenant's tasks."),
 )  # fmt: skip
 
-# A task name's limits (``FairQueue.set_limits``): the same fields but the weight, which a
-# name does not have. Its stored row keeps a weight first (always 1), so that tenants'
-# and names' rows read alike.
-LIMITS: tuple[ShareField, ...] = tuple(share for share in SHARES if share.name != "weight")
+# What only a task name has: the defaults of its tasks, which a push that does not give
+# its own takes (and a pop that names no lease time), whichever language pushed.
+TASK_DEFAULTS: tuple[ShareField, ...] = (
+    ShareField(
+        "timeout", float, 0.0, 0.0, MAX_TIMEOUT_SECONDS, scale=MICROS, metavar="SECONDS",
+        help=f"Its tasks' timeout when a push gives none, seconds (0: {DEFAULT_TIMEOUT:g}).",
+    ),
+    ShareField(
+        "max_retries", int, -1, -1, MAX_RETRIES,
+        help=f"Its tasks' retries when a push gives none (-1: {DEFAULT_MAX_RETRIES}).",
+    ),
+    ShareField(
+        "priority", int, 0, 0, 6,
+        help=f"Its tasks' priority when a push gives none, 1 to 6 (0: {DEFAULT_PRIORITY}).",
+    ),
+    ShareField(
+        "lease", float, 0.0, 0.0, MAX_TIMEOUT_SECONDS, scale=MICROS, metavar="SECONDS",
+        help="The lease a pop takes of its tasks when the worker names none, seconds "
+        "(0: the task's timeout).",
+    ),
+)  # fmt: skip
+
+# A task name's limits and defaults (``FairQueue.set_limits``): the shares' fields but the
+# weight, which a name does not have, then its tasks' defaults. Its stored row keeps a
+# weight first (always 1), so that tenants' and names' rows read alike.
+LIMITS: tuple[ShareField, ...] = (
+    *(share for share in SHARES if share.name != "weight"),
+    *TASK_DEFAULTS,
+)
 NAME_WEIGHT = ShareField("weight", int, 1, 1, 1)  # the bounds let nothing but 1 in
 LIMIT_ARGS: tuple[ShareField, ...] = (NAME_WEIGHT, *LIMITS)
 
@@ -164,7 +195,14 @@ LEASED_ROW = Row(
 FINISH_ROW = Row("FINISH_ROW", ("task_id", "lease_token", "result_slot"))
 TENANT_SHARES = stored_row("TENANT_SHARES", SHARES)
 NAME_LIMITS = stored_row("NAME_LIMITS", LIMIT_ARGS)
+# What a new task takes for the fields its push leaves out ('') and its name does not set.
+NEW_TASK = Row(
+    "NEW_TASK",
+    ("priority", "max_retries", "timeout"),
+    (DEFAULT_PRIORITY, DEFAULT_MAX_RETRIES, round(DEFAULT_TIMEOUT)),
+)
 
 ROWS: dict[str, Row] = {
-    row.name: row for row in (PUSH_ROW, LEASED_ROW, FINISH_ROW, TENANT_SHARES, NAME_LIMITS)
+    row.name: row
+    for row in (PUSH_ROW, LEASED_ROW, FINISH_ROW, TENANT_SHARES, NAME_LIMITS, NEW_TASK)
 }

@@ -18,7 +18,8 @@ import msgspec
 from msgspec import Meta
 
 from fairque.engine.calls import MAX_DEPTH, MAX_ERROR_LENGTH
-from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH, MAX_TIMEOUT_SECONDS
+from fairque.engine.fields import MAX_TIMEOUT_SECONDS
+from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.errors import InvalidInput
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

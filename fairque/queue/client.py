@@ -405,11 +405,20 @@ class Queue(Closing):
         rate: int | None = None,
         period: float | None = None,
         paused: bool | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        priority: int | None = None,
+        lease: float | None = None,
     ) -> TaskLimits:
-        """Changes a task name's limits at once, across all workers (None keeps a value;
-        see :class:`~fairque.queue.shares.LimitsChange`): a task of the name starts only
-        when they and its tenant's shares both allow. Returns them."""
-        change = LimitsChange(concurrency=concurrency, rate=rate, period=period, paused=paused)
+        """Changes a task name's limits and its tasks' defaults at once, across all
+        workers (None keeps a value; see :class:`~fairque.queue.shares.LimitsChange`): a
+        task of the name starts only when they and its tenant's shares both allow, and a
+        task pushed without its own timeout, max_retries or priority takes the name's.
+        Returns them."""
+        change = LimitsChange(
+            concurrency=concurrency, rate=rate, period=period, paused=paused, timeout=timeout,
+            max_retries=max_retries, priority=priority, lease=lease,
+        )  # fmt: skip
         return self.executor.run(self.plans.each(merge_limits, quotas.set_limits, name, change))
 
     def names_with_limits(self, cursor: int = 0, count: int = 100) -> LimitsPage:

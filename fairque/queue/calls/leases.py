@@ -23,13 +23,9 @@ from fairque.engine.calls import (
     pack,
     seconds,
 )
-from fairque.engine.fields import FINISH_ROW, LEASED_ROW, MICROS
+from fairque.engine.fields import FINISH_ROW, LEASED_ROW, MAX_TIMEOUT_SECONDS, MICROS
 from fairque.engine.keys import Namespace
-from fairque.engine.records import (
-    MAX_TIMEOUT_SECONDS,
-    TaskState,
-    check_identifier,
-)
+from fairque.engine.records import TaskState, check_identifier
 from fairque.errors import (
     InvalidInput,
     LeaseLost,

@@ -35,6 +35,11 @@ class PushRow:
     depends_on: tuple[str, ...]
 
 
+def _retries_arg(task: Task) -> int:
+    """The max_retries field of push: -1 for no limit."""
+    return -1 if task.max_retries is None else task.max_retries
+
+
 def _start_arg(task: Task) -> str:
     """The execute_after field of push: '' (now), absolute us, or '+us' from server time."""
     if task.execute_after is not None:
@@ -133,13 +138,14 @@ def push_row(task: Task, fresh_id: str | None = None) -> PushRow:
     task_id = task.task_id or fresh_id or new_ids(1)[0]
     # The namespace's own limit (its settings, in the server) is checked by the script.
     payload = encode(task.payload, "payload", MAX_PAYLOAD_BYTES)
+    given = task.model_fields_set  # the others take the name's defaults, if it has them
     row = PUSH_ROW.pack(
         task_id=task_id,
         tenant=task.user_id,
-        priority=int(task.priority),
+        priority=int(task.priority) if "priority" in given else "",
         name=task.name or "",
-        max_retries=-1 if task.max_retries is None else task.max_retries,
-        timeout=task.timeout,
+        max_retries=_retries_arg(task) if "max_retries" in given else "",
+        timeout=task.timeout if "timeout" in given else "",
         keep_result=int(task.keep_result),
         start=_start_arg(task),
         headers=_headers_arg(task),

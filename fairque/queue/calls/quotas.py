@@ -84,7 +84,7 @@ def _shares_of(tenant: str) -> Callable[[list[Any]], TenantShares]:
 
 
 def _limits_row(name: str, row: list[Any]) -> TaskLimits:
-    running, opens = (int(value) for value in row[len(SHARES) :])
+    running, opens = (int(value) for value in row[len(LIMIT_ARGS) :])
     return TaskLimits(
         name, **read_shares(row[1:], LIMITS), running=running,
         window_opens_at=None if opens < 0 else opens / MICROS,

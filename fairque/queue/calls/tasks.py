@@ -11,14 +11,9 @@ from typing import Any
 from fairque.config import MAX_PAYLOAD_BYTES
 from fairque.engine import records
 from fairque.engine.calls import MAX_PAGE, Call, decode, encode, flat_rows, seconds, text
-from fairque.engine.fields import MICROS
+from fairque.engine.fields import MAX_TIMEOUT_SECONDS, MICROS
 from fairque.engine.keys import Namespace
-from fairque.engine.records import (
-    MAX_TIMEOUT_SECONDS,
-    Record,
-    RecordKind,
-    TaskState,
-)
+from fairque.engine.records import Record, RecordKind, TaskState
 from fairque.errors import (
     InvalidInput,
     ResultNotKept,

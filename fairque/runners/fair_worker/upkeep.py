@@ -77,8 +77,17 @@ class Upkeep:
         tidies the namespace (a round runs when the last one, by any process, is
         ``maintenance_interval_seconds`` old)."""
         interval = self.config.maintenance_interval_seconds
+        # The functions' declared defaults, set once (again at the next beat after an outage).
+        declared = [
+            (function.name, function.defaults.given())
+            for function in self.functions.functions.values()
+            if function.defaults is not None
+        ]
         while True:
             try:
+                while declared:
+                    await queue.set_limits(declared[0][0], **declared[0][1])
+                    declared.pop(0)
                 await queue.register_worker(self._record(), max(10.0, 5 * interval))
                 done = await queue.maintain(interval)
                 rounds = 1

@@ -28,22 +28,27 @@ local function name_starts_key(name) return lane_key(name, 'starts') end
 local NAME_FIELD = '\1'
 local NAME_SLEEPER = NAME_FIELD
 
--- A tenant's settings in the order K.shares keeps them: fairque/queue/shares.py's table,
--- whose names (and bounds) every change carries, so the two cannot drift apart.
-local SHARE_FIELDS = {'weight', 'concurrency', 'rate', 'period', 'paused'}
-local DEFAULT_SHARES = {weight = 1, concurrency = 0, rate = 0, period = 0, paused = 0}
+-- A tenant's settings in the order K.shares keeps them, and a task name's (its limits,
+-- then its tasks' defaults): fairque/engine/fields.py's tables, whose names (and bounds)
+-- every change carries, so the two cannot drift apart.
+local SHARE_FIELDS, DEFAULT_SHARES = TENANT_SHARES.FIELDS, TENANT_SHARES.DEFAULTS
+local NAME_FIELDS, NAME_DEFAULTS = NAME_LIMITS.FIELDS, NAME_LIMITS.DEFAULTS
 
 -- Shares read in this call: tenant -> {weight, concurrency, rate, period, paused}, or
 -- false for a tenant with every default.
 local shares_read = nil
 
-local function parse_shares(raw)
+-- The settings stored as `raw` (of `fields`, else a tenant's): a field past the end of
+-- what was stored (one added since) reads as its default.
+local function parse_shares(raw, fields, defaults)
   if not raw then return false end
+  fields, defaults = fields or SHARE_FIELDS, defaults or DEFAULT_SHARES
   local s, i = {}, 0
   for word in string.gmatch(raw, '%S+') do
     i = i + 1
-    s[SHARE_FIELDS[i]] = tonumber(word)
+    s[fields[i]] = tonumber(word)
   end
+  for j = i + 1, #fields do s[fields[j]] = defaults[fields[j]] end
   return s
 end
 
@@ -91,7 +96,7 @@ local function limits_of(name)
   if names_read == nil then names_read = {} end
   local s = names_read[name]
   if s == nil then
-    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name))
+    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name), NAME_FIELDS, NAME_DEFAULTS)
     names_read[name] = s
   end
   return s
@@ -177,15 +182,15 @@ end
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
 -- number of fields, then per field its name, its value ('' keeps `current`'s) and the
 -- bounds it must lie within, as fairque/queue/shares.py's change_args sends them).
--- Returns the new shares, their stored form and whether they are all defaults; or nil
--- and the error reply.
-local function read_change(current)
-  if tonumber(ARGV[4]) ~= #SHARE_FIELDS then
-    return nil, redis.error_reply('INVALID shares a change names ' .. #SHARE_FIELDS ..
+-- `fields` and `defaults` are a tenant's or a task name's. Returns the new shares, their
+-- stored form and whether they are all defaults; or nil and the error reply.
+local function read_change(current, fields, defaults)
+  if tonumber(ARGV[4]) ~= #fields then
+    return nil, redis.error_reply('INVALID shares a change names ' .. #fields ..
       ' fields, got ' .. tostring(ARGV[4]))
   end
   local new, stored, default = {}, {}, true
-  for i, field in ipairs(SHARE_FIELDS) do
+  for i, field in ipairs(fields) do
     local at = 4 * i + 1
     local name, given = ARGV[at], ARGV[at + 1]
     local low, high = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
@@ -209,9 +214,9 @@ local function read_change(current)
   elseif new.period == 0 then -- a rate given without a period ever set: starts per second
     new.period = MICROS
   end
-  for i, field in ipairs(SHARE_FIELDS) do
+  for i, field in ipairs(fields) do
     stored[i] = string.format('%d', new[field])
-    if new[field] ~= DEFAULT_SHARES[field] then default = false end
+    if new[field] ~= defaults[field] then default = false end
   end
   return new, table.concat(stored, ' '), default
 end

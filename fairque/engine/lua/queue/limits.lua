@@ -13,13 +13,13 @@
 -- cursor, name, row, name, row...}.
 --@include ready
 
--- A name's limits and where it stands: its SHARE_FIELDS in order (period in us, paused
--- 0/1), then its STARTED tasks (counted while it has limits), and when its rate window
--- opens (us, or -1).
+-- A name's limits and defaults, and where it stands: its NAME_FIELDS in order (times in
+-- us, paused 0/1), then its STARTED tasks (counted while it has limits), and when its
+-- rate window opens (us, or -1).
 local function limits_row(name)
-  local s = limits_of(name) or DEFAULT_SHARES
+  local s = limits_of(name) or NAME_DEFAULTS
   local row = {}
-  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
+  for i, field in ipairs(NAME_FIELDS) do row[i] = s[field] end
   row[#row + 1] = tonumber(redis.call('HGET', K['names:running'], name) or 0)
   row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, NAME_SLEEPER .. name)) or -1
   return row
@@ -33,7 +33,7 @@ if op == 'get' then return limits_row(name) end
 if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
 
 local current = limits_of(name)
-local new, stored, default = read_change(current or DEFAULT_SHARES)
+local new, stored, default = read_change(current or NAME_DEFAULTS, NAME_FIELDS, NAME_DEFAULTS)
 if new == nil then return stored end
 if new.weight ~= 1 then return redis.error_reply('INVALID weight a task name has none') end
 if default then
