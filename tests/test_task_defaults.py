@@ -56,15 +56,29 @@ def test_a_pop_that_names_no_lease_takes_the_names(queue: FairQueue) -> None:
     assert asked.lease_deadline > before + 150
 
 
-def test_a_row_stored_before_the_defaults_reads_them(queue: FairQueue) -> None:
-    # A name's limits as an earlier version stored them: the five share fields only.
-    queue.redis.hset(queue.namespace.key("shares"), "\x01render", "1 2 0 0 0")
+def test_a_stored_row_shorter_than_its_table_reads_the_rest_as_defaults(queue: FairQueue) -> None:
+    # A name's defaults as a release that knew only the timeout would have stored them:
+    # a field added at the end of a table needs no data format change.
+    queue.redis.hset(queue.namespace.key("names:defaults"), "render", "60000000")
     limits = queue.limits("render")
-    assert (limits.concurrency, limits.timeout, limits.max_retries, limits.lease) == (2, 0, -1, 0)
+    assert (limits.timeout, limits.max_retries, limits.priority, limits.lease) == (60, -1, 0, 0)
     info = queue.get(queue.push(Task(user_id="u", name="render")))
     assert info is not None
-    assert info.timeout == DEFAULT_TIMEOUT
-    assert queue.set_limits("render", timeout=5.0).concurrency == 2  # kept, the row grows
+    assert (info.timeout, info.max_retries) == (60.0, DEFAULT_MAX_RETRIES)
+    assert queue.set_limits("render", priority=2).timeout == 60  # kept, the row grows
+
+
+def test_limits_and_defaults_are_stored_apart(queue: FairQueue) -> None:
+    """Releases before the defaults read every name row of the shares' hash: a name with
+    defaults only adds none there, and one with both keeps its limits' row as it was."""
+    shares, defaults = queue.namespace.key("shares"), queue.namespace.key("names:defaults")
+    queue.set_limits("render", timeout=60.0)
+    assert queue.redis.hlen(shares) == 0
+    queue.set_limits("render", concurrency=2)
+    assert queue.redis.hget(shares, "\x01render") == b"1 2 0 0 0"
+    assert queue.redis.hget(defaults, "render") == b"60000000 -1 0 0"
+    queue.set_limits("render", timeout=0)  # back to the defaults: no row left
+    assert queue.redis.hlen(defaults) == 0
 
 
 @pytest.mark.parametrize(

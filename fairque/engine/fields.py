@@ -155,14 +155,15 @@ TASK_DEFAULTS: tuple[ShareField, ...] = (
 )  # fmt: skip
 
 # A task name's limits and defaults (``FairQueue.set_limits``): the shares' fields but the
-# weight, which a name does not have, then its tasks' defaults. Its stored row keeps a
-# weight first (always 1), so that tenants' and names' rows read alike.
-LIMITS: tuple[ShareField, ...] = (
-    *(share for share in SHARES if share.name != "weight"),
-    *TASK_DEFAULTS,
-)
+# weight, which a name does not have, then its tasks' defaults. A change carries a weight
+# first (always 1), so that tenants' and names' changes read alike.
 NAME_WEIGHT = ShareField("weight", int, 1, 1, 1)  # the bounds let nothing but 1 in
-LIMIT_ARGS: tuple[ShareField, ...] = (NAME_WEIGHT, *LIMITS)
+NAME_SHARES: tuple[ShareField, ...] = (
+    NAME_WEIGHT,
+    *(share for share in SHARES if share.name != "weight"),
+)
+LIMITS: tuple[ShareField, ...] = (*NAME_SHARES[1:], *TASK_DEFAULTS)
+LIMIT_ARGS: tuple[ShareField, ...] = (*NAME_SHARES, *TASK_DEFAULTS)
 
 
 def stored_row(name: str, fields: Sequence[ShareField]) -> Row:
@@ -194,7 +195,12 @@ LEASED_ROW = Row(
 )  # fmt: skip
 FINISH_ROW = Row("FINISH_ROW", ("task_id", "lease_token", "result_slot"))
 TENANT_SHARES = stored_row("TENANT_SHARES", SHARES)
-NAME_LIMITS = stored_row("NAME_LIMITS", LIMIT_ARGS)
+# A name's settings as a change and a read carry them; stored in two rows: its limits in
+# the shares' hash (as a tenant's shares, which every release reads), its tasks' defaults
+# in a hash of their own (which releases before them never read).
+NAME_SETTINGS = stored_row("NAME_SETTINGS", LIMIT_ARGS)
+NAME_LIMITS = stored_row("NAME_LIMITS", NAME_SHARES)
+NAME_DEFAULTS = stored_row("NAME_DEFAULTS", TASK_DEFAULTS)
 # What a new task takes for the fields its push leaves out ('') and its name does not set.
 NEW_TASK = Row(
     "NEW_TASK",
@@ -204,5 +210,14 @@ NEW_TASK = Row(
 
 ROWS: dict[str, Row] = {
     row.name: row
-    for row in (PUSH_ROW, LEASED_ROW, FINISH_ROW, TENANT_SHARES, NAME_LIMITS, NEW_TASK)
+    for row in (
+        PUSH_ROW,
+        LEASED_ROW,
+        FINISH_ROW,
+        TENANT_SHARES,
+        NAME_SETTINGS,
+        NAME_LIMITS,
+        NAME_DEFAULTS,
+        NEW_TASK,
+    )  # fmt: skip
 }

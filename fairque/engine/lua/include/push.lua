@@ -21,20 +21,21 @@ end
 -- What a new task takes for the priority, max_retries and timeout its push row at `at`
 -- of `values` leaves out (''): its name's defaults (queue/limits.lua), else NEW_TASK's;
 -- written into the row. Returns its priority.
-local TASK_DEFAULTS = NEW_TASK.DEFAULTS
+local NEW_TASK_DEFAULTS = NEW_TASK.DEFAULTS
 local function take_defaults(values, at, name)
   local priority, retries = at + PUSH_ROW.priority, at + PUSH_ROW.max_retries
   local timeout = at + PUSH_ROW.timeout
   if values[priority] == '' or values[retries] == '' or values[timeout] == '' then
-    local set = limits_of(name) or NAME_DEFAULTS
+    local set = defaults_of(name) or TASK_DEFAULTS
     if values[priority] == '' then
-      values[priority] = set.priority > 0 and set.priority or TASK_DEFAULTS.priority
+      values[priority] = set.priority > 0 and set.priority or NEW_TASK_DEFAULTS.priority
     end
     if values[retries] == '' then
-      values[retries] = set.max_retries >= 0 and set.max_retries or TASK_DEFAULTS.max_retries
+      values[retries] = set.max_retries >= 0 and set.max_retries or NEW_TASK_DEFAULTS.max_retries
     end
     if values[timeout] == '' then
-      values[timeout] = set.timeout > 0 and tostring(set.timeout / MICROS) or TASK_DEFAULTS.timeout
+      values[timeout] = set.timeout > 0 and tostring(set.timeout / MICROS)
+        or NEW_TASK_DEFAULTS.timeout
     end
   end
   return values[priority]

@@ -213,7 +213,8 @@ local function lease(id, tenant, lane_state, seat)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
   -- The lease the worker asked for, else its name's (queue/limits.lua), else the timeout.
-  local name_lease = lane_state.limits and lane_state.limits.lease or 0
+  local defaults = defaults_of(lane_state.lane)
+  local name_lease = defaults and defaults.lease or 0
   local seconds = asked.lease_seconds or (name_lease > 0 and name_lease / MICROS) or tonumber(f[5])
   local deadline = asked.now + math.floor(seconds * MICROS)
   local token = next_tick(asked.now)

@@ -32,7 +32,10 @@ local NAME_SLEEPER = NAME_FIELD
 -- then its tasks' defaults): fairque/engine/fields.py's tables, whose names (and bounds)
 -- every change carries, so the two cannot drift apart.
 local SHARE_FIELDS, DEFAULT_SHARES = TENANT_SHARES.FIELDS, TENANT_SHARES.DEFAULTS
-local NAME_FIELDS, NAME_DEFAULTS = NAME_LIMITS.FIELDS, NAME_LIMITS.DEFAULTS
+local LIMIT_FIELDS, DEFAULT_LIMITS = NAME_LIMITS.FIELDS, NAME_LIMITS.DEFAULTS
+-- A name's tasks' defaults, stored apart (K['names:defaults']): releases before them read
+-- every row of K.shares, and would refuse one with fields they do not know.
+local TASK_FIELDS, TASK_DEFAULTS = NAME_DEFAULTS.FIELDS, NAME_DEFAULTS.DEFAULTS
 
 -- Shares read in this call: tenant -> {weight, concurrency, rate, period, paused}, or
 -- false for a tenant with every default.
@@ -96,10 +99,26 @@ local function limits_of(name)
   if names_read == nil then names_read = {} end
   local s = names_read[name]
   if s == nil then
-    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name), NAME_FIELDS, NAME_DEFAULTS)
+    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name), LIMIT_FIELDS, DEFAULT_LIMITS)
     names_read[name] = s
   end
   return s
+end
+
+-- The defaults of task name `name`'s tasks (queue/limits.lua), or false: nothing more
+-- than one HLEN per call while no name has any.
+local defaults_read, any_defaults = nil, nil
+local function defaults_of(name)
+  if not name or name == '' then return false end
+  if any_defaults == nil then any_defaults = redis.call('HLEN', K['names:defaults']) > 0 end
+  if not any_defaults then return false end
+  if defaults_read == nil then defaults_read = {} end
+  local d = defaults_read[name]
+  if d == nil then
+    d = parse_shares(redis.call('HGET', K['names:defaults'], name), TASK_FIELDS, TASK_DEFAULTS)
+    defaults_read[name] = d
+  end
+  return d
 end
 
 -- How many more starts the rate window of shares `s` allows now (its log of starts is
@@ -182,14 +201,14 @@ end
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
 -- number of fields, then per field its name, its value ('' keeps `current`'s) and the
 -- bounds it must lie within, as fairque/queue/shares.py's change_args sends them).
--- `fields` and `defaults` are a tenant's or a task name's. Returns the new shares, their
--- stored form and whether they are all defaults; or nil and the error reply.
-local function read_change(current, fields, defaults)
+-- `fields` are a tenant's or a task name's. Returns the new settings; or nil and the
+-- error reply.
+local function read_change(current, fields)
   if tonumber(ARGV[4]) ~= #fields then
     return nil, redis.error_reply('INVALID shares a change names ' .. #fields ..
       ' fields, got ' .. tostring(ARGV[4]))
   end
-  local new, stored, default = {}, {}, true
+  local new = {}
   for i, field in ipairs(fields) do
     local at = 4 * i + 1
     local name, given = ARGV[at], ARGV[at + 1]
@@ -214,11 +233,18 @@ local function read_change(current, fields, defaults)
   elseif new.period == 0 then -- a rate given without a period ever set: starts per second
     new.period = MICROS
   end
+  return new
+end
+
+-- The stored form of settings `new`'s `fields` (a row of fairque/engine/fields.py), and
+-- whether they are all `defaults`.
+local function stored_form(new, fields, defaults)
+  local stored, default = {}, true
   for i, field in ipairs(fields) do
     stored[i] = string.format('%d', new[field])
     if new[field] ~= defaults[field] then default = false end
   end
-  return new, table.concat(stored, ' '), default
+  return table.concat(stored, ' '), default
 end
 
 -- A page of the holders of settings in K.shares, tenants or (`names`) task names (ARGV[3]
