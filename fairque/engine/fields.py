@@ -208,16 +208,8 @@ NEW_TASK = Row(
     (DEFAULT_PRIORITY, DEFAULT_MAX_RETRIES, round(DEFAULT_TIMEOUT)),
 )
 
-ROWS: dict[str, Row] = {
-    row.name: row
-    for row in (
-        PUSH_ROW,
-        LEASED_ROW,
-        FINISH_ROW,
-        TENANT_SHARES,
-        NAME_SETTINGS,
-        NAME_LIMITS,
-        NAME_DEFAULTS,
-        NEW_TASK,
-    )  # fmt: skip
-}
+_TABLES = (
+    PUSH_ROW, LEASED_ROW, FINISH_ROW, TENANT_SHARES, NAME_SETTINGS, NAME_LIMITS, NAME_DEFAULTS,
+    NEW_TASK,
+)  # fmt: skip
+ROWS: dict[str, Row] = {row.name: row for row in _TABLES}
