@@ -24,11 +24,6 @@ from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.errors import validated
 
 
-def field_named(name: str, fields: Sequence[ShareField] = SHARES) -> ShareField:
-    """The field ``name`` of ``fields``."""
-    return next(field for field in fields if field.name == name)
-
-
 class SharesChangeModel(BaseModel):
     """What every change model has: frozen, no unknown field, strict (``"3"`` is not a
     weight, as over HTTP), and a wrong value raises :class:`~fairque.errors.InvalidInput`
@@ -105,25 +100,14 @@ def update_body(
     fields: Sequence[ShareField] = SHARES, name: str = "SharesUpdate"
 ) -> type[msgspec.Struct]:
     """The msgspec body of a change to ``fields`` (HTTP): a field left out keeps its value."""
-    definitions = [
-        (
-            field.name,
-            (
-                Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]
-                if field.kind is not bool
-                else bool
-            )
-            | None,
-            None,
-        )
-        for field in fields
-    ]
+    definitions = [(field.name, _bounded(field) | None, None) for field in fields]
     return msgspec.defstruct(
         name, definitions, forbid_unknown_fields=True, module="fairque.http.ui"
     )
 
 
 def _bounded(field: ShareField) -> Any:
+    """The type of a field's value with its bounds, as msgspec checks them."""
     if field.kind is bool:
         return bool
     return Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]
