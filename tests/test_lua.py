@@ -21,7 +21,7 @@ from fairque import (
     RetryInfo,
     Task,
 )
-from fairque.engine import scripts
+from fairque.engine import records, scripts
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call, pack
 from fairque.engine.connect import sync_client
@@ -266,8 +266,8 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue limits": lambda: quotas.set_limits(NAMESPACE, "render", LimitsChange(concurrency=2)),
     "queue limits page": lambda: quotas.names_with_limits(NAMESPACE, 0, 10),
     "namespace fairness": lambda: figures.fairness(NAMESPACE, 5, 20),
-    "namespace cancel": lambda: task_calls.cancel(NAMESPACE, "t1"),
-    "namespace retry": lambda: task_calls.retry(NAMESPACE, "t1"),
+    "namespace cancel": lambda: records.cancel(NAMESPACE, "t1", abort=True),
+    "namespace retry": lambda: records.retry(NAMESPACE, "t1"),
     "namespace get": lambda: task_calls.get(NAMESPACE, "t1"),
     "namespace tasks": lambda: task_calls.tasks(
         NAMESPACE, "queued", 0, 10, user_id="alice", name="n"

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
+from fairque.engine import records
 from fairque.engine import settings as settings_store
 from fairque.engine.async_executor import AsyncClosing, AsyncExecutor
 from fairque.engine.calls import Call
@@ -233,11 +234,13 @@ class AsyncQueue(AsyncClosing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return await self.executor.run(self.plans.on_holder(task_id, task_calls.cancel, task_id))
+        return await self.executor.run(
+            self.plans.on_holder(task_id, records.cancel, task_id, abort=True)
+        )
 
     async def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return await self.executor.run(self.plans.on_holder(task_id, task_calls.retry, task_id))
+        return await self.executor.run(self.plans.on_holder(task_id, records.retry, task_id))
 
     async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
@@ -273,7 +276,7 @@ class AsyncQueue(AsyncClosing):
 
     async def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return await self.executor.run(self.plans.found(task_calls.get_record, record_id))
+        return await self.executor.run(self.plans.found(records.get, record_id))
 
     async def result(
         self,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
+from fairque.engine import records
 from fairque.engine import settings as settings_store
 from fairque.engine.calls import Call
 from fairque.engine.connect import SyncClient
@@ -232,11 +233,11 @@ class Queue(Closing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return self.executor.run(self.plans.on_holder(task_id, task_calls.cancel, task_id))
+        return self.executor.run(self.plans.on_holder(task_id, records.cancel, task_id, abort=True))
 
     def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return self.executor.run(self.plans.on_holder(task_id, task_calls.retry, task_id))
+        return self.executor.run(self.plans.on_holder(task_id, records.retry, task_id))
 
     def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
@@ -272,7 +273,7 @@ class Queue(Closing):
 
     def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return self.executor.run(self.plans.found(task_calls.get_record, record_id))
+        return self.executor.run(self.plans.found(records.get, record_id))
 
     def result(
         self,

@@ -100,23 +100,7 @@ class ResultWait:
 
 def get(namespace: Namespace, task_id: str) -> Call[TaskInfo | None]:
     """Reads one task; parses to None when there is no such task."""
-    return get_record(namespace, task_id).then(_task_info)
-
-
-def get_record(namespace: Namespace, record_id: str) -> Call[Record | None]:
-    """Reads a record of any kind; parses to None when there is no such record."""
-    return records.get(namespace, record_id)
-
-
-def cancel(namespace: Namespace, task_id: str) -> Call[bool]:
-    """Cancels a task that has not ended; parses to whether it was canceled. One
-    that runs is aborted: its worker stops the run."""
-    return records.cancel(namespace, task_id, abort=True)
-
-
-def retry(namespace: Namespace, task_id: str) -> Call[bool]:
-    """Queues a FAILED task again now; parses to whether it was failed."""
-    return records.retry(namespace, task_id)
+    return records.get(namespace, task_id).then(_task_info)
 
 
 def retry_failed(namespace: Namespace, user_id: str, cursor: int = 0) -> Call[tuple[int, int]]:
