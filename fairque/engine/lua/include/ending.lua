@@ -264,9 +264,7 @@ local function flush(now, reply)
   flush_ready(now)
   flush_running(now)
   flush_figures(now)
-  flush_appends()
-  flush_counters()
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  flush_writes()
   if ended_ids then
     -- One message per call however many tasks ended: a MessagePack array of their ids.
     redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack(ended_ids))

@@ -127,17 +127,14 @@ local function fold_figures(minute)
   redis.call('DEL', figures_key(minute, 'pending'))
 end
 
--- Adds this call's gains of the HISTORY_COUNTERS (see writes.lua's `counts`) to the
--- minute's `all` hash; the first write of a field in a minute sets the TTL. They are
--- written at once: one command, as a record would be.
+-- Adds this call's gains of the HISTORY_COUNTERS (writes.lua's `count`) to the minute's
+-- `all` hash; the first write of a field in a minute sets the TTL. They are written at
+-- once: one command, as a record would be.
 local function note_history(now)
-  if counts == nil then return end
   local all = nil
   for _, name in ipairs(HISTORY_COUNTERS) do
-    local by_tenant = counts[name]
-    if by_tenant then
-      local total = 0
-      for _, n in pairs(by_tenant) do total = total + n end
+    local total = counted(name)
+    if total then
       all = all or figures_key(math.floor(now / (60 * MICROS)), 'all')
       if redis.call('HINCRBY', all, name, total) == total then
         redis.call('EXPIRE', all, FIGURES_TTL)

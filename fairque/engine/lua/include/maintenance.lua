@@ -92,8 +92,7 @@ local function maintain(now)
   if found_due then return now end
   local expires = math.floor(next_due / 1000) - 1
   if expires * 1000 > now then
-    redis.call('SET', K['maintenance:quiet'], 1, 'PXAT', expires)
-    quiet_broken = false
+    mark_quiet(expires)
   end
   return now
 end

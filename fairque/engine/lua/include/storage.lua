@@ -17,7 +17,7 @@ end
 -- Start times up to this are due: ticks handed out may run a few microseconds ahead of
 -- the server clock, and a task put a moment ago must already be ready.
 local function due_horizon(now)
-  return math.max(now, last_tick or tonumber(redis.call('GET', K.clock) or '0'))
+  return math.max(now, latest_tick())
 end
 
 -- `n` more (or fewer) tasks held by queue `queue`; an empty queue leaves the hash.

@@ -18,7 +18,7 @@ local now = clock_now()
 
 -- The reply, once the tick clock (moved by a tenant rejoining the ring) is saved.
 local function done(reply)
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  save_clock()
   return reply
 end
 
