@@ -205,6 +205,32 @@ local function name_servable(name)
   if redis.call('EXISTS', lane_key(name, 'ring')) == 1 then lane_servable(name) end
 end
 
+-- Leases of fair tasks that ended in this call, per tenant, and per task name with
+-- limits; flush_running() takes them off K.running and K['names:running'] once, and lets
+-- a tenant or name held by its concurrency limit back in.
+local leases_ended, leases_ended_tenants = nil, nil
+local names_ended, names_ended_order = nil, nil
+
+-- A lease of a record of `kind` and task name `name` ended (finished, failed, retried,
+-- expired, released, handed over). Only the fair policy's tasks count as running.
+local function lease_ended(kind, tenant, name)
+  if kind ~= 'task' or not tenant then return end
+  if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
+  if leases_ended[tenant] == nil then
+    leases_ended[tenant] = 0
+    leases_ended_tenants[#leases_ended_tenants + 1] = tenant
+  end
+  leases_ended[tenant] = leases_ended[tenant] + 1
+  if limits_of(name) then
+    if names_ended == nil then names_ended, names_ended_order = {}, {} end
+    if names_ended[name] == nil then
+      names_ended[name] = 0
+      names_ended_order[#names_ended_order + 1] = name
+    end
+    names_ended[name] = names_ended[name] + 1
+  end
+end
+
 -- Takes the leases that ended in this call off K.running (and K['names:running']); a
 -- tenant that its concurrency limit held comes back into its rings at once, and the
 -- workers of a name its limit held wake.

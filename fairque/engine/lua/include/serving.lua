@@ -264,7 +264,7 @@ local function open_group(lane_state, group)
     touched[#touched + 1] = tenant
     local seat = seats[tenant]
     if seat == nil then
-      local s = shares_read[tenant]
+      local s = shares_of(tenant)
       local w = s and s.weight or 1
       seat = {weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
       if w > 1 then seat.turn_left = tonumber(redis.call('HGET', K.turns, tenant)) or w end
@@ -272,7 +272,7 @@ local function open_group(lane_state, group)
       tenants_touched[#tenants_touched + 1] = tenant
     end
     if not seat.room and remaining > 0 then
-      seat.room = start_room(tenant, shares_read[tenant], asked.now)
+      seat.room = start_room(tenant, shares_of(tenant), asked.now)
     end
     if remaining > 0 and seat.room > 0 then active[#active + 1] = tenant end
   end
@@ -414,9 +414,8 @@ local function write_back()
     local total = nil
     if started > 0 then
       redis.call('HINCRBY', K.running, tenant, started)
-      if shares_read[tenant] then
-        record_starts(tenant_starts_key(tenant), shares_read[tenant], asked.now, seat.tokens)
-      end
+      local s = shares_of(tenant)
+      if s then record_starts(tenant_starts_key(tenant), s, asked.now, seat.tokens) end
       total = ready_taken(tenant, started)
     end
     if seat.room and seat.room <= 0 then

@@ -5,9 +5,9 @@
 -- A tenant held by a limit or paused is out of the ring, so a pop never scans held
 -- tenants: ready.lua's place() puts a tenant where its state says, whenever that state
 -- may have changed. K.running counts each tenant's STARTED fair tasks (every path that
--- ends a lease takes it down, see lease_ended); K.sleeping holds tenants whose rate
--- window is full, scored by when it opens; K.turns holds what is left of a weighted
--- tenant's turn when a pop ended inside it.
+-- ends a lease takes it down, see ready.lua's lease_ended); K.sleeping holds tenants
+-- whose rate window is full, scored by when it opens; K.turns holds what is left of a
+-- weighted tenant's turn when a pop ended inside it.
 --
 -- Limits per task name take the same fields (the weight unused), in K.shares too, under
 -- NAME_FIELD .. name (so one HLEN per call says whether any tenant or name has a setting),
@@ -65,6 +65,12 @@ local function shares_of(tenant)
   return s
 end
 
+-- Forgets what this call read of `tenant`'s shares, after a change of them.
+local function forget_shares(tenant)
+  if shares_read then shares_read[tenant] = nil end
+  any_shares = nil
+end
+
 -- Reads the shares of `tenants` in one call (a pop's candidates).
 local function read_shares(tenants)
   if #tenants == 0 then return end
@@ -95,6 +101,12 @@ local function limits_of(name)
     names_read[name] = s
   end
   return s
+end
+
+-- Forgets what this call read of task name `name`'s limits, after a change of them.
+local function forget_limits(name)
+  if names_read then names_read[name] = nil end
+  any_shares = nil
 end
 
 -- How many more starts the rate window of shares `s` allows now (its log of starts is
@@ -146,32 +158,6 @@ local function record_starts(key, s, now, tokens)
   end
   call_chunked('ZADD', key, entries)
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000))
-end
-
--- Leases of fair tasks that ended in this call, per tenant, and per task name with
--- limits; flush_running() takes them off K.running and K['names:running'] once, and lets
--- a tenant or name held by its concurrency limit back in.
-local leases_ended, leases_ended_tenants = nil, nil
-local names_ended, names_ended_order = nil, nil
-
--- A lease of a record of `kind` and task name `name` ended (finished, failed, retried,
--- expired, released, handed over). Only the fair policy's tasks count as running.
-local function lease_ended(kind, tenant, name)
-  if kind ~= 'task' or not tenant then return end
-  if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
-  if leases_ended[tenant] == nil then
-    leases_ended[tenant] = 0
-    leases_ended_tenants[#leases_ended_tenants + 1] = tenant
-  end
-  leases_ended[tenant] = leases_ended[tenant] + 1
-  if limits_of(name) then
-    if names_ended == nil then names_ended, names_ended_order = {}, {} end
-    if names_ended[name] == nil then
-      names_ended[name] = 0
-      names_ended_order[#names_ended_order + 1] = name
-    end
-    names_ended[name] = names_ended[name] + 1
-  end
 end
 
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the

@@ -55,8 +55,7 @@ if new.weight ~= current.weight then
     redis.call('HDEL', K.turns, tenant)
   end
 end
-if shares_read then shares_read[tenant] = nil end
-any_shares = nil
+forget_shares(tenant)
 redis.call('ZREM', K.sleeping, tenant)
 place(tenant, now)
 wake_workers()
