@@ -52,6 +52,13 @@ local function in_ring_order(ring, candidates)
   return ordered, present[1] and present[1][1]
 end
 
+-- Task name `name` goes to sleep: its rate window lets no task start until `opens`, when
+-- wake_sleepers (ready.lua) wakes its workers.
+local function name_sleeps(name, opens)
+  redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name)
+  note_due(opens, asked.now)
+end
+
 -- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
 -- empty, is a spare lane (no live worker serves it), keeps tenants after this pop; its
 -- name's limits (false: none), the starts they allow in this call (0: they hold it), and
@@ -85,10 +92,7 @@ local function offer(lane)
     lane_state.limits, lane_state.room, lane_state.lane_tokens = limits, room, {}
     if room == 0 then
       lane_state.first = false
-      if opens then
-        redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane)
-        note_due(opens, asked.now)
-      end
+      if opens then name_sleeps(lane, opens) end
     end
   end
   return lane_state
@@ -398,10 +402,7 @@ local function write_back()
       record_starts(name_starts_key(name), limits, asked.now, name_tokens)
       if lane_state.room == 0 then -- held now: asleep until its window opens, if that holds it
         local _, opens = name_room(name, limits, asked.now)
-        if opens then
-          redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name)
-          note_due(opens, asked.now)
-        end
+        if opens then name_sleeps(name, opens) end
       end
     end
   end
