@@ -18,6 +18,7 @@
 --@include writes
 --@include strict
 --@include shares
+--@include figures
 
 local LEVELS = 64
 
@@ -115,23 +116,6 @@ local function place(tenant, now)
     end
   end
   return room > 0
-end
-
--- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
--- 0/1), then running, ready, in a ring (0/1), when its rate window opens (us, or -1).
-local function shares_row(tenant)
-  local s = shares_of(tenant) or DEFAULT_SHARES
-  local row = {}
-  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
-  row[#row + 1] = running_of(tenant)
-  row[#row + 1] = tonumber(redis.call('ZSCORE', K['ready:tenants'], tenant)) or 0
-  local in_ring = 0
-  for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
-    if redis.call('ZSCORE', lane_key(lane, 'ring'), tenant) then in_ring = 1 end
-  end
-  row[#row + 1] = in_ring
-  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
-  return row
 end
 
 -- A lane's wake-up token holds one element while a tenant may be served in the lane,
@@ -311,27 +295,11 @@ local function unqueue(id, kind, tenant, lane, priority)
   return removed == 1
 end
 
--- The per-tenant counters that stats rows show (TenantStats), in reply order.
-local TENANT_COUNTERS = {'pushed', 'finished', 'failed', 'retried', 'requeued', 'canceled',
-  'expired'}
-
--- A tenant's stats row: {tenant, ready, counters in TENANT_COUNTERS order}; `ready` is
--- its score in K['ready:tenants'].
-local function tenant_stat_row(tenant, ready)
-  local fields = {}
-  for i, name in ipairs(TENANT_COUNTERS) do fields[i] = name .. ':' .. tenant end
-  local row = {tenant, tonumber(ready) or 0}
-  for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(fields))) do
-    row[#row + 1] = tonumber(value) or 0
-  end
-  return row
-end
-
--- Stats rows of the tenants ranked `first` to `last` (0-based) by ready backlog, the
--- busiest first. Costs O(log tenants + rows): nothing here goes over every tenant.
-local function tenant_stat_rows(first, last)
-  local ranked = redis.call('ZREVRANGE', K['ready:tenants'], first, last, 'WITHSCORES')
-  local rows = {}
-  for i = 1, #ranked, 2 do rows[#rows + 1] = tenant_stat_row(ranked[i], ranked[i + 1]) end
-  return rows
+-- Writes what this call accumulated here (queued tasks, ended leases), then the rest
+-- (figures.lua's flush_counts): a call that queues fair tasks but ends none returns
+-- through here (ending.lua's flush does this, then publishes the ended tasks).
+local function flush_fair(now, reply)
+  flush_ready(now)
+  flush_running(now)
+  return flush_counts(now, reply)
 end

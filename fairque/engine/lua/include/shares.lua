@@ -16,7 +16,7 @@
 -- name held by a limit keeps its lane's ring but a pop takes nothing from it, and its
 -- wake-up token is taken away until a lease of the name ends (flush_running) or its
 -- rate window opens (K.sleeping holds the name as NAME_SLEEPER .. name).
---@include writes
+--@include base
 
 -- A rate-limited tenant's recent starts (a sliding log, like a strict constraint's):
 -- member = the lease token (unique), score = start time (us).
@@ -121,15 +121,15 @@ end
 
 -- How many tasks a holder of shares `s` may start now (math.huge: no limit), and when
 -- its rate window opens if that is what holds it: its running count is `member`'s in
--- hash `running_key`, its log of starts `starts_key`.
-local function room_under(s, running_key, member, starts_key, now)
+-- hash `running_hash`, its log of starts `starts_log`.
+local function room_under(s, running_hash, member, starts_log, now)
   if s.paused == 1 then return 0, nil end
   local room = math.huge
   if s.concurrency > 0 then
-    room = s.concurrency - tonumber(redis.call('HGET', running_key, member) or 0)
+    room = s.concurrency - tonumber(redis.call('HGET', running_hash, member) or 0)
   end
   if room > 0 and s.rate > 0 then
-    local window, opens = window_room(starts_key, s, now)
+    local window, opens = window_room(starts_log, s, now)
     if opens then return 0, opens end
     room = math.min(room, window)
   end
@@ -158,6 +158,23 @@ local function record_starts(key, s, now, tokens)
   end
   call_chunked('ZADD', key, entries)
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000))
+end
+
+-- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
+-- 0/1), then running, ready, in a ring (0/1), when its rate window opens (us, or -1).
+local function shares_row(tenant)
+  local s = shares_of(tenant) or DEFAULT_SHARES
+  local row = {}
+  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
+  row[#row + 1] = running_of(tenant)
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K['ready:tenants'], tenant)) or 0
+  local in_ring = 0
+  for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
+    if redis.call('ZSCORE', lane_key(lane, 'ring'), tenant) then in_ring = 1 end
+  end
+  row[#row + 1] = in_ring
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
+  return row
 end
 
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
@@ -204,21 +221,21 @@ end
 
 -- A page of the holders of settings in K.shares, tenants or (`names`) task names (ARGV[3]
 -- the cursor, ARGV[4] how many): {next cursor, holder, row_of(holder), holder, row...}.
--- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `count` of
+-- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `size` of
 -- its batches' entries: the cursor is HSCAN's times SPLIT plus the entries of that batch
 -- already looked at. A page fills from the batches after it too; the other kind's entries
 -- are passed over, so a page may hold fewer.
 local function shares_page(names, row_of)
   local SPLIT = 1048576
-  local count = tonumber(ARGV[4])
+  local size = tonumber(ARGV[4])
   local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
   local skip = tonumber(ARGV[3]) % SPLIT
   local reply, given = {0}, 0
   repeat
-    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', count)
+    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', size)
     local entries = scan[2]
     local at = 2 * skip + 1
-    while at < #entries and given < count do
+    while at < #entries and given < size do
       local field = entries[at]
       local is_name = string.sub(field, 1, 1) == NAME_FIELD
       if is_name == names then
@@ -235,6 +252,6 @@ local function shares_page(names, row_of)
     end
     scan_cursor, skip = tonumber(scan[1]), 0
     reply[1] = scan_cursor * SPLIT
-  until scan_cursor == 0 or given >= count
+  until scan_cursor == 0 or given >= size
   return reply
 end

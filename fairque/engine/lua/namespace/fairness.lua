@@ -7,7 +7,7 @@
 -- ARGV[2] the window, in minutes (1 to 10; the current minute is the last)
 -- ARGV[3] how many of the busiest tenants (1 to 100)
 -- Returns fairness_reply (include/figures.lua).
---@include figures
+--@include fairness
 
 local window, top = tonumber(ARGV[2]), tonumber(ARGV[3])
 if window == nil or window < 1 or window > 10 or top == nil or top < 1 or top > 100 then

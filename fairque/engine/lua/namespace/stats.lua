@@ -12,7 +12,9 @@
 -- namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
 -- (namespace/fairness.lua), the sums over tenants of their ready tasks and TENANT_COUNTERS,
 -- how many tenants have ready tasks}.
---@include figures
+--@include fairness
+--@include tenant_stats
+--@include strict
 
 local FAIRNESS_MINUTES = 5
 local top, fairness_top = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -7,7 +7,7 @@
 -- ARGV[3] how many rows
 -- ARGV[4..] tenants to read instead of a page (none: the page)
 -- Returns the rows (include/ready.lua tenant_stat_row).
---@include ready
+--@include tenant_stats
 
 local rows
 if #ARGV > 3 then

@@ -21,4 +21,4 @@ if tasks == nil or #ARGV ~= PAYLOADS + tasks then
 end
 local now, refused = push_rows(cmsgpack.unpack(ARGV[3]), tasks, PAYLOADS)
 if refused then return refused end
-return flush(now, tasks)
+return flush_fair(now, tasks)

@@ -52,4 +52,4 @@ for n = 1, runs do
   end
   outcomes[n] = outcome
 end
-return flush(now, {now, outcomes})
+return flush_fair(now, {now, outcomes})
