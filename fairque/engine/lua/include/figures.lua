@@ -130,6 +130,7 @@ end
 -- `all` hash; the first write of a field in a minute sets the TTL. They are written at
 -- once: one command, as a record would be.
 local function note_history(now)
+  if not any_counted() then return end
   local all = nil
   for _, name in ipairs(HISTORY_COUNTERS) do
     local total = counted(name)

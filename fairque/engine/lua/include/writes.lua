@@ -51,6 +51,10 @@ local function count(name, tenant)
   by_tenant[tenant] = (by_tenant[tenant] or 0) + 1
 end
 
+-- Whether this call counted anything: most empty calls count nothing, and asking each
+-- counter (counted) cost an empty pop ~2.5k instructions.
+local function any_counted() return counts ~= nil end
+
 -- How many `name` counted in this call, over all tenants; nil if none.
 local function counted(name)
   local by_tenant = counts and counts[name]
