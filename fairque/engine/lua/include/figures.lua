@@ -1,7 +1,7 @@
 -- Service figures for the fairness view: per minute of server time, how many tasks each
 -- tenant started and how long they had waited from ready to start. A pop writes them
 -- (one command per call, whatever the number of tenants); namespace/fairness reads
--- the busiest tenants of the last minutes without going over every tenant.
+-- the busiest tenants of the last minutes without going over every tenant (fairness.lua).
 --
 -- Per minute m (us // 60e6), each key expiring FIGURES_TTL after its first write:
 --   fairness:<m>:starts   zset    tenant -> starts (its busiest members are the top)

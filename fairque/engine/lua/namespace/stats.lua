@@ -8,8 +8,8 @@
 -- ARGV[3] how many of the busiest tenants' fairness figures to return (0 to 100; 0: the
 --   minutes' figures alone, which is what a polling overview needs)
 -- Returns {flat state/count list, flat counter/value list, rows of the busiest tenants
--- (include/ready.lua tenant_stat_rows), flat field/value list of the maintenance hash (see
--- namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
+-- (include/tenant_stats.lua tenant_stat_rows), flat field/value list of the maintenance
+-- hash (see namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
 -- (namespace/fairness.lua), the sums over tenants of their ready tasks and TENANT_COUNTERS,
 -- how many tenants have ready tasks}.
 --@include fairness

@@ -10,7 +10,7 @@
 --         and highest value (fairque/queue/shares.py's table; period in us, paused 0/1)
 --   'list' cursor, count: a page of at most count tenants whose shares are not all
 --         defaults
--- Returns, for 'get' and 'set', the tenant's row (shares_row in include/ready.lua); for
+-- Returns, for 'get' and 'set', the tenant's row (shares_row in include/shares.lua); for
 -- 'list', {next cursor, tenant, row, tenant, row...}.
 --@include ready
 
