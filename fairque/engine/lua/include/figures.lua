@@ -132,7 +132,8 @@ end
 local function note_history(now)
   if not any_counted() then return end
   local all = nil
-  for _, name in ipairs(HISTORY_COUNTERS) do
+  for i = 1, #HISTORY_COUNTERS do -- ipairs would cost a call per counter, as counted does
+    local name = HISTORY_COUNTERS[i]
     local total = counted(name)
     if total then
       all = all or figures_key(math.floor(now / (60 * MICROS)), 'all')

@@ -13,11 +13,12 @@
 local asked = nil
 -- The lanes the pop looked at (their lane_state), in order.
 local pop_lanes = nil
--- The tenants the pop looked at, in order, and each one's seat: its `weight`, what is
--- left of its turn (`turn_left`: a tenant of weight w takes w tasks in a row before
--- moving to the back, weighted round robin), how many more it may start in this call
--- (`room`, its shares' room; false until read), the lease `tokens` of its starts, and
--- the tick of its last serve in this call if its turn ended (`served_tick`, or false).
+-- The tenants the pop looked at, in order, and each one's seat: its `shares` (read once:
+-- a call of shares_of costs ~0.3k instructions), its `weight`, what is left of its turn
+-- (`turn_left`: a tenant of weight w takes w tasks in a row before moving to the back,
+-- weighted round robin), how many more it may start in this call (`room`, its shares'
+-- room; false until read), the lease `tokens` of its starts, and the tick of its last
+-- serve in this call if its turn ended (`served_tick`, or false).
 -- One record per tenant: a table per field cost a pop a table and an insert in each.
 local tenants_touched, seats = nil, nil
 -- The reply, to which the leases made add their rows; how many tasks they are, and
@@ -270,13 +271,13 @@ local function open_group(lane_state, group)
     if seat == nil then
       local s = shares_of(tenant)
       local w = s and s.weight or 1
-      seat = {weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
+      seat = {shares = s, weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
       if w > 1 then seat.turn_left = tonumber(redis.call('HGET', K.turns, tenant)) or w end
       seats[tenant] = seat
       tenants_touched[#tenants_touched + 1] = tenant
     end
     if not seat.room and remaining > 0 then
-      seat.room = start_room(tenant, shares_of(tenant), asked.now)
+      seat.room = start_room(tenant, seat.shares, asked.now)
     end
     if remaining > 0 and seat.room > 0 then active[#active + 1] = tenant end
   end
@@ -415,8 +416,9 @@ local function write_back()
     local total = nil
     if started > 0 then
       redis.call('HINCRBY', K.running, tenant, started)
-      local s = shares_of(tenant)
-      if s then record_starts(tenant_starts_key(tenant), s, asked.now, seat.tokens) end
+      if seat.shares then
+        record_starts(tenant_starts_key(tenant), seat.shares, asked.now, seat.tokens)
+      end
       total = ready_taken(tenant, started)
     end
     if seat.room and seat.room <= 0 then
