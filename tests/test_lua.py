@@ -205,7 +205,7 @@ def test_a_script_reaches_only_what_it_defines(name: str) -> None:
 GATHERED = {
     "append": "flush_appends",
     "count": "flush_counters",
-    "next_tick": "save_clock",
+    "next_tick": "flush_writes",
     "queue_ready": "flush_ready",
     "lane_servable": "wake_workers",
     "lease_ended": "flush_running",
@@ -216,8 +216,8 @@ GATHERED = {
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_what_a_script_gathers_it_writes(name: str) -> None:
-    """A script that returns through a narrower flush (figures.lua's flush_counts, ready.lua's
-    flush_fair) gathers nothing that only a wider one writes."""
+    """A script that returns through a narrower flush (figures.lua's flush_counts) gathers
+    nothing that only a wider one writes."""
     source = scripts.load(name).source
     for gathers, writes in GATHERED.items():
         if f"local function {gathers}(" in source:

@@ -2,6 +2,7 @@
 -- dropped; ended tasks' dependents, a failed task queued again. Canceling is cancel.lua's.
 --@include ready
 --@include settings
+--@include figures
 --@include rows
 
 -- The registry of tasks ended in `state`: ids by the time their record expires (us).
@@ -181,10 +182,13 @@ local function drop_lease(id, token)
   return true
 end
 
--- Writes everything this call accumulated (ready.lua's flush_fair) and publishes the ids
--- of the tasks it ended: a script that may end a task returns through here.
+-- Writes everything this call accumulated (ready.lua's, then figures.lua's flush_counts)
+-- and publishes the ids of the tasks it ended: every script that changes the fair queue
+-- returns through here.
 local function flush(now, reply)
-  flush_fair(now)
+  flush_ready(now)
+  flush_running(now)
+  flush_counts(now)
   if ended_ids then
     -- One message per call however many tasks ended: a MessagePack array of their ids.
     redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack(ended_ids))

@@ -169,8 +169,8 @@ local function flush_figures(now)
 end
 
 -- Writes this call's figures, then what writes.lua accumulated: what a call that counts
--- and appends needs at its end (storage/put, jobs/push); ready.lua's flush_fair and
--- ending.lua's flush write their own first.
+-- and appends needs at its end (storage/put, jobs/push); ending.lua's flush writes the
+-- fair queue's first.
 local function flush_counts(now, reply)
   flush_figures(now)
   flush_writes()

@@ -18,7 +18,6 @@
 --@include writes
 --@include strict
 --@include shares
---@include figures
 
 local LEVELS = 64
 
@@ -293,13 +292,4 @@ local function unqueue(id, kind, tenant, lane, priority)
   end
   if removed == 1 then release_ready(tenant, lane) end
   return removed == 1
-end
-
--- Writes what this call accumulated here (queued tasks, ended leases), then the rest
--- (figures.lua's flush_counts): a call that queues fair tasks but ends none returns
--- through here (ending.lua's flush does this, then publishes the ended tasks).
-local function flush_fair(now, reply)
-  flush_ready(now)
-  flush_running(now)
-  return flush_counts(now, reply)
 end

@@ -144,15 +144,10 @@ local function flush_counters()
   counts = nil
 end
 
--- Saves the tick clock, if this call moved it.
-local function save_clock()
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
-end
-
--- Writes what this call accumulated here: what a call flushes last (figures.lua's
--- flush_counts reads the counters first).
+-- Writes what this call accumulated here, and the tick clock if it moved: what a call
+-- flushes last (figures.lua's flush_counts reads the counters first).
 local function flush_writes()
   flush_appends()
   flush_counters()
-  save_clock()
+  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
 end

@@ -13,6 +13,7 @@
 -- ARGV[4..] the n payloads (opaque bytes, never decoded here)
 -- Returns the number of tasks stored.
 --@include push
+--@include ending
 
 local PAYLOADS = 3 -- the payload of task i is ARGV[PAYLOADS + i]
 local tasks = tonumber(ARGV[2])
@@ -21,4 +22,4 @@ if tasks == nil or #ARGV ~= PAYLOADS + tasks then
 end
 local now, refused = push_rows(cmsgpack.unpack(ARGV[3]), tasks, PAYLOADS)
 if refused then return refused end
-return flush_fair(now, tasks)
+return flush(now, tasks)
