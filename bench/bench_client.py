@@ -37,6 +37,7 @@ import redis
 import redis.asyncio as aioredis
 
 from fairque import AsyncFairQueue, FairQueue, Task
+from fairque.queue.calls import push
 from fairque.servers.embedded import LocalServer
 
 TENANTS = 50
@@ -52,8 +53,8 @@ def task(i: int) -> Task:
 
 def push_args(queue: FairQueue, tasks: list[Task]) -> tuple[Any, ...]:
     """``numkeys, *keys, *args`` of fairque's push call of ``tasks`` (the floor's)."""
-    ops = queue.plans.shards[0]
-    call = ops.push_one(tasks[0]) if len(tasks) == 1 else ops.push(tasks)
+    namespace = queue.namespace
+    call = push.push_one(namespace, tasks[0]) if len(tasks) == 1 else push.push(namespace, tasks)
     return (len(call.keys), *call.keys, *call.args)
 
 

@@ -18,7 +18,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from fairque import AsyncFairQueue
-from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig
+from fairque.runners.scheduler import AsyncTaskScheduler
+from fairque.scheduler import SchedulerConfig
 from fairque.servers.embedded import LocalServer
 
 SCHEDULES_ADDED_PER_SECOND = 250  # a cautious rate, so all are added before their first run

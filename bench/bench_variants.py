@@ -36,6 +36,7 @@ from bench_instructions import CountedServer
 from fairque import FairQueue, Task
 from fairque.engine.calls import Call
 from fairque.engine.scripts import Script, load
+from fairque.queue.calls import leases, push
 from fairque.queue.models import LeasedTask
 from fairque.servers.embedded import valkey_binary
 
@@ -70,7 +71,7 @@ class Measurement:
     def __init__(self, server: CountedServer, namespace: str, script: Script | None) -> None:
         self.server = server
         self.queue = FairQueue(server.url, namespace)
-        self.ops = self.queue.plans.shards[0]
+        self.namespace = self.queue.namespace
         self.script = script
         warm = [task(i) for i in range(TENANTS)]  # settings written, tenants known
         self.queue.push_many(warm)
@@ -84,7 +85,7 @@ class Measurement:
 
     def pop(self, names: list[str] | None) -> list[LeasedTask]:
         leased: list[LeasedTask] = self.send(
-            self.ops.pop(1, None, None, "bench", None, names=names)
+            leases.pop(self.namespace, 1, worker_id="bench", names=names)
         )
         return leased
 
@@ -93,8 +94,8 @@ class Measurement:
         uncounted, so that the variant's library is loaded outside the count)."""
         work: Callable[[], object]
         if operation == "push":
-            self.send(self.ops.push_one(task(calls)))
-            work = lambda: [self.send(self.ops.push_one(task(i))) for i in range(calls)]  # noqa: E731
+            self.send(push.push_one(self.namespace, task(calls)))
+            work = lambda: [self.send(push.push_one(self.namespace, task(i))) for i in range(calls)]  # noqa: E731
         else:
             self.queue.push_many([task(i) for i in range(calls + 1)])
             names = [NAME] if operation == "named-pop" else None
@@ -104,16 +105,18 @@ class Measurement:
             else:
                 leased = self.queue.pop(count=calls + 1, worker_id="bench")
                 if operation == "finish":
-                    self.send(self.ops.finish(leased[:1]))
-                    work = lambda: [self.send(self.ops.finish([one])) for one in leased[1:]]  # noqa: E731
+                    self.send(leases.finish(self.namespace, leased[:1]))
+                    ns = self.namespace
+                    work = lambda: [self.send(leases.finish(ns, [one])) for one in leased[1:]]  # noqa: E731
                 else:
                     self.queue.finish_many(leased)
                     if operation == "empty-pop":
                         self.pop(None)
                         work = lambda: [self.pop(None) for _ in range(calls)]  # noqa: E731
                     else:
-                        self.send(self.ops.finish([]))
-                        work = lambda: [self.send(self.ops.finish([])) for _ in range(calls)]  # noqa: E731
+                        self.send(leases.finish(self.namespace, []))
+                        ns = self.namespace
+                        work = lambda: [self.send(leases.finish(ns, [])) for _ in range(calls)]  # noqa: E731
         try:
             return self.server.measure(label, work) / calls
         finally:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from storage_handlers import HANDLERS
 
+from fairque.runners.storage_worker import StorageWorker, StorageWorkerConfig
 from fairque.storage import AsyncMemoryStorage, AsyncStorage
 from fairque.storage.connect import open_async_storage
 from fairque.storage.contract import Contract
-from fairque.storage.worker import StorageWorker, StorageWorkerConfig
 
 CONTRACT = Contract.load(Path(__file__).with_name("queues.yaml"))
 

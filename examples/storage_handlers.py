@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fairque.runners.storage_worker import Handler, HandlerStats
 from fairque.storage import AsyncStorage, RetryInfo
-from fairque.storage.worker import Handler, HandlerStats
 
 
 async def handle_emails(storage: AsyncStorage, tasks: list[Any]) -> HandlerStats:

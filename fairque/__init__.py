@@ -10,7 +10,8 @@ sharded or not, and its :class:`Worker`), strict-policy jobs (:class:`JobQueue`)
 """
 
 from fairque.config import QueueSettings
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.async_executor import AsyncExecutor
+from fairque.engine.executor import Executor
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import (
     DuplicateTask,
@@ -49,7 +50,8 @@ from fairque.queue import (
     TenantStats,
     TenantStatsPage,
 )
-from fairque.scheduler import AsyncTaskScheduler, Schedule, SchedulerConfig, TaskScheduler
+from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
+from fairque.scheduler import Schedule, SchedulerConfig
 from fairque.storage import (
     AsyncMemoryStorage,
     AsyncRedisStorage,

@@ -1,4 +1,4 @@
-"""Calls of concurrent requests sent together (fairque.http.batches), against a real server."""
+"""Calls of concurrent requests sent together (fairque.jobs.batching), against a real server."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from fairque import QueueSettings
 from fairque.engine.records import TaskState
 from fairque.errors import FairQueueError, InvalidInput, LeaseLost
-from fairque.http.batches import completions
-from fairque.http.batches import pushes as batched_pushes
 from fairque.jobs import Job, JobOutcome, LeasedJob, Success
 from fairque.jobs.async_client import AsyncJobQueue
+from fairque.jobs.batching import completions
+from fairque.jobs.batching import pushes as batched_pushes
 from fairque.queue import AsyncFairQueue
 from tests.conftest import Server
 

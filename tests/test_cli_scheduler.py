@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from fairque import QueueSettings
 from fairque.cli import app
-from fairque.scheduler import AsyncTaskScheduler, SchedulerConfig, ScheduleState, TaskScheduler
+from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
+from fairque.scheduler import SchedulerConfig, ScheduleState
 from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import wait_for
 

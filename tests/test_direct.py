@@ -14,8 +14,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from fairque import DuplicateTask, FairQueue, ServerUnavailable, Task, TaskState
+from fairque.engine.blocking_routes import OneServer
 from fairque.engine.direct import DirectCalls, direct_calls
-from fairque.engine.routes import OneServer, SyncNode
+from fairque.engine.routes import SyncNode
 from fairque.servers.embedded import LocalServer
 
 

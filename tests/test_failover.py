@@ -23,8 +23,8 @@ from fairque import (
     ShardedQueue,
     Task,
 )
+from fairque.engine.blocking_routes import ClusterRoute
 from fairque.engine.cluster import SlotMap, Topology, slot_of
-from fairque.engine.routes import ClusterRoute
 from fairque.engine.shards import shard_index
 from fairque.servers.embedded import LocalServer
 from fairque.servers.local_cluster import LocalCluster

@@ -34,7 +34,7 @@ TASKS = textwrap.dedent("""
 """)
 CONTRACT = "queues: [{id: 3, name: jobs, fields: {n: int}}]\n"
 HANDLERS = textwrap.dedent("""
-    from fairque.storage.worker import HandlerStats
+    from fairque.runners.storage_worker import HandlerStats
 
 
     async def handle_jobs(storage, tasks):

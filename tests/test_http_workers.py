@@ -31,8 +31,9 @@ from fairque.cli import app as cli
 from fairque.engine.records import MAX_LOG_LINE, MAX_LOG_LINES, MAX_PROGRESS_MESSAGE
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.protocol import ResultFrames, result_frame
-from fairque.http.worker import HttpWorkerConfig, create_http_worker
+from fairque.http.worker import create_http_worker
 from fairque.jobs import Job, Success
+from fairque.runners.http_worker import HttpWorkerConfig
 from fairque.servers.embedded import LocalServer, free_port
 from fairque.worker import registry
 from tests.conftest import namespace_keys, wait_for

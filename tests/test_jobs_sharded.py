@@ -41,8 +41,8 @@ def test_the_names_used_here_spread_over_every_shard() -> None:
 def test_jobs_go_to_their_names_shards_and_keep_their_order(jobs: JobQueue) -> None:
     pushed = jobs.push_many([Job(name=name, priority=-p) for p in range(4) for name in NAMES])
     for name in NAMES:  # each shard holds its names' jobs, and no other
-        shard = JobQueue(namespace=jobs.plans.for_name(name).namespace.name,
-                         executor=jobs.executor)  # fmt: skip
+        holder = jobs.plans.namespaces[shard_index(name, SHARDS)]
+        shard = JobQueue(namespace=holder.name, executor=jobs.executor)
         assert {job.name for job in shard.jobs("queued", limit=100).jobs} == {
             other for other in NAMES if shard_index(other, SHARDS) == shard_index(name, SHARDS)
         }

@@ -4,20 +4,22 @@ Every import inside ``fairque/`` is read from the source (those inside functions
 under ``TYPE_CHECKING`` too: a lazy import is a dependency all the same). Each module
 belongs to one layer, top to bottom:
 
-- the package's public face (``fairque``, ``fairque.worker`` and
-  ``fairque.storage.worker``: re-exports);
+- the package's public face (``fairque`` and ``fairque.worker``: re-exports);
 - adapters: the CLI, the HTTP services, the metrics, the tracing hooks, the demo;
 - runners (``fairque.runners``): the fair worker, the storage worker, the Manager, the
   scheduler's run loop (with seed 002's ``TaskScheduler``, the schedules' client that
-  also runs an instance);
+  also runs an instance), the JQ master's dispatcher, what an HTTP worker runs;
+- the HTTP protocol the runners speak: the bodies, the wire formats, the dispatcher's
+  HTTP client and the jobs' context (modules of ``fairque.http``, whose services sit
+  above);
 - entry points: each one's ops, models and clients (queue, jobs, scheduler, storage);
 - the engine: scripts, keys, calls, codecs, connections, executors, settings;
 - the local servers (development and tests);
 - the base: errors, which every layer raises, and ``with`` for what holds resources.
 
-A module may import its own layer and the layers below it. An entry point's package
-``__init__`` only re-exports the names users import (``from fairque.scheduler import
-TaskScheduler``), so it may name its own runner. Without a dependency tool of its own,
+A module may import its own layer and the layers below it, package ``__init__`` files
+too: an entry point's package does not re-export its runner (``TaskScheduler`` is
+``fairque``'s and ``fairque.runners.scheduler``'s). Without a dependency tool of its own,
 this is the import-linter layers contract written as a test over the import graph.
 """
 
@@ -33,20 +35,27 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fairque"
 
 # (layer, the modules in it: a name covers the module and everything below it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # fairque.worker and fairque.storage.worker: the runners' public paths.
-    ("public face", ("fairque", "fairque.worker", "fairque.storage.worker")),
+    # fairque.worker: the fair worker's public path.
+    ("public face", ("fairque", "fairque.worker")),
     (
         "adapters",
         ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.otel", "fairque.demo"),
     ),
     ("runners", ("fairque.runners",)),
+    (
+        "HTTP protocol",
+        (
+            "fairque.http.protocol",
+            "fairque.http.wire",
+            "fairque.http.connections",
+            "fairque.http.context",
+        ),
+    ),
     ("entry points", ("fairque.queue", "fairque.jobs", "fairque.scheduler", "fairque.storage")),
     ("engine", ("fairque.engine", "fairque.config")),
     ("local servers", ("fairque.servers",)),
     ("base", ("fairque.errors", "fairque.closing", "fairque.logs")),
 ]
-# Package __init__ files of entry points: re-exports of the package's public names.
-REEXPORTS = {"fairque.scheduler", "fairque.storage", "fairque.queue", "fairque.jobs"}
 
 
 def module_name(path: Path) -> str:
@@ -101,7 +110,6 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
     return [
         f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
         for module, targets in graph.items()
-        if module not in REEXPORTS
         for target in targets
         if layer_of(target) < layer_of(module)
     ]

@@ -24,11 +24,14 @@ from fairque import (
 )
 from fairque.engine import scripts
 from fairque.engine import settings as settings_store
-from fairque.engine.calls import MICROS, Call, pack
+from fairque.engine.calls import Call, pack
 from fairque.engine.connect import sync_client
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
-from fairque.queue import LeasedTask, LimitsChange, Priority, QueueOps, SharesChange, WorkerInfo
+from fairque.queue import LeasedTask, LimitsChange, Priority, SharesChange, WorkerInfo
+from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
+from fairque.queue.calls import tasks as task_calls
 from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
 from fairque.scheduler.ops import Grant, SchedulerOps, anchored
@@ -107,7 +110,7 @@ def test_fixed_keys_are_made_from_the_prefix_not_sent() -> None:
     assert script.sent_keys == ("scheduled",)
     assert len(script.keys) > 10
     assert script.source[len(scripts.KEY_NAMES) :].splitlines()[1] == "local K = NAMESPACE.keys"
-    call = QUEUE.pop(1, None, None, None, None)
+    call = leases.pop(NAMESPACE, 1)
     assert call.keys == (NAMESPACE.prefix + "scheduled",)
 
 
@@ -332,50 +335,67 @@ def _grant(schedule_id: str = "s1", late: float = 0) -> Grant:
     return Grant(schedule_id, "tok", round(late * MICROS), b"0", definition, 1, None)
 
 
-QUEUE, JOBS = QueueOps(NAMESPACE), JobOps(NAMESPACE)
+JOBS = JobOps(NAMESPACE)
 SCHEDULER, STORAGE = SchedulerOps(NAMESPACE), StorageOps(NAMESPACE)
 LATER = datetime.now(timezone.utc) + timedelta(hours=1)
 SCHEDULE = Schedule(interval=60, task=TaskTemplate(name="ping", user_id="ops"))
 
 # Every call the ops build, with the arguments that give each script its longest form.
 CALLS: dict[str, Callable[[], Call[Any]]] = {
-    "queue push": lambda: QUEUE.push([Task(user_id="a"), Task(user_id="b", delay=5)]),
-    "queue pop": lambda: QUEUE.pop(3, ["a"], ["b", "c"], "w1", 30.0),
-    "queue pop all": lambda: QUEUE.pop(3),
-    "queue finish": lambda: QUEUE.finish([_leased()], [{"ok": 1}]),
-    "queue finish_pop": lambda: QUEUE.finish_and_pop(
-        [_leased()], [{"ok": 1}], count=3, assigned_users=["a"], steal_targets=["b"], names=["n"]
+    "queue push": lambda: push.push(NAMESPACE, [Task(user_id="a"), Task(user_id="b", delay=5)]),
+    "queue pop": lambda: leases.pop(
+        NAMESPACE,
+        3,
+        assigned_users=["a"],
+        steal_targets=["b", "c"],
+        worker_id="w1",
+        lease_seconds=30.0,
     ),
-    "queue release": lambda: QUEUE.release([_leased()]),
-    "queue fail": lambda: QUEUE.fail(_leased(), "boom", retry=True),
-    "queue extend": lambda: QUEUE.extend(_leased(), 10.0),
-    "queue report": lambda: QUEUE.report(_leased(), 50.0, "half", ["a line"]),
-    "queue retry_failed": lambda: QUEUE.retry_failed("alice"),
-    "queue xcom_push": lambda: QUEUE.xcom_push("t1", "k", 1, None),
-    "queue xcom_pull": lambda: QUEUE.xcom_pull("t1", "k"),
-    "queue workers": lambda: QUEUE.register_worker(
-        WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9), 10.0
+    "queue pop all": lambda: leases.pop(NAMESPACE, 3),
+    "queue finish": lambda: leases.finish(NAMESPACE, [_leased()], [{"ok": 1}]),
+    "queue finish_pop": lambda: leases.finish_and_pop(
+        NAMESPACE,
+        [_leased()],
+        [{"ok": 1}],
+        count=3,
+        assigned_users=["a"],
+        steal_targets=["b"],
+        names=["n"],
     ),
-    "queue hand_over": lambda: QUEUE.hand_over([_leased()], 1.0, 60.0),
-    "queue tenant": lambda: QUEUE.set_tenant("a", SharesChange(weight=2, rate=5, period=1.0)),
-    "queue tenants": lambda: QUEUE.tenants_with_shares(0, 10),
-    "queue limits": lambda: QUEUE.set_limits("render", LimitsChange(concurrency=2)),
-    "queue limits page": lambda: QUEUE.names_with_limits(0, 10),
-    "namespace fairness": lambda: QUEUE.fairness(5, 20),
-    "namespace cancel": lambda: QUEUE.cancel("t1"),
-    "namespace retry": lambda: QUEUE.retry("t1"),
-    "namespace get": lambda: QUEUE.get("t1"),
-    "namespace tasks": lambda: QUEUE.tasks("queued", "alice", "n", 0, 10),
-    "namespace stats": QUEUE.stats,
-    "namespace tenant_stats page": lambda: QUEUE.busiest_tenants(0, 10),
-    "namespace tenant_stats named": lambda: QUEUE.tenant_stats("alice"),
+    "queue release": lambda: leases.release(NAMESPACE, [_leased()]),
+    "queue fail": lambda: leases.fail(NAMESPACE, _leased(), "boom", retry=True),
+    "queue extend": lambda: leases.extend(NAMESPACE, _leased(), 10.0),
+    "queue report": lambda: leases.report(NAMESPACE, _leased(), 50.0, "half", ["a line"]),
+    "queue retry_failed": lambda: task_calls.retry_failed(NAMESPACE, "alice"),
+    "queue xcom_push": lambda: task_calls.xcom_push(NAMESPACE, "t1", "k", 1, None),
+    "queue xcom_pull": lambda: task_calls.xcom_pull(NAMESPACE, "t1", "k"),
+    "queue workers": lambda: workers.register_worker(
+        NAMESPACE, WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9), 10.0
+    ),
+    "queue hand_over": lambda: leases.hand_over(NAMESPACE, [_leased()], 1.0, 60.0),
+    "queue tenant": lambda: quotas.set_tenant(
+        NAMESPACE, "a", SharesChange(weight=2, rate=5, period=1.0)
+    ),
+    "queue tenants": lambda: quotas.tenants_with_shares(NAMESPACE, 0, 10),
+    "queue limits": lambda: quotas.set_limits(NAMESPACE, "render", LimitsChange(concurrency=2)),
+    "queue limits page": lambda: quotas.names_with_limits(NAMESPACE, 0, 10),
+    "namespace fairness": lambda: figures.fairness(NAMESPACE, 5, 20),
+    "namespace cancel": lambda: task_calls.cancel(NAMESPACE, "t1"),
+    "namespace retry": lambda: task_calls.retry(NAMESPACE, "t1"),
+    "namespace get": lambda: task_calls.get(NAMESPACE, "t1"),
+    "namespace tasks": lambda: task_calls.tasks(
+        NAMESPACE, "queued", 0, 10, user_id="alice", name="n"
+    ),
+    "namespace stats": lambda: figures.stats(NAMESPACE),
+    "namespace tenant_stats page": lambda: figures.busiest_tenants(NAMESPACE, 0, 10),
+    "namespace tenant_stats named": lambda: figures.tenant_stats(NAMESPACE, "alice"),
     "namespace settings": lambda: settings_store.write(
         NAMESPACE, QueueSettings(finished_ttl=5, maintenance_batch=7)
     ),
-    "namespace reap": lambda: QUEUE.reap(100),
-    "namespace due": QUEUE.next_due,
-    "namespace backlog": lambda: QUEUE.backlog(20),
-    "namespace promote": lambda: QUEUE.promote(100),
+    "namespace reap": lambda: maintenance.reap(NAMESPACE, 100),
+    "namespace due": lambda: maintenance.next_due(NAMESPACE),
+    "namespace backlog": lambda: figures.backlog(NAMESPACE, 20),
+    "namespace promote": lambda: maintenance.promote(NAMESPACE, 100),
     "jobs push": lambda: JOBS.push([Job(name="a"), Job(name="b", argument=[1])]),
     "jobs pop": lambda: JOBS.pop("w1", 2, ["a", "b"]),
     "jobs complete": lambda: JOBS.complete(_job(), Success(finished_at=LATER), 60.0),

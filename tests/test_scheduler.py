@@ -15,14 +15,13 @@ import pytest
 
 from fairque import AsyncFairQueue, FairQueue, FairQueueError, InvalidInput, QueueSettings
 from fairque.errors import DuplicateSchedule, ScheduleChanged, ScheduleNotFound
+from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
 from fairque.scheduler import (
-    AsyncTaskScheduler,
     HealthStatus,
     MissedRuns,
     Schedule,
     SchedulerConfig,
     ScheduleState,
-    TaskScheduler,
 )
 from fairque.scheduler.ops import Claim
 from fairque.servers.embedded import LocalServer, free_port

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from fairque import FairQueue
-from fairque.scheduler import HealthStatus, TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
+from fairque.scheduler import HealthStatus
 from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import StartCli, wait_for
 

@@ -11,11 +11,10 @@ import pytest
 
 from fairque import FairQueue, InvalidInput
 from fairque.engine.calls import Call
+from fairque.engine.fields import SHARES, ShareField
+from fairque.queue.calls import quotas
 from fairque.queue.models import TenantShares
-from fairque.queue.ops import QueueOps
 from fairque.queue.shares import (
-    SHARES,
-    ShareField,
     SharesChange,
     change_args,
     change_model,
@@ -60,8 +59,7 @@ def test_the_table_is_the_python_api_and_the_read_model() -> None:
 
 
 def _set_call(queue: FairQueue, tenant: str, args: list[Any]) -> Call[TenantShares]:
-    ops: QueueOps = queue.ops
-    call = ops.set_tenant(tenant, SharesChange())
+    call = quotas.set_tenant(queue.namespace, tenant, SharesChange())
     return dataclasses.replace(call, args=(call.args[0], "set", tenant, *args))
 
 

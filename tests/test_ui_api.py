@@ -13,13 +13,14 @@ from typer.testing import CliRunner
 
 from fairque import FairQueue, Priority, QueueSettings, ShardedQueue, Task
 from fairque.cli import app as cli
+from fairque.engine.fields import SHARES
 from fairque.http.master import MasterConfig, create_master
-from fairque.http.ui import CSP, DashboardConfig, Throughput, UiConfig, create_dashboard
+from fairque.http.ui import CSP, DashboardConfig, UiConfig, create_dashboard
+from fairque.http.ui_bodies import Throughput
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
-from fairque.queue.shares import SHARES
-from fairque.scheduler import TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
 from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import namespace_keys, wait_for
 from tests.test_http_workers import serving

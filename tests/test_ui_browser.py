@@ -32,7 +32,7 @@ from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
-from fairque.scheduler import TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
 from fairque.servers.embedded import LocalServer, free_port
 from tests.test_http_workers import serving
 

@@ -22,6 +22,7 @@ from fairque import (
     TaskState,
 )
 from fairque.errors import from_script_error
+from fairque.queue.calls import leases, push
 from tests.conftest import Server, namespace_keys
 
 pytestmark = pytest.mark.cluster
@@ -197,7 +198,7 @@ def test_a_record_that_cannot_be_read_fails_alone(queue: FairQueue, field: str) 
 
 
 def test_the_script_refuses_what_would_corrupt_state(queue: FairQueue, namespace: str) -> None:
-    call = queue.ops.push([Task(user_id="u"), Task(user_id="v")])
+    call = push.push(queue.namespace, [Task(user_id="u"), Task(user_id="v")])
     head, (count, rows, *payloads) = call.args[:1], call.args[1:]
     assert isinstance(rows, bytes)
     values = msgspec.msgpack.decode(rows)  # the rows one after the other, 10 values each
@@ -239,7 +240,7 @@ def test_a_leased_task_from_another_queue_is_refused(queue: FairQueue) -> None:
 def test_finish_refuses_rows_that_do_not_match_their_count(queue: FairQueue) -> None:
     queue.push(Task(user_id="u", payload="x"))
     (leased,) = queue.pop()
-    call = queue.ops.finish([leased], [None])
+    call = leases.finish(queue.namespace, [leased], [None])
     head, (_, rows) = call.args[:1], call.args[1:]
     with pytest.raises(redis.ResponseError, match="INVALID tasks do not match"):
         queue.redis.eval(call.script.source, len(call.keys), *call.keys, *head, 2, rows)

@@ -21,16 +21,37 @@ FILES = {
     "fairque/storage/async_client.py": "fairque/storage/client.py",
     "fairque/scheduler/async_client.py": "fairque/scheduler/client.py",
     "fairque/storage/async_tarantool.py": "fairque/storage/blocking_tarantool.py",
+    "fairque/engine/async_executor.py": "fairque/engine/executor.py",
+    "fairque/engine/async_routes.py": "fairque/engine/blocking_routes.py",
+    "fairque/runners/fair_worker/context.py": "fairque/runners/fair_worker/sync_context.py",
+    "fairque/storage/async_protocol.py": "fairque/storage/protocol.py",
+}
+# What an import names: a generated module's source -> the module, and the modules
+# written by hand in both forms.
+MODULES = {
+    **{
+        source[:-3].replace("/", "."): target[:-3].replace("/", ".")
+        for source, target in FILES.items()
+    },
+    "fairque.engine.async_direct": "fairque.engine.direct",
+    "redis.asyncio.cluster": "redis.cluster",
 }
 # In order: the asyncio names whose blocking twin is not just the name without "Async".
 SUBSTITUTIONS = [
-    (r"\bAsyncClient\b", "SyncClient"),
+    (r"(?m)^import redis\.asyncio as aioredis$", "import redis"),
+    (r"\baioredis\.", "redis."),
+    (r"\bRedisCluster as AsyncRedisCluster\b", "RedisCluster"),
+    (r"\bAsync(Client|Node|Route)\b", r"Sync\1"),
     (r"\bopen_async_queue\b", "open_queue"),
+    (r"\bTaskContext\b", "SyncTaskContext"),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
+    (r"\baclose\b", "close"),
     (r"\basync (def|with|for)\b", r"\1"),
     (r"\bawait ", ""),
     (r"\bAsync([A-Z]\w*)", r"\1"),
+    # A function written in both forms (x and async_x), not a module path.
+    (r"(?<![.\w])async_(\w+)", r"\1"),
 ]
 
 
@@ -40,9 +61,14 @@ def header(source: str) -> str:
 
 def generate(source: str) -> str:
     """The blocking twin of ``source``, formatted as the project formats code."""
-    text = header(source) + (ROOT / source).read_text()
+    text = re.sub(
+        r"(?m)^(\s*from )([\w.]+)( import)",
+        lambda match: match[1] + MODULES.get(match[2], match[2]) + match[3],
+        (ROOT / source).read_text(),
+    )
     for pattern, replacement in SUBSTITUTIONS:
         text = re.sub(pattern, replacement, text)
+    text = header(source) + text
     # Imports sorted again (an asyncio name and its twin may sort apart), then formatted.
     for command in (["check", "--select", "I", "--fix-only", "--exit-zero"], ["format"]):
         text = subprocess.run(

@@ -1,4 +1,5 @@
-"""What every ``fairque`` command shares: options, output, and how a command fails.
+"""What every ``fairque`` command shares: options, messages, and how a command fails
+(what it lists: :mod:`fairque.cli.listing`; where it listens: :mod:`fairque.cli.serving`).
 
 A command that fails prints one line on stderr (``error: ...``) and exits with 2, with
 no traceback, whatever went wrong: a bad option, an unreachable server, a refused
@@ -13,21 +14,16 @@ import dataclasses
 import functools
 import importlib
 import inspect
-import ipaddress
 import json
 import os
-import socket
 import sys
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
 from redis.exceptions import AuthenticationError, ResponseError
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
-from rich.table import Table
 
 from fairque import logs
 from fairque.config import URL_ENV, redis_url
@@ -39,14 +35,6 @@ from fairque.engine.outage import OUTAGE, server_label
 from fairque.engine.settings import DATA_FORMAT
 from fairque.engine.shards import shard_namespaces
 from fairque.errors import FairQueueError, NewerDataFormat, ServerTimeout, ServerUnavailable
-from fairque.metrics import (
-    LIVE_PATH,
-    PROBE_TIMEOUT,
-    READY_PATH,
-    Metrics,
-    Probe,
-    serve_health,
-)
 from fairque.queue.client import FairQueue, ShardedQueue, open_queue
 
 console = Console()
@@ -194,7 +182,8 @@ def say(message: str) -> None:
         errors.print(message, soft_wrap=True, highlight=False, markup=False)
 
 
-def _one_line(exc: object) -> str:
+def one_line(exc: object) -> str:
+    """An error's text on one line (its type's name when it has none)."""
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
@@ -212,13 +201,13 @@ def explain(exc: BaseException) -> str:
     if isinstance(exc, AuthenticationError) or (
         isinstance(exc, ResponseError) and text.startswith(("WRONGPASS", "NOPERM"))
     ):
-        return f"the server refused the credentials in the URL ({_one_line(exc)})"
+        return f"the server refused the credentials in the URL ({one_line(exc)})"
     if isinstance(exc, OUTAGE) and not isinstance(exc, ServerTimeout):
         said = exc if isinstance(exc, ServerUnavailable) else f"cannot reach the server ({exc})"
-        return f"{_one_line(said)}; is it running, and is --url (or ${URL_ENV}) right?"
+        return f"{one_line(said)}; is it running, and is --url (or ${URL_ENV}) right?"
     if isinstance(exc, FairQueueError):
-        return _one_line(exc)
-    return f"{type(exc).__name__}: {_one_line(exc)} (run with --debug for the traceback)"
+        return one_line(exc)
+    return f"{type(exc).__name__}: {one_line(exc)} (run with --debug for the traceback)"
 
 
 def explained(command: F) -> F:
@@ -355,85 +344,9 @@ def import_module(module: str, option: str) -> Any:
         ) from None
 
 
-def is_loopback(host: str) -> bool:
-    """True if ``host`` is a loopback address (a server there needs no token)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def require_token_off_loopback(host: str, token: str | None) -> None:
-    """Refuses to serve off loopback without a bearer token."""
-    if not token and not is_loopback(host):
-        raise fail(f"--host {host}: set a token (--token or ${TOKEN_ENV}) off loopback")
-
-
-def port_taken(option: str, host: str, port: int, exc: OSError) -> typer.Exit:
-    """The one-line error for a port the command cannot listen on."""
-    reason = exc.strerror or _one_line(exc)
-    return fail(f"{option} {port}: cannot listen on {host}:{port} ({reason}); choose another port")
-
-
-def listen(host: str, port: int, option: str = "--port") -> socket.socket:
-    """A TCP socket bound to ``host:port`` before the command says it started: a taken
-    port ends it with one line, and with port 0 the start line can name the real one."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise fail(f"--host {host}: not an address of this machine ({exc.strerror})") from None
-    bound = socket.socket(family, kind, proto)
-    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not a listening port's
-    try:
-        bound.bind(address)
-    except OSError as exc:
-        bound.close()
-        raise port_taken(option, host, port, exc) from None
-    return bound
-
-
-def serve_metrics(metrics: Metrics, port: int, probe: Probe | None = None) -> None:
-    """Serves ``metrics`` (and ``/livez``, and ``/readyz`` with ``probe``) on
-    127.0.0.1:``port`` and says where, first thing on stdout (port 0 picks a free one: a
-    script reads the address there)."""
-    try:
-        server = metrics.serve(port, probe=probe)
-    except OSError as exc:
-        raise port_taken("--metrics-port", "127.0.0.1", port, exc) from None
-    typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics")
-
-
-def serve_probes(probe: Probe, port: int | None, err: bool = False) -> None:
-    """With ``--health-port``: answers ``/livez`` and ``/readyz`` on 127.0.0.1:``port``
-    and says where on stdout, as :func:`serve_metrics` does (on stderr with ``err``,
-    for a command whose stdout is data)."""
-    if port is None:
-        return
-    try:
-        server = serve_health(probe, port)
-    except OSError as exc:
-        raise port_taken("--health-port", "127.0.0.1", port, exc) from None
-    where = f"http://127.0.0.1:{server.port}"
-    typer.echo(f"health on {where}{READY_PATH} and {where}{LIVE_PATH}", err=err)
-
-
-def server_probe(url: str | None) -> Probe:
-    """Readiness: the Redis / Valkey server (a cluster's nodes) answers ``PING`` in time.
-    The connection is made at the first probe, not now."""
-    timeouts = {"socket_timeout": PROBE_TIMEOUT, "socket_connect_timeout": PROBE_TIMEOUT}
-    # Made at the first probe: a cluster client connects when it is made.
-    client = functools.cache(lambda: sync_client(redis_url(url), **timeouts))
-    return lambda: client().ping()
-
-
 def server_name(url: str | None) -> str:
     """How a start line names the server: the URL (without password), or the embedded
     Valkey and its socket. Resolving the embedded one starts it if needed."""
-    from fairque.config import redis_url
 
     if url or os.environ.get(URL_ENV):
         return server_label(redis_url(url))
@@ -442,8 +355,6 @@ def server_name(url: str | None) -> str:
 
 def unreachable(url: str | None) -> str | None:
     """Why the server at ``url`` does not answer PING now; None when it does."""
-    from fairque.config import redis_url
-    from fairque.engine.connect import sync_client
 
     try:
         client = sync_client(redis_url(url), socket_connect_timeout=2, socket_timeout=2)
@@ -480,87 +391,3 @@ def refuse_newer_format(url: str | None, namespace: str, shards: int = 1) -> Non
 def announce(command: str, *facts: str) -> None:
     """The start line of a long-running command: what it is, where, and how to stop it."""
     say(f"fairque {command}: " + "; ".join(fact for fact in facts if fact) + " (Ctrl-C stops)")
-
-
-def when(seconds: float | None) -> str:
-    """A time as tables show it: UTC to the second (``--json`` gives epoch seconds)."""
-    if seconds is None:
-        return "-"
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-@dataclasses.dataclass
-class Listing:
-    """What a command lists, shown so that no value is ever cut: a table on a terminal
-    wide enough for it, one block of ``column  value`` lines per row on a narrower one,
-    and plain tab-separated lines (a header, then one line per row) when piped; ``--json``
-    is for scripts that want every field."""
-
-    title: str
-    columns: Sequence[str]
-    right: Sequence[str] = ()  # columns of numbers, right-justified in the table
-    caption: str = ""  # under the table (after a blank line when piped)
-    rows: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
-    sections: set[int] = dataclasses.field(default_factory=set)  # rows a rule goes above
-
-    def add(self, *cells: object, section: bool = False) -> None:
-        """Adds a row (its cells as text); ``section`` draws a rule above it."""
-        if section:
-            self.sections.add(len(self.rows))
-        self.rows.append(tuple(str(cell) for cell in cells))
-
-    def table(self) -> Table:
-        """The rich table (every value on one line)."""
-        table = Table(title=self.title, caption=self.caption or None)
-        for column in self.columns:
-            table.add_column(column, no_wrap=True,
-                             justify="right" if column in self.right else "left")  # fmt: skip
-        for number, row in enumerate(self.rows):
-            if number in self.sections:
-                table.add_section()
-            table.add_row(*row)
-        return table
-
-    def print(self, empty: str = "") -> None:
-        """Prints the listing on stdout (``empty`` instead when there is no row, if given)."""
-        if not self.rows and empty:
-            typer.echo(empty)
-        elif not console.is_terminal:
-            lines = ["\t".join(line) for line in (self.columns, *self.rows)]
-            if self.caption:
-                lines += ["", self.caption]
-            typer.echo("\n".join(lines))
-        elif self._natural_width() <= console.width:
-            console.print(self.table())
-        else:
-            self._print_records()
-
-    def _natural_width(self) -> int:
-        """The width of the table with every value whole (unbounded by the terminal)."""
-        unbounded = console.options.update(max_width=1_000_000)
-        return Measurement.get(console, unbounded, self.table()).maximum
-
-    def _print_records(self) -> None:
-        console.print(self.title, style="italic", highlight=False)
-        name_width = max(len(column) for column in self.columns)
-        for row in self.rows:
-            console.print()
-            for column, value in zip(self.columns, row, strict=True):
-                console.print(f"{column:<{name_width}}  {value}", highlight=False,
-                              markup=False, soft_wrap=True)  # fmt: skip
-        if self.caption:
-            console.print()
-            console.print(self.caption, highlight=False, markup=False, soft_wrap=True)
-
-
-def print_json(value: Any) -> None:
-    """``value`` as JSON on stdout (bytes as text, times as numbers)."""
-    typer.echo(json.dumps(value, default=_jsonable, ensure_ascii=False, sort_keys=True))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)

@@ -25,9 +25,7 @@ from fairque.cli.common import (
     announce,
     fail,
     import_module,
-    listen,
     refuse_newer_format,
-    require_token_off_loopback,
     say,
     server_name,
     setup_logging,
@@ -35,6 +33,7 @@ from fairque.cli.common import (
     warn,
 )
 from fairque.cli.queue import TASKS_OPTION
+from fairque.cli.serving import listen, require_token_off_loopback
 
 MASTER_PORT, DASHBOARD_PORT, HTTP_WORKER_PORT = 8080, 8081, 8082
 
@@ -196,8 +195,9 @@ def http_worker(
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run @task functions for a JQ master, behind the HTTP worker API."""
-    from fairque.http.worker import HttpWorkerConfig, create_http_worker, worker_api
+    from fairque.http.worker import create_http_worker, worker_api
     from fairque.runners.fair_worker.functions import registry
+    from fairque.runners.http_worker import HttpWorkerConfig
 
     if openapi is not None:
         from fairque.http.openapi import openapi_document

@@ -21,7 +21,6 @@ from fairque.cli.common import (
     NAMESPACE_ENV,
     SHARDS_ENV,
     TENANT_NAMES,
-    Listing,
     QueueTarget,
     State,
     Typer,
@@ -33,17 +32,14 @@ from fairque.cli.common import (
     on_queue,
     parse_json_list,
     parse_json_object,
-    print_json,
     refuse_newer_format,
     say,
-    serve_metrics,
-    serve_probes,
     server_name,
-    server_probe,
     setup_logging,
     warn,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
+from fairque.cli.serving import serve_metrics, serve_probes, server_probe
 from fairque.config import URL_ENV
 from fairque.engine.eviction import eviction_warning
 from fairque.engine.records import TaskState
@@ -190,8 +186,14 @@ def push(
     target: QueueTarget,
     name: str = typer.Argument(..., metavar="NAME", help="Registered task function name."),
     user: str = typer.Option(..., *TENANT_NAMES, metavar="TENANT", help="Tenant (user id)."),
-    priority: int = typer.Option(
-        3, "--priority", "-p", min=1, max=6, metavar="P", help="1 (low) .. 5 (high), 6 critical."
+    priority: int | None = typer.Option(
+        None,
+        "--priority",
+        "-p",
+        min=1,
+        max=6,
+        metavar="P",
+        help="1 (low) .. 5 (high), 6 critical (default: the name's, else 3).",
     ),
     args: str = typer.Option(
         "[]", "--args", metavar="JSON", help="JSON list of positional arguments."
@@ -211,8 +213,10 @@ def push(
         "args": parse_json_list(args, "--args"),
         "kwargs": parse_json_object(kwargs, "--kwargs"),
     }
-    task = Task(user_id=user, name=name, priority=priority, payload=payload, delay=delay,
-                keep_result=keep_result)  # fmt: skip
+    fields: dict[str, Any] = {"user_id": user, "name": name, "payload": payload, "delay": delay}
+    if priority is not None:  # else the name's default
+        fields["priority"] = priority
+    task = Task(keep_result=keep_result, **fields)
     with target.open() as queue:
         typer.echo(queue.push(task))
         serving = [worker for worker in queue.workers() if name in worker.functions]

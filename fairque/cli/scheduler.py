@@ -17,27 +17,24 @@ from fairque.cli.common import (
     NAMESPACE_OPTION,
     TENANT_NAMES,
     URL_OPTION,
-    Listing,
     Typer,
     announce,
     console,
     fail,
     parse_json_list,
     parse_json_object,
-    print_json,
     say,
-    serve_metrics,
-    serve_probes,
     server_name,
-    server_probe,
     setup_logging,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
+from fairque.cli.serving import serve_metrics, serve_probes, server_probe
 from fairque.engine.outage import OUTAGE
 from fairque.engine.routes import describe
 from fairque.errors import FairQueueError
 from fairque.metrics import Metrics
-from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig, TaskScheduler
+from fairque.runners.scheduler import TaskScheduler
+from fairque.scheduler import HealthStatus, ScheduleInfo, SchedulerConfig
 
 app = Typer(help="Cron and interval schedules, run by any number of instances.")
 

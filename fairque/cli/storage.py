@@ -22,12 +22,10 @@ from fairque.cli.common import (
     fail,
     import_module,
     say,
-    serve_metrics,
-    serve_probes,
     server_name,
-    server_probe,
     setup_logging,
 )
+from fairque.cli.serving import serve_metrics, serve_probes, server_probe
 from fairque.engine.outage import OUTAGE, server_label
 from fairque.errors import FairQueueError
 from fairque.metrics import PROBE_TIMEOUT, Metrics, Probe

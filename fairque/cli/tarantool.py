@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from fairque.cli.common import Typer, announce, fail, listen, say
+from fairque.cli.common import Typer, announce, fail, say
+from fairque.cli.serving import listen
 from fairque.servers import embedded
 from fairque.servers.local_tarantool import LocalTarantool, TarantoolNotStarted, find_binary
 

@@ -15,20 +15,18 @@ import typer
 from fairque.cli.common import (
     JSON_OPTION,
     TENANT_NAMES,
-    Listing,
     QueueTarget,
     Typer,
     console,
     errors,
     on_queue,
-    print_json,
-    when,
 )
+from fairque.cli.listing import Listing, print_json, when
 from fairque.engine.records import RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
+from fairque.queue.calls.tasks import task_info
 from fairque.queue.client import Queue
-from fairque.queue.ops import task_info
 
 app = Typer(help="One task by id: show it, wait for its result, cancel it, retry it.")
 

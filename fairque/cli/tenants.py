@@ -12,19 +12,11 @@ from typing import Any
 
 import typer
 
-from fairque.cli.common import (
-    JSON_OPTION,
-    Listing,
-    QueueTarget,
-    Typer,
-    console,
-    fail,
-    on_queue,
-    print_json,
-)
+from fairque.cli.common import JSON_OPTION, QueueTarget, Typer, console, fail, on_queue
+from fairque.cli.listing import Listing, print_json
 from fairque.cli.queue import STAT_COLUMNS
+from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.queue.models import TaskLimits, TenantShares
-from fairque.queue.shares import LIMITS, SHARES, ShareField
 
 app = Typer(help="A tenant's shares: weight, concurrency and rate limits, pause.")
 
@@ -220,7 +212,7 @@ NAME = typer.Argument(..., metavar="NAME", help="The task name (its function's).
 
 def _print_limits(limits: list[TaskLimits], title: str) -> None:
     listing = Listing(
-        title, ("name", "concurrency", "rate", "paused", "running", "state"),
+        title, ("name", "concurrency", "rate", "paused", "running", "state", "task defaults"),
         right=("concurrency", "running"),
     )  # fmt: skip
     for one in limits:
@@ -235,8 +227,19 @@ def _print_limits(limits: list[TaskLimits], title: str) -> None:
         else:
             state = "starts"
         listing.add(one.name, _limit(one.concurrency), rate, "yes" if one.paused else "no",
-                    one.running, state)  # fmt: skip
+                    one.running, state, _task_defaults(one))  # fmt: skip
     listing.print()
+
+
+def _task_defaults(limits: TaskLimits) -> str:
+    """The defaults a name gives its tasks, those it sets only ("-": none)."""
+    given = [
+        f"timeout {limits.timeout:g} s" if limits.timeout else "",
+        f"{limits.max_retries} retries" if limits.max_retries >= 0 else "",
+        f"priority {limits.priority}" if limits.priority else "",
+        f"lease {limits.lease:g} s" if limits.lease else "",
+    ]
+    return ", ".join(part for part in given if part) or "-"
 
 
 def _say_limits(limits: TaskLimits, as_json: bool, target: QueueTarget) -> None:

@@ -21,8 +21,9 @@ are in :mod:`fairque.servers`, below the engine. Entry points (``fairque.queue``
 never one another's private ones.
 """
 
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.calls import Arg, Call
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, RecordKind, TaskState
 

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from msgspec.msgpack import Ext
 
+from fairque.engine.fields import MICROS
 from fairque.engine.scripts import Script
 from fairque.errors import InvalidInput
 
@@ -25,7 +26,6 @@ T = TypeVar("T")
 U = TypeVar("U")
 Arg = str | bytes | int | float
 
-MICROS = 1_000_000  # scripts count time in integer microseconds of the server clock
 MAX_BATCH = 10_000  # records per push
 MAX_POP = 1_000  # records per pop
 MAX_ERROR_LENGTH = 4_096  # characters of an error message kept

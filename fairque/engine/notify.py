@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from redis.asyncio.client import PubSub as AsyncPubSub
     from redis.client import PubSub
 
-    from fairque.engine.executor import AsyncExecutor, Executor
+    from fairque.engine.async_executor import AsyncExecutor
+    from fairque.engine.executor import Executor
 
 RECHECK_SECONDS = 5.0  # a waiter re-reads the state at least this often (lost messages)
 _CONFIRM_SECONDS = 10.0  # how long a subscription may take to be confirmed

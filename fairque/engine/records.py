@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from fairque.engine.keys import Namespace
 
 MAX_ID_LENGTH = 256
-MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
-MAX_RETRIES = 1_000_000
 MAX_DELAY_SECONDS = 10 * 366 * 24 * 3600.0
 # Scripts count time in microseconds since 1970 in Lua numbers, exact below 2**53, that is
 # until the year 2255: every moment stored is checked to lie in [1970, 2200).

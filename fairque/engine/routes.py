@@ -3,9 +3,13 @@ call's slot (:mod:`fairque.engine.cluster`).
 
 A route gives, for a call's first key, a :class:`Node`: a plain redis-py client of one
 server and its direct calls, on which the executor sends the call exactly as on a
-single server. After an error of a node, :meth:`ClusterRoute.rerouted` says where to
-send the call again, if anywhere: one server has nowhere else to go, a cluster asks its
-nodes for the map again.
+single server. After an error of a node, a route's ``rerouted`` says where to send the
+call again, if anywhere: one server has nowhere else to go, a cluster asks its nodes for
+the map again.
+
+The asyncio routes, in :mod:`fairque.engine.async_routes`, are written by hand; the
+blocking ones, in :mod:`fairque.engine.blocking_routes`, are generated from them
+(``tools/unasync.py``). What both share is here.
 """
 
 from __future__ import annotations
@@ -13,28 +17,20 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
 from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from fairque.engine.async_direct import AsyncDirectCalls, async_direct_calls
-from fairque.engine.cluster import (
-    Nodes,
-    NoNodeAnsweredError,
-    Topology,
-    address,
-    startup_addresses,
-)
+from fairque.engine.async_direct import AsyncDirectCalls
+from fairque.engine.cluster import Nodes, Topology, address, startup_addresses
 from fairque.engine.connect import MAX_CONNECTIONS, POOL_WAIT, hiredis_packing, server_address
-from fairque.engine.direct import DirectCalls, direct_calls
+from fairque.engine.direct import DirectCalls
 
 C = TypeVar("C")  # a node's client
 D = TypeVar("D")  # its direct calls
@@ -60,8 +56,32 @@ def node_options(options: dict[str, Any], default: type[Any]) -> tuple[type[Any]
     return connection_class, kept
 
 
+def plain_client(
+    connection_class: type[Any], options: dict[str, Any], host: str, port: int
+) -> redis.Redis:
+    """The blocking client of a cluster's node. No retries in a node's client: a failed
+    call is routed again, by the map."""
+    pool = redis.ConnectionPool(
+        connection_class=connection_class, host=host, port=port,
+        retry=Retry(NoBackoff(), 0), **options,
+    )  # fmt: skip
+    return redis.Redis(connection_pool=pool)
+
+
+def async_plain_client(
+    connection_class: type[Any], options: dict[str, Any], host: str, port: int
+) -> aioredis.Redis:
+    """:func:`plain_client` for asyncio, its commands packed by hiredis."""
+    pool = aioredis.BlockingConnectionPool(
+        host=host, port=port, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT,
+        connection_class=hiredis_packing(connection_class), retry=Retry(NoBackoff(), 0),
+        **options,
+    )  # fmt: skip
+    return aioredis.Redis.from_pool(pool)
+
+
 # What a failed map refresh leaves: a node that answers nothing useful is skipped.
-_NOT_A_MAP = (RedisConnectionError, RedisTimeoutError, ResponseError)
+NOT_A_MAP = (RedisConnectionError, RedisTimeoutError, ResponseError)
 
 
 @dataclass(frozen=True)
@@ -76,56 +96,6 @@ class Node(Generic[C, D]):
 
 SyncNode = Node[redis.Redis, DirectCalls]
 AsyncNode = Node[aioredis.Redis, AsyncDirectCalls]
-
-
-class OneServer:
-    """The route of a client of one server (or of the master a Sentinel names, which the
-    client's own pool finds again after a failover): every call goes to it."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.the_node: SyncNode = Node(server_address(client), client, direct_calls(client))
-
-    def node_for(self, key: str) -> SyncNode:
-        """The node for ``key``: always the one server."""
-        return self.the_node
-
-    def node(self, at: str) -> SyncNode:
-        return self.the_node
-
-    def rerouted(self, key: str, node: SyncNode, exc: BaseException) -> None:
-        """One server has nowhere else to send a call."""
-
-    def primaries(self) -> list[SyncNode]:
-        return [self.the_node]
-
-    def close(self) -> None:
-        """Gives back the connection the direct calls kept (the client is the caller's)."""
-        if self.the_node.direct is not None:
-            self.the_node.direct.close()
-
-
-class AsyncOneServer:
-    """:class:`OneServer` with an asyncio client."""
-
-    def __init__(self, client: aioredis.Redis) -> None:
-        direct = async_direct_calls(client)
-        self.the_node: AsyncNode = Node(server_address(client), client, direct)
-
-    async def node_for(self, key: str) -> AsyncNode:
-        return self.the_node
-
-    def node(self, at: str) -> AsyncNode:
-        return self.the_node
-
-    async def rerouted(self, key: str, node: AsyncNode, exc: BaseException) -> None:
-        """One server has nowhere else to send a call."""
-
-    async def primaries(self) -> list[AsyncNode]:
-        return [self.the_node]
-
-    async def aclose(self) -> None:
-        if self.the_node.direct is not None:
-            await self.the_node.direct.close()
 
 
 class ClusterState(Generic[C, D]):
@@ -170,156 +140,16 @@ class ClusterState(Generic[C, D]):
         return [self.node(at) for at in self.topology.map.primaries()]
 
 
-class ClusterRoute(ClusterState[redis.Redis, DirectCalls]):
-    """Calls sent to the primary of their slot, with blocking clients."""
+class OneNode(Protocol):
+    """A route of one server (blocking or asyncio)."""
 
-    @classmethod
-    def of(cls, client: RedisCluster) -> ClusterRoute:
-        """The route of a redis-py cluster client: its startup nodes and options."""
-        manager = client.nodes_manager
-        startup = [(node.host, node.port) for node in manager.startup_nodes.values()]
-        connection_class, options = node_options(manager.connection_kwargs, redis.Connection)
-
-        def make(host: str, port: int) -> SyncNode:
-            # No retries in a node's client: a failed call is routed again, by the map.
-            pool = redis.ConnectionPool(
-                connection_class=connection_class, host=host, port=port,
-                retry=Retry(NoBackoff(), 0), **options,
-            )  # fmt: skip
-            node_client = redis.Redis(connection_pool=pool)
-            return Node(address(host, port), node_client, direct_calls(node_client))
-
-        return cls(startup, Nodes(make))
-
-    def node_for(self, key: str) -> SyncNode:
-        """The node serving ``key``'s slot (the map asked first if none is known)."""
-        node = self.known_node(key)
-        if node is None:
-            self.refresh(None)
-            node = self.known_node(key)
-            if node is None:
-                raise NoNodeAnsweredError(f"no node serves the slot of {key}")
-        return node
-
-    def rerouted(
-        self, key: str, node: SyncNode, exc: BaseException
-    ) -> tuple[SyncNode, bool] | None:
-        """Where to send a call again after ``node`` failed it with ``exc``: the node a
-        MOVED or an ASK names, or the slot's primary after the map was asked again, if it
-        changed; None to give up."""
-        redirect = self.redirected(exc)
-        if redirect is not None:
-            return redirect
-        self.refresh(node.address)
-        again = self.after_refresh(key, node)
-        return None if again is None else (again, False)
-
-    def refresh(self, failed: str | None) -> None:
-        """Asks the nodes for the map, ``failed`` last; raises if none answers."""
-        for at in self.topology.ask_order(failed):
-            try:
-                reply = self.node(at).client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
-            except _NOT_A_MAP:  # the next node may answer
-                continue
-            self.topology.learn(reply, at)
-            return
-        raise NoNodeAnsweredError("no node of the cluster answered (asked for its slots)")
-
-    def primaries(self) -> list[SyncNode]:
-        """Every primary, as the nodes say now."""
-        self.refresh(None)
-        return self.known_primaries()
-
-    def close(self) -> None:
-        for node in self.nodes():
-            if node.direct is not None:
-                node.direct.close()
-            node.client.close()
+    @property
+    def the_node(self) -> Node[Any, Any]: ...
 
 
-class AsyncClusterRoute(ClusterState[aioredis.Redis, AsyncDirectCalls]):
-    """:class:`ClusterRoute` with asyncio clients."""
-
-    @classmethod
-    def of(cls, client: AsyncRedisCluster) -> AsyncClusterRoute:
-        manager = client.nodes_manager
-        startup = [(node.host, int(node.port)) for node in manager.startup_nodes.values()]
-        connection_class, options = node_options(manager.connection_kwargs, aioredis.Connection)
-        connection_class = hiredis_packing(connection_class)
-
-        def make(host: str, port: int) -> AsyncNode:
-            pool = aioredis.BlockingConnectionPool(
-                host=host, port=port, max_connections=MAX_CONNECTIONS, timeout=POOL_WAIT,
-                connection_class=connection_class, retry=Retry(NoBackoff(), 0), **options,
-            )  # fmt: skip
-            node_client = aioredis.Redis.from_pool(pool)
-            return Node(address(host, port), node_client, async_direct_calls(node_client))
-
-        return cls(startup, Nodes(make))
-
-    async def node_for(self, key: str) -> AsyncNode:
-        """The node serving ``key``'s slot (the map asked first if none is known)."""
-        node = self.known_node(key)
-        if node is None:
-            await self.refresh(None)
-            node = self.known_node(key)
-            if node is None:
-                raise NoNodeAnsweredError(f"no node serves the slot of {key}")
-        return node
-
-    async def rerouted(
-        self, key: str, node: AsyncNode, exc: BaseException
-    ) -> tuple[AsyncNode, bool] | None:
-        """See :meth:`ClusterRoute.rerouted`."""
-        redirect = self.redirected(exc)
-        if redirect is not None:
-            return redirect
-        await self.refresh(node.address)
-        again = self.after_refresh(key, node)
-        return None if again is None else (again, False)
-
-    async def refresh(self, failed: str | None) -> None:
-        """Asks the nodes for the map, ``failed`` last; raises if none answers."""
-        for at in self.topology.ask_order(failed):
-            try:
-                reply = await self.node(at).client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
-            except _NOT_A_MAP:  # the next node may answer
-                continue
-            self.topology.learn(reply, at)
-            return
-        raise NoNodeAnsweredError("no node of the cluster answered (asked for its slots)")
-
-    async def primaries(self) -> list[AsyncNode]:
-        """Every primary, as the nodes say now."""
-        await self.refresh(None)
-        return self.known_primaries()
-
-    async def aclose(self) -> None:
-        for node in self.nodes():
-            if node.direct is not None:
-                await node.direct.close()
-            await node.client.aclose()
-
-
-SyncRoute = OneServer | ClusterRoute
-AsyncRoute = AsyncOneServer | AsyncClusterRoute
-
-
-def route_of(client: redis.Redis | RedisCluster) -> SyncRoute:
-    """The route of a blocking redis-py client: a cluster's, or its one server."""
-    return ClusterRoute.of(client) if isinstance(client, RedisCluster) else OneServer(client)
-
-
-def async_route_of(client: aioredis.Redis | AsyncRedisCluster) -> AsyncRoute:
-    """The route of an asyncio redis-py client."""
-    if isinstance(client, AsyncRedisCluster):
-        return AsyncClusterRoute.of(client)
-    return AsyncOneServer(client)
-
-
-def describe(route: SyncRoute | AsyncRoute) -> str:
+def describe(route: ClusterState[Any, Any] | OneNode) -> str:
     """The servers of a route, for error messages: the one server, or a cluster's
     startup nodes."""
-    if isinstance(route, OneServer | AsyncOneServer):  # asked now: a Sentinel's may move
-        return server_address(route.the_node.client)
-    return "cluster " + ",".join(route.topology.startup)
+    if isinstance(route, ClusterState):
+        return "cluster " + ",".join(route.topology.startup)
+    return server_address(route.the_node.client)  # asked now: a Sentinel's may move

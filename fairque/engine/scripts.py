@@ -53,12 +53,15 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from fairque.engine.fields import ROWS
+
 _INCLUDE = re.compile(r"^--@include (\w+)$", re.MULTILINE)
 _KEYS = re.compile(r"^-- KEYS:(.*)$", re.MULTILINE)
 _FLAGS = re.compile(r"^-- FLAGS:(.*)$", re.MULTILINE)
 FLAGS = frozenset({"no-writes"})  # the function flags a script may declare
 _ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.(\d*))?\]", re.MULTILINE)
 _PARAM = re.compile(r":<\w+>$")
+_ROW_CONSTANT = re.compile(r"\b(" + "|".join(ROWS) + r")\.(\w+)\b")
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,10 @@ class Script:
 
 
 def _read(path: str) -> str:
-    return (resources.files(__package__) / "lua" / path).read_text(encoding="utf-8")
+    """A Lua file, with the field tables' constants (``PUSH_ROW.priority``) written in
+    (:mod:`fairque.engine.fields`)."""
+    text = (resources.files(__package__) / "lua" / path).read_text(encoding="utf-8")
+    return _ROW_CONSTANT.sub(lambda found: ROWS[found[1]].lua(found[2]), text)
 
 
 def _expand(text: str, included: set[str]) -> str:

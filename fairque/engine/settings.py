@@ -20,8 +20,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.config import QueueSettings
-from fairque.engine.calls import MICROS, Arg, Call, default_worker_id
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.async_executor import AsyncExecutor
+from fairque.engine.calls import Arg, Call, default_worker_id
+from fairque.engine.executor import Executor
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 
 log = logging.getLogger("fairque.settings")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, Generic, Protocol, TypeVar, Union
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Union
 
 from fairque.engine import records
 from fairque.engine.calls import Call
@@ -27,6 +27,8 @@ from fairque.engine.keys import Namespace
 from fairque.errors import InvalidInput
 
 T = TypeVar("T")
+Item = TypeVar("Item")  # an item of a batch
+R = TypeVar("R")  # an entry of a reply, one per item
 Step = list[Call[Any]]
 Steps = Generator[Step, list[Any], T]
 # One call, or steps of calls (see the module's docstring).
@@ -77,98 +79,186 @@ def split_cursor(cursor: int, shards: int) -> tuple[int, int]:
     return shard, inner
 
 
-class ShardOps(Protocol):
-    """What a shard's call builder has: its namespace."""
-
-    @property
-    def namespace(self) -> Namespace: ...
+PageT = TypeVar("PageT", bound="Page")
 
 
 class Page(Protocol):
-    """A page of a list: ``cursor`` 0 when there is no more."""
+    """A page of a list: ``cursor`` 0 when there is no more; a sharded list joins the
+    shards' pages into one (:meth:`ShardPlans.paged`)."""
 
     @property
     def cursor(self) -> int: ...
 
+    def size(self) -> int:
+        """How many entries the page holds."""
+        ...
 
-Ops = TypeVar("Ops", bound=ShardOps)
+    @classmethod
+    def joined(cls: type[PageT], pages: Sequence[PageT], cursor: int) -> PageT:
+        """One page of ``pages``' entries, in order, with ``cursor``."""
+        ...
+
+
+S = TypeVar("S")  # what a shard's calls are built from: its Namespace, or an ops object
 P = TypeVar("P", bound=Page)
+A = ParamSpec("A")
 
 
-class ShardPlans(Generic[Ops]):
-    """The machinery of plans over the shards of one queue, each shard's calls built by
-    an ``Ops``; with one namespace every plan is that namespace's call."""
+class ShardPlans(Generic[S]):
+    """Where an operation runs over the shards of one queue, each a policy an operation
+    names with its call builder and arguments (``plans.on_holder(task_id, cancel,
+    task_id)``): on every shard with the replies merged (:meth:`each`), on the first
+    shard (:meth:`first`), on the shard that holds a record (:meth:`on_holder`), the
+    first reply found (:meth:`found`), one page through the shards in turn
+    (:meth:`paged`), or a batch split by its items' shards (:meth:`scattered`). A
+    builder takes the shard (``shards[i]``) first. With one namespace every policy is
+    that namespace's own call."""
 
-    def __init__(self, shards: list[Ops]) -> None:
+    def __init__(self, shards: list[S], namespaces: list[Namespace]) -> None:
         self.shards = shards
+        self.namespaces = namespaces  # shards[i]'s namespace
         self.rotation = Rotation(len(shards))
         self.single = shards[0] if len(shards) == 1 else None
 
-    def split(self, keys: Sequence[str]) -> list[tuple[Ops, list[int]]]:
-        """Each shard's calls with the positions of its ``keys``, in order."""
+    def split(self, keys: Sequence[str]) -> list[tuple[S, list[int]]]:
+        """Each shard with the positions of its ``keys``, in order."""
         return [
             (self.shards[shard], positions)
             for shard, positions in by_shard(keys, len(self.shards)).items()
         ]
 
-    def each(self, build: Callable[[Ops], Call[T]], merge: Callable[[list[T]], T]) -> Plan[T]:
+    def each(
+        self,
+        merge: Callable[[list[T]], T],
+        build: Callable[Concatenate[S, A], Call[T]],
+        *args: A.args,
+        **kwargs: A.kwargs,
+    ) -> Plan[T]:
         """The call on every shard, the replies merged."""
         if self.single is not None:
-            return build(self.single)
-        return merged([build(ops) for ops in self.shards], merge)
+            return build(self.single, *args, **kwargs)
+        return merged([build(shard, *args, **kwargs) for shard in self.shards], merge)
 
-    def found(self, build: Callable[[Ops], Call[T | None]]) -> Plan[T | None]:
+    def first(
+        self, build: Callable[Concatenate[S, A], Call[T]], *args: A.args, **kwargs: A.kwargs
+    ) -> Call[T]:
+        """The call on the first shard (for what every shard holds the same of)."""
+        return build(self.shards[0], *args, **kwargs)
+
+    def found(
+        self,
+        build: Callable[Concatenate[S, A], Call[T | None]],
+        *args: A.args,
+        **kwargs: A.kwargs,
+    ) -> Plan[T | None]:
         """The call on every shard; the first reply that is not None."""
         if self.single is not None:
-            return build(self.single)
-        return merged(
-            [build(ops) for ops in self.shards],
-            lambda found: next((one for one in found if one is not None), None),
-        )
+            return build(self.single, *args, **kwargs)
+        return merged([build(shard, *args, **kwargs) for shard in self.shards], first_found)
 
-    def holder(self, record_id: str) -> Steps[Ops]:
-        """The calls of the shard that holds ``record_id`` (the first shard's if none
-        does: its calls say so)."""
+    def holder(self, record_id: str) -> Steps[S]:
+        """The shard that holds ``record_id`` (the first shard if none does: its calls say
+        so)."""
         if self.single is not None:
             return self.single
-        found = yield [records.get(ops.namespace, record_id) for ops in self.shards]
-        holders = (ops for ops, record in zip(self.shards, found, strict=True) if record)
+        found = yield [records.get(namespace, record_id) for namespace in self.namespaces]
+        holders = (shard for shard, record in zip(self.shards, found, strict=True) if record)
         return next(holders, self.shards[0])
 
-    def on_holder(self, record_id: str, build: Callable[[Ops], Call[T]]) -> Plan[T]:
+    def on_holder(
+        self,
+        record_id: str,
+        build: Callable[Concatenate[S, A], Call[T]],
+        *args: A.args,
+        **kwargs: A.kwargs,
+    ) -> Plan[T]:
         """The call on the shard that holds ``record_id``."""
         if self.single is not None:
-            return build(self.single)
-        return self._holder_then(record_id, build)
+            return build(self.single, *args, **kwargs)
+        return self._holder_then(record_id, build, args, kwargs)
 
-    def _holder_then(self, record_id: str, build: Callable[[Ops], Call[T]]) -> Steps[T]:
-        ops = yield from self.holder(record_id)
-        [reply] = yield [build(ops)]
+    def _holder_then(
+        self,
+        record_id: str,
+        build: Callable[..., Call[T]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Steps[T]:
+        shard = yield from self.holder(record_id)
+        [reply] = yield [build(shard, *args, **kwargs)]
         return reply  # type: ignore[no-any-return]
+
+    def scattered(
+        self,
+        key: Callable[[Item], str],
+        items: Sequence[Item],
+        build: Callable[Concatenate[S, list[Item], A], Call[list[R]]],
+        *args: A.args,
+        **kwargs: A.kwargs,
+    ) -> Plan[list[R]]:
+        """``items`` split by the shards of their ``key`` (a tenant, a job's name), one
+        call per shard given its items in order; each reply holds one entry per item, put
+        back in the order of ``items``."""
+        if self.single is not None:
+            return build(self.single, list(items), *args, **kwargs)
+        return self._scatter([key(item) for item in items], items, build, args, kwargs)
+
+    def _scatter(
+        self,
+        keys: Sequence[str],
+        items: Sequence[Item],
+        build: Callable[..., Call[list[R]]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Steps[list[R]]:
+        groups = self.split(keys)
+        parts = yield [
+            build(shard, [items[i] for i in positions], *args, **kwargs)
+            for shard, positions in groups
+        ]
+        gathered: list[Any] = [None] * len(items)
+        for (_, positions), part in zip(groups, parts, strict=True):
+            for position, entry in zip(positions, part, strict=True):
+                gathered[position] = entry
+        return gathered
 
     def paged(
         self,
+        page: type[P],
         cursor: int,
         limit: int,
-        build: Callable[[Ops, int, int], Call[P]],
-        join: Callable[[list[P], int], P],
-        size: Callable[[P], int],
-    ) -> Steps[P]:
+        build: Callable[..., Call[P]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Plan[P]:
         """A page of a list that goes through the shards in turn, its cursor carrying the
-        shard (``shard's cursor * shards + shard``; 0: no more); ``join`` makes one page
-        of the shards' pages with that cursor. A shard that has no more gives way to the
-        next within the same page, so a page fills up to ``limit`` across shards; a shard
-        with more ends the page (one shard's page may hold fewer than asked, as on one
-        namespace)."""
+        shard (``shard's cursor * shards + shard``; 0: no more). ``build`` takes the shard,
+        ``args``, then a shard's cursor and how many it may return, then ``kwargs``. A
+        shard that has no more gives way to the next within the same page, so a page
+        fills up to ``limit`` across shards; a shard with more ends the page (one shard's
+        page may hold fewer than asked, as on one namespace)."""
+        if self.single is not None:
+            return build(self.single, *args, cursor, limit, **kwargs)
+        return self._paged(page, cursor, limit, build, *args, **kwargs)
+
+    def _paged(
+        self,
+        page_type: type[P],
+        cursor: int,
+        limit: int,
+        build: Callable[..., Call[P]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Steps[P]:
         shards = len(self.shards)
         shard, inner = split_cursor(cursor, shards)
         pages: list[P] = []
         taken = 0
         while True:
             wanted = limit - taken if pages else limit
-            page: P = (yield [build(self.shards[shard], inner, wanted)])[0]
+            page: P = (yield [build(self.shards[shard], *args, inner, wanted, **kwargs)])[0]
             pages.append(page)
-            taken += size(page)
+            taken += page.size()
             if page.cursor:  # this shard has more
                 following = page.cursor * shards + shard
             elif shard + 1 == shards:
@@ -178,7 +268,12 @@ class ShardPlans(Generic[Ops]):
             else:
                 shard, inner = shard + 1, 0
                 continue
-            return join(pages, following)
+            return page_type.joined(pages, following)
+
+
+def first_found(replies: list[T | None]) -> T | None:
+    """The first reply that is not None."""
+    return next((reply for reply in replies if reply is not None), None)
 
 
 def merged(calls: Step, merge: Callable[[list[T]], T]) -> Steps[T]:

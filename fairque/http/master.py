@@ -22,16 +22,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
 from fairque.config import QueueSettings, redis_url
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.batching import Batcher
 from fairque.engine.eviction import async_eviction_warning
-from fairque.engine.executor import AsyncExecutor
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.app import create_app
-from fairque.http.batches import pushes
-from fairque.http.dispatch import Dispatcher
 from fairque.http.health import health_routes
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
@@ -60,9 +58,11 @@ from fairque.jobs import (
     Success,
 )
 from fairque.jobs.async_client import LEASE_GRACE, RESULT_TTL, AsyncJobQueue
+from fairque.jobs.batching import pushes
 from fairque.jobs.models import VALUE_SCHEMA, JobState, validate
 from fairque.queue.async_client import AsyncQueue, open_async_queue
-from fairque.queue.ops import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
+from fairque.queue.calls.maintenance import MAINTENANCE_INTERVAL, MAINTENANCE_ROUNDS
+from fairque.runners.dispatcher import Dispatcher
 
 log = logging.getLogger("fairque.master")
 

@@ -9,13 +9,11 @@ master's. ``fairque master`` mounts them; ``fairque dashboard`` serves them alon
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,20 +29,39 @@ from litestar.response import Redirect, ServerSentEvent, ServerSentEventMessage
 from litestar.static_files import create_static_files_router
 
 from fairque.config import QueueSettings, redis_url
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.calls import MAX_PAGE
-from fairque.engine.executor import AsyncExecutor
+from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.engine.outage import OUTAGE, OutageLog, server_label
 from fairque.engine.records import (
     IDENTIFIER_PATTERN,
     MAX_ID_LENGTH,
-    Record,
-    RecordKind,
     TaskState,
 )
 from fairque.engine.waiting import wait_event
 from fairque.errors import ScheduleNotFound, TaskNotFound
 from fairque.http.health import health_routes
 from fairque.http.protocol import Done, WorkerStatus
+from fairque.http.ui_bodies import (
+    Access,
+    Fairness,
+    Requeued,
+    ScheduleChangedState,
+    ScheduleRow,
+    ShareFieldInfo,
+    TaskDetail,
+    TenantPage,
+    TenantRow,
+    Throughput,
+    UiOverview,
+    Workers,
+    detail_of,
+    fairness_of,
+    queue_workers,
+    schedule_row,
+    server_minutes,
+    tenant_rows,
+)
 from fairque.http.wire import (
     EXCEPTION_HANDLERS,
     MSGPACK,
@@ -54,24 +71,17 @@ from fairque.http.wire import (
     WireResponse,
     bearer_guard,
 )
-from fairque.jobs import AsyncJobQueue, ConstraintStatus, JobInfo
-from fairque.jobs.ops import job_info
+from fairque.jobs import AsyncJobQueue, ConstraintStatus
 from fairque.queue import (
     AsyncQueue,
-    FairnessView,
     LimitsPage,
-    MinuteFigures,
-    TaskInfo,
     TaskLimits,
     TaskPage,
     TenantShares,
-    TenantStats,
-    WorkerInfo,
 )
 from fairque.queue.async_client import open_async_queue
-from fairque.queue.ops import task_info
-from fairque.queue.shares import LIMITS, SHARES, ShareField, update_body
-from fairque.scheduler import AsyncTaskScheduler, ScheduleInfo
+from fairque.queue.shares import update_body
+from fairque.runners.scheduler import AsyncTaskScheduler
 
 log = logging.getLogger("fairque.ui")
 STATIC = Path(__file__).parent / "static"
@@ -105,309 +115,6 @@ class UiConfig:
     shards: int = 1  # a sharded queue's tasks are shown from all of its shards
     sample_every: float = 2.0  # seconds between throughput samples
     history: float = 600.0  # seconds of samples kept
-
-
-@dataclass(frozen=True)
-class Rate:
-    """Tasks per second between two samples, ending at ``at`` (epoch seconds)."""
-
-    at: float
-    pushed: float
-    finished: float
-    failed: float
-
-
-@dataclass(frozen=True)
-class TenantRow:
-    """A tenant's ready backlog and lifetime counters."""
-
-    user_id: str
-    queued: int
-    pushed: int
-    finished: int
-    failed: int
-    retried: int
-    requeued: int
-    canceled: int
-    expired: int
-
-
-@dataclass(frozen=True)
-class UiOverview:
-    """Everything the overview page shows."""
-
-    namespace: str
-    states: dict[str, int]
-    counters: dict[str, int]
-    tenants: list[TenantRow]  # the busiest (most ready tasks first), at most 20
-    throughput: list[Rate]
-    tenants_with_ready: int  # how many tenants have ready tasks
-
-
-@dataclass(frozen=True)
-class TenantPage:
-    """A page of the tenants with ready tasks, the busiest first; ``cursor`` asks for the
-    next page (0: no more)."""
-
-    tenants: list[TenantRow]
-    cursor: int
-
-
-@dataclass(frozen=True)
-class TaskDetail:
-    """A task (fair policy, ``task``) or a job (strict policy, ``job``)."""
-
-    kind: str
-    task: TaskInfo | None = None
-    job: JobInfo | None = None
-
-
-@dataclass(frozen=True)
-class QueueWorker:
-    """A worker of the queue, one row: as it registered itself in the worker registry, and
-    the tasks it holds leases on now. ``registered`` False: it holds leases but is not in
-    the registry (a worker of a version before the registry, or one whose registration
-    lapsed), so only its id and tasks are known."""
-
-    worker_id: str
-    registered: bool
-    host: str | None
-    pid: int | None
-    functions: list[str]  # the task function names it serves
-    concurrency: int | None
-    seen_at: float | None  # its last heartbeat, epoch seconds (server clock)
-    held: int  # tasks it holds leases on now
-    task_ids: list[str]  # those tasks
-
-
-@dataclass(frozen=True)
-class Workers:
-    """The queue's workers (live ones from the registry, idle ones too, and any other
-    holding leases) and the HTTP workers registered with the master."""
-
-    queue: list[QueueWorker]
-    http: list[WorkerStatus]
-
-
-def _queue_workers(
-    live: list[WorkerInfo], held: dict[str, list[str]], elsewhere: set[str]
-) -> list[QueueWorker]:
-    """The registry's workers with the leases each holds, then the holders of leases the
-    registry lacks (but not those listed ``elsewhere``: the master's HTTP workers)."""
-    rows = [
-        QueueWorker(
-            w.worker_id,
-            True,
-            w.host,
-            w.pid,
-            list(w.functions),
-            w.concurrency,
-            w.seen_at,
-            len(held.get(w.worker_id, [])),
-            held.get(w.worker_id, []),
-        )
-        for w in live
-    ]
-    registered = {w.worker_id for w in live}
-    rows += [
-        QueueWorker(worker, False, None, None, [], None, None, len(ids), ids)
-        for worker, ids in held.items()
-        if worker not in registered and worker not in elsewhere
-    ]
-    return sorted(rows, key=lambda row: row.worker_id)
-
-
-@dataclass(frozen=True)
-class ScheduleRow:
-    """A schedule, flattened for a table."""
-
-    schedule_id: str
-    state: str
-    cron: str | None
-    interval: float | None
-    timezone: str
-    task_name: str
-    user_id: str
-    next_run: float | None
-    last_run: float | None
-    runs: int
-    failures: int
-    skipped: int
-    last_task_id: str | None
-    last_error: str | None
-
-
-@dataclass(frozen=True)
-class FairnessRow:
-    """One of the busiest tenants of the window: its service, and its shares."""
-
-    tenant: str
-    starts: int
-    share: float  # of all starts in the window (0..1)
-    per_minute: float
-    wait_p50: float | None  # seconds from ready to start (upper bucket edge)
-    wait_p99: float | None
-    starts_by_minute: list[int]  # one per minute of the window, oldest first
-    weight: int
-    concurrency: int
-    rate: int
-    period: float
-    paused: bool
-    running: int
-    ready: int
-    servable: bool
-
-
-@dataclass(frozen=True)
-class Fairness:
-    """Who the queue served over the last minutes (``FairQueue.fairness``), for the page."""
-
-    at: float  # server time, epoch seconds
-    minutes: int
-    starts: int
-    per_minute: float
-    wait_p50: float | None
-    wait_p99: float | None
-    other_starts: int
-    history: list[MinuteFigures]
-    tenants: list[FairnessRow]
-
-
-def _minutes(view: FairnessView | None) -> tuple[list[MinuteFigures], float]:
-    """The server's minutes and its time, for the throughput chart's past."""
-    return ([], 0.0) if view is None else (view.history, view.at)
-
-
-def _fairness(view: FairnessView) -> Fairness:
-    rows = [
-        FairnessRow(
-            one.tenant,
-            one.starts,
-            one.share,
-            one.per_minute,
-            one.wait_p50,
-            one.wait_p99,
-            list(one.starts_by_minute),
-            one.shares.weight,
-            one.shares.concurrency,
-            one.shares.rate,
-            one.shares.period,
-            one.shares.paused,
-            one.shares.running,
-            one.shares.ready,
-            one.shares.servable,
-        )
-        for one in view.tenants
-    ]
-    return Fairness(
-        view.at, view.minutes, view.starts, view.per_minute, view.wait_p50, view.wait_p99,
-        view.other_starts, view.history, rows,
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ShareFieldInfo:
-    """One field of the tenant shares' table (``fairque/queue/shares.py``): the shares
-    form is made of them."""
-
-    name: str
-    kind: str  # int, float or bool
-    low: float | None
-    high: float | None
-    help: str
-
-
-@dataclass(frozen=True)
-class Access:
-    """What the page learns before it asks for data: whether the data routes want a bearer
-    token (without one there is nothing to sign in to, so no login form and no Log out),
-    and the fields of a tenant's shares and of a task name's limits."""
-
-    token_required: bool
-    shares: list[ShareFieldInfo]
-    limits: list[ShareFieldInfo]
-
-
-@dataclass(frozen=True)
-class Requeued:
-    """How many failed tasks an action queued again."""
-
-    requeued: int
-
-
-@dataclass(frozen=True)
-class ScheduleChangedState:
-    """A schedule's state after pause or resume."""
-
-    state: str
-
-
-def _schedule_row(info: ScheduleInfo) -> ScheduleRow:
-    schedule = info.schedule
-    return ScheduleRow(
-        schedule_id=info.schedule_id,
-        state=info.state.value,
-        cron=schedule.cron,
-        interval=schedule.interval,
-        timezone=schedule.timezone,
-        task_name=schedule.task.name,
-        user_id=schedule.task.user_id,
-        next_run=info.next_run,
-        last_run=info.last_run,
-        runs=info.runs,
-        failures=info.failures,
-        skipped=info.skipped,
-        last_task_id=info.last_task_id,
-        last_error=info.last_error,
-    )
-
-
-def _detail(record: Record) -> TaskDetail:
-    """A task or a job, as its record says (a storage task is refused, naming its reader)."""
-    if record.kind is RecordKind.JOB:
-        return TaskDetail("job", job=job_info(record))
-    return TaskDetail("task", task=task_info(record))
-
-
-@dataclass
-class Throughput:
-    """Counter samples of the last minutes, kept in this process."""
-
-    history: deque[tuple[float, int, int, int]] = field(default_factory=deque)
-
-    def record(self, at: float, counters: dict[str, int], keep: int) -> None:
-        sample = (
-            at,
-            counters.get("pushed", 0),
-            counters.get("finished", 0),
-            counters.get("failed", 0),
-        )
-        self.history.append(sample)
-        while len(self.history) > keep:
-            self.history.popleft()
-
-    def rates(self, minutes: list[MinuteFigures] | None = None, now: float = 0.0) -> list[Rate]:
-        """Rates between this process's samples, after the server's per-minute history
-        of the whole minutes before them, so the chart has a past when the page opens
-        (and, until two samples exist, the current minute so far, up to ``now``)."""
-        samples = list(self.history)
-        rates = []
-        first_sample = samples[0][0] if samples else float("inf")
-        for minute in minutes or []:
-            counts = (minute.pushed, minute.finished, minute.failed)
-            end = minute.at + 60
-            if end <= first_sample:
-                rates.append(Rate(end, *(n / 60 for n in counts)))
-            elif len(samples) < 2 and minute.at < now < end:
-                rates.append(Rate(now, *(n / (now - minute.at) for n in counts)))
-        for (t0, *before), (t1, *after) in itertools.pairwise(samples):
-            span = t1 - t0
-            if span > 0:
-                pushed, finished, failed = (
-                    (b - a) / span for a, b in zip(before, after, strict=True)
-                )
-                rates.append(Rate(t1, max(pushed, 0.0), max(finished, 0.0), max(failed, 0.0)))
-        return rates
 
 
 class Dashboard:
@@ -544,11 +251,6 @@ TaskName = Annotated[
 ScheduleId = Annotated[str, PathParameter(min_length=1, max_length=256)]
 
 
-def _tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
-    rows = [TenantRow(user_id, **asdict(stats)) for user_id, stats in tenants.items()]
-    return sorted(rows, key=lambda row: (-row.queued, row.user_id))
-
-
 @get(
     "/access",
     opt=PUBLIC,
@@ -570,8 +272,8 @@ async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
         ui.config.namespace,
         states,
         stats.counters,
-        _tenant_rows(stats.tenants),
-        ui.throughput.rates(*_minutes(stats.fairness)),
+        tenant_rows(stats.tenants),
+        ui.throughput.rates(*server_minutes(stats.fairness)),
         stats.tenants_with_ready,
     )
 
@@ -584,12 +286,12 @@ async def tenants(
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> TenantPage:
     page = await ui.queue.busiest_tenants(cursor, limit)
-    return TenantPage(_tenant_rows(page.tenants), page.cursor)
+    return TenantPage(tenant_rows(page.tenants), page.cursor)
 
 
 @get("/tenants/{user_id:str}", summary="A tenant's ready backlog and lifetime counters")
 async def tenant_figures(ui: NamedDependency[Dashboard], user_id: UserId) -> TenantRow:
-    return _tenant_rows({user_id: await ui.queue.tenant_stats(user_id)})[0]
+    return tenant_rows({user_id: await ui.queue.tenant_stats(user_id)})[0]
 
 
 @get("/tasks", summary="A page of the tasks and jobs in a state, of a tenant and / or name")
@@ -610,7 +312,7 @@ async def task_detail(ui: NamedDependency[Dashboard], task_id: TaskId) -> TaskDe
     record = await ui.queue.get_record(task_id)
     if record is None:
         raise TaskNotFound(task_id)
-    return _detail(record)
+    return detail_of(record)
 
 
 @post("/tasks/{task_id:str}/retry", status_code=200, summary="Queue a failed task again")
@@ -664,7 +366,7 @@ LimitsBody = Annotated[LimitsUpdate, Body(media_type=MSGPACK, description="Field
 
 @get("/fairness", summary="Who was served: shares of service, waits, the busiest tenants")
 async def fairness(ui: NamedDependency[Dashboard], minutes: Minutes = 5, top: Top = 20) -> Fairness:
-    return _fairness(await ui.queue.fairness(minutes, top))
+    return fairness_of(await ui.queue.fairness(minutes, top))
 
 
 @litestar.get("/fairness/stream", include_in_schema=False)
@@ -679,7 +381,7 @@ async def fairness_stream(
     async def events() -> AsyncIterator[ServerSentEventMessage]:
         while not ui.stopping.is_set():
             try:
-                view = _fairness(await ui.queue.fairness(minutes, top))
+                view = fairness_of(await ui.queue.fairness(minutes, top))
                 yield ServerSentEventMessage(msgspec.json.encode(view).decode(), event="fairness")
             except OUTAGE as exc:
                 yield ServerSentEventMessage(str(exc), event="outage")
@@ -735,12 +437,12 @@ async def workers(ui: NamedDependency[Dashboard]) -> Workers:
         held.setdefault(task.worker_id or "?", []).append(task.task_id)
     http = ui.http_workers()
     live = await ui.queue.workers()
-    return Workers(_queue_workers(live, held, {w.id for w in http}), http)
+    return Workers(queue_workers(live, held, {w.id for w in http}), http)
 
 
 @get("/schedules", summary="Schedules: state, next and last run, failures")
 async def schedules(ui: NamedDependency[Dashboard]) -> list[ScheduleRow]:
-    return [_schedule_row(info) for info in await ui.scheduler.list_schedules()]
+    return [schedule_row(info) for info in await ui.scheduler.list_schedules()]
 
 
 async def _change_schedule(action: Callable[[str], Any], schedule_id: str) -> ScheduleChangedState:

@@ -17,126 +17,21 @@ does not wait for a slow one's, and the HTTP cost of a request is paid once for 
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Annotated
 
-import httpx
-import msgspec
 from litestar import Litestar, post
 from litestar.params import Body
 from litestar.response import Stream
 
-from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.app import create_app
-from fairque.http.context import JobContext, Reporter, SyncJobContext
 from fairque.http.openapi import Document
-from fairque.http.protocol import (
-    MAX_RUNS,
-    JobRequest,
-    WorkerAck,
-    WorkerRegistration,
-    result_frame,
-)
+from fairque.http.protocol import MAX_RUNS, JobRequest
 from fairque.http.wire import FRAMES, MSGPACK, WireOperation
-from fairque.jobs import Failure, JobOutcome, Success, failure
+from fairque.jobs import Failure, JobOutcome, Success
 from fairque.jobs.models import VALUE_SCHEMA
-from fairque.runners.fair_worker.functions import Registry, call_arguments
-
-log = logging.getLogger("fairque.http_worker")
-
-
-@dataclass(frozen=True)
-class HttpWorkerConfig:
-    """How an HTTP worker runs."""
-
-    master: str | None  # the master's URL; None: no registration (tests, manual setups)
-    url: str  # where the master reaches this worker
-    worker_id: str
-    capacity: int = 4
-    token: str | None = None  # the master's bearer token, used both ways
-
-
-async def run_job(registry: Registry, job: JobRequest, reporter: Reporter) -> JobOutcome:
-    """Runs the function the job names; every way it can end is a result object."""
-    function = registry.get(job.name)
-    if function is None:
-        return failure("other", f"no task function named {job.name!r}", retry=False)
-    try:
-        args, kwargs = call_arguments(job.argument)
-    except InvalidInput as exc:
-        return failure("other", str(exc), retry=False)
-    try:
-        if function.is_async:
-            if function.wants_context:
-                kwargs["context"] = JobContext(job, reporter)
-            result = await within(function.func(*args, **kwargs), job.timeout)
-        else:
-            if function.wants_context:
-                kwargs["context"] = SyncJobContext(job, reporter, asyncio.get_running_loop())
-            call = functools.partial(function.func, *args, **kwargs)
-            # A sync function cannot be interrupted: at the deadline it is abandoned.
-            result = await within(asyncio.to_thread(call), job.timeout)
-    except asyncio.TimeoutError:
-        return failure("timeout", f"timed out after {job.timeout:g} s")
-    except Exception as exc:
-        return failure("other", f"{type(exc).__name__}: {exc}")
-    return Success(finished_at=datetime.now(timezone.utc), result=result)
-
-
-class Registration:
-    """Keeps the worker registered with the master while the app runs, and lends its
-    connections to the ``reporter`` of the jobs it runs."""
-
-    def __init__(self, config: HttpWorkerConfig, names: list[str]) -> None:
-        self.config = config
-        registration = WorkerRegistration(config.url, names, config.capacity, config.capacity)
-        self.body = msgspec.msgpack.encode(registration)
-        self.headers = {"content-type": MSGPACK, "accept": MSGPACK}
-        if config.token:
-            self.headers["authorization"] = f"Bearer {config.token}"
-        self.reporter = Reporter(config.master, self.headers)
-
-    @property
-    def address(self) -> str:
-        return f"{(self.config.master or '').rstrip('/')}/workers/{self.config.worker_id}"
-
-    async def heartbeat(self, http: httpx.AsyncClient) -> None:
-        """Registers, then registers again at the interval the master asks for."""
-        wait = 1.0
-        while True:
-            try:
-                response = await http.put(self.address, content=self.body, headers=self.headers)
-                response.raise_for_status()
-                wait = msgspec.msgpack.decode(response.content, type=WorkerAck).heartbeat
-            except (httpx.HTTPError, msgspec.DecodeError) as exc:
-                log.warning("cannot register with the master: %s", exc)
-                wait = 1.0
-            await asyncio.sleep(wait)
-
-    @asynccontextmanager
-    async def running(self, _app: Litestar) -> AsyncIterator[None]:
-        if self.config.master is None:
-            yield
-            return
-        async with httpx.AsyncClient(timeout=10.0) as http:
-            beating = asyncio.create_task(self.heartbeat(http))
-            self.reporter.http = http
-            try:
-                yield
-            finally:
-                self.reporter.http = None
-                beating.cancel()
-                with suppress(asyncio.CancelledError):
-                    await beating
-                with suppress(httpx.HTTPError):
-                    await http.delete(self.address, headers=self.headers)
-
+from fairque.runners.fair_worker.functions import Registry
+from fairque.runners.http_worker import HttpWorkerConfig, Registration, run_job, run_jobs
 
 # The bodies of the worker API, whose schemas its OpenAPI document carries.
 WORKER_TYPES = (JobRequest, Success, Failure)
@@ -153,26 +48,6 @@ def worker_api() -> Litestar:
     """The worker API alone (no functions, no master): for its OpenAPI document, which
     ``docs/worker-openapi.json`` holds and the master's document lists as a webhook."""
     return _worker_app(HttpWorkerConfig(None, "http://127.0.0.1:1", "schema"), Registry())
-
-
-async def run_jobs(
-    registry: Registry, jobs: Sequence[JobRequest], slots: asyncio.Semaphore, reporter: Reporter
-) -> AsyncIterator[bytes]:
-    """Runs ``jobs`` at once (each in a slot) and yields the result frames of those that
-    ended, as they end. Closing it early (the master went away) cancels the rest."""
-
-    async def run_in_slot(job: JobRequest) -> JobOutcome:
-        async with slots:
-            return await run_job(registry, job, reporter)
-
-    running = {asyncio.ensure_future(run_in_slot(job)): n for n, job in enumerate(jobs)}
-    try:
-        while running:
-            ended, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            yield b"".join(result_frame(running.pop(job), job.result()) for job in ended)
-    finally:
-        for job in running:
-            job.cancel()
 
 
 def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:

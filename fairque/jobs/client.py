@@ -29,7 +29,8 @@ from fairque.jobs.models import (
     JobPage,
     LeasedJob,
 )
-from fairque.jobs.plans import JobPlans
+from fairque.jobs.ops import JobOps
+from fairque.jobs.plans import JobPlans, merge_constraints, name_of, outcome_name
 
 RESULT_TTL = 3600.0  # seconds a kept result waits for its pusher
 LEASE_GRACE = 5.0  # seconds a lease outlives the job's timeout
@@ -60,8 +61,8 @@ class JobQueue(Closing):
             self.plans = JobPlans(names)
             self.owns_executor = executor is None
             self.executor = executor or Executor.connect(url)
-            for ops in self.plans.shards:
-                settings_store.write_on_first_use(self.executor, ops.namespace, settings)
+            for shard in self.plans.namespaces:
+                settings_store.write_on_first_use(self.executor, shard, settings)
         else:  # another client of the namespace: its pool and settings
             self.plans = JobPlans([url.namespace.name])
             self.owns_executor = False
@@ -77,12 +78,12 @@ class JobQueue(Closing):
 
     def push(self, job: Job) -> str:
         """Enqueues a job; returns its new id."""
-        return self.executor.execute(self.plans.for_name(job.name).push_one(job))
+        return self.executor.execute(self.plans.by_name(job.name, JobOps.push_one, job))
 
     def push_many(self, jobs: Sequence[Job]) -> list[str]:
         """Enqueues jobs atomically (all or none; per shard when sharded); returns their
         ids in order."""
-        return self.executor.run(self.plans.push(jobs))
+        return self.executor.run(self.plans.scattered(name_of, jobs, JobOps.push))
 
     def pop(self, worker_id: str, count: int = 1, names: Sequence[str] = ()) -> list[LeasedJob]:
         """Leases up to ``count`` jobs by the strict policy (of ``names``, if given)."""
@@ -90,27 +91,29 @@ class JobQueue(Closing):
 
     def complete(self, job: LeasedJob, outcome: JobOutcome) -> TaskState:
         """Records a result object; returns the job's new state."""
-        ops = self.plans.for_name(job.name)
-        return self.executor.execute(ops.complete(job, outcome, self.result_ttl))
+        call = self.plans.by_name(job.name, JobOps.complete, job, outcome, self.result_ttl)
+        return self.executor.execute(call)
 
     def release(self, job: LeasedJob) -> TaskState:
         """Hands a job that never reached a worker back to the queue."""
-        return self.executor.execute(self.plans.for_name(job.name).release(job))
+        return self.executor.execute(self.plans.by_name(job.name, JobOps.release, job))
 
     def complete_many(
         self, outcomes: Sequence[tuple[LeasedJob, JobOutcome | None]]
     ) -> list[TaskState | FairQueueError]:
         """Records result objects (None: hands the job back), each on its own: per job,
         its new state or the error of its outcome (e.g. LeaseLost), in order."""
-        return self.executor.run(self.plans.complete_many(outcomes, self.result_ttl))
+        return self.executor.run(
+            self.plans.scattered(outcome_name, outcomes, JobOps.complete_many, self.result_ttl)
+        )
 
     def result(self, job_id: str) -> Any:
         """The kept result object, once; None afterwards, after its TTL, or if not kept."""
-        return self.executor.run(self.plans.take_result(job_id))
+        return self.executor.run(self.plans.on_holder(job_id, JobOps.take_result, job_id))
 
     def get(self, job_id: str) -> JobInfo | None:
         """What is stored about a job; None if there is no such job."""
-        return self.executor.run(self.plans.get(job_id))
+        return self.executor.run(self.plans.found(JobOps.get, job_id))
 
     def report(
         self,
@@ -126,16 +129,18 @@ class JobQueue(Closing):
         LeaseLost unless ``lease_token`` (the job's ``LeasedJob.lease_token``) still holds
         the job. An HTTP worker's job functions call it through the master
         (``context.progress``, ``context.log``)."""
-        plan = self.plans.report(job_id, lease_token, progress, message, lines)
+        plan = self.plans.on_holder(
+            job_id, JobOps.report, job_id, lease_token, progress, message, lines
+        )
         return self.executor.run(plan)
 
     def cancel(self, job_id: str) -> bool:
         """Cancels a job that has not started; False if it is running or has ended."""
-        return self.executor.run(self.plans.cancel(job_id))
+        return self.executor.run(self.plans.on_holder(job_id, JobOps.cancel, job_id))
 
     def retry(self, job_id: str) -> bool:
         """Queues a FAILED job again now; False if it had not failed."""
-        return self.executor.run(self.plans.retry(job_id))
+        return self.executor.run(self.plans.on_holder(job_id, JobOps.retry, job_id))
 
     def jobs(
         self, state: str, name: str | None = None, cursor: int = 0, limit: int = 50
@@ -146,12 +151,15 @@ class JobQueue(Closing):
     def set_constraint(self, constraint_id: str, constraint: Constraint) -> int:
         """Creates or replaces a constraint; returns how many ready jobs it re-sorted.
         Sharded, it limits each shard's jobs (exact for one that selects by name)."""
-        return self.executor.run(self.plans.set_constraint(constraint_id, constraint))
+        return self.executor.run(
+            self.plans.each(sum, JobOps.set_constraint, constraint_id, constraint)
+        )
 
     def delete_constraint(self, constraint_id: str) -> int:
         """Deletes a constraint."""
-        return self.executor.run(self.plans.delete_constraint(constraint_id))
+        plan = self.plans.each(sum, JobOps.delete_constraint, constraint_id)
+        return self.executor.run(plan)
 
     def constraints(self) -> list[ConstraintStatus]:
         """Every constraint with its current use."""
-        return self.executor.run(self.plans.constraints())
+        return self.executor.run(self.plans.each(merge_constraints, JobOps.constraints))

@@ -9,6 +9,7 @@ queue's tasks, so maintenance and stats cover both.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, get_args
@@ -17,7 +18,8 @@ import msgspec
 from msgspec import Meta
 
 from fairque.engine.calls import MAX_DEPTH, MAX_ERROR_LENGTH
-from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH, MAX_TIMEOUT_SECONDS
+from fairque.engine.fields import MAX_TIMEOUT_SECONDS
+from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
 from fairque.errors import InvalidInput
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -206,6 +208,15 @@ class JobPage(msgspec.Struct):
 
     jobs: list[JobSummary]
     cursor: int
+
+    def size(self) -> int:
+        """How many jobs the page holds."""
+        return len(self.jobs)
+
+    @classmethod
+    def joined(cls, pages: Sequence[JobPage], cursor: int) -> JobPage:
+        """One page of ``pages``' jobs, in order, with ``cursor`` (a sharded list's)."""
+        return cls([job for page in pages for job in page.jobs], cursor)
 
 
 _LOCATION = re.compile(r" - at `\$\.?([^`]*)`$")

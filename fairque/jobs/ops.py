@@ -13,7 +13,6 @@ from fairque.engine import records
 from fairque.engine.calls import (
     MAX_BATCH,
     MAX_POP,
-    MICROS,
     Arg,
     Call,
     check_value,
@@ -24,6 +23,7 @@ from fairque.engine.calls import (
     pack,
     text,
 )
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.engine.records import Record, RecordKind, TaskState, check_identifier
 from fairque.errors import FairQueueError, InvalidInput, from_script_error

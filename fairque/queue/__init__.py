@@ -1,10 +1,10 @@
 """The fair queue: tenants served in a global round robin, priorities without starvation.
 
 :class:`FairQueue` (one namespace) and :class:`ShardedQueue` (the shards of one queue)
-are both a :class:`Queue`, whose methods run the plans of
-:class:`~fairque.queue.plans.QueuePlans` over the calls of
-:class:`~fairque.queue.ops.QueueOps`; :class:`AsyncFairQueue`, :class:`AsyncShardedQueue`
-and :class:`AsyncQueue` are their asyncio twins.
+are both a :class:`Queue`, each of whose methods names where it runs
+(:class:`~fairque.queue.plans.QueuePlans`) and the call it makes there
+(:mod:`fairque.queue.calls`); :class:`AsyncFairQueue`, :class:`AsyncShardedQueue` and
+:class:`AsyncQueue` are their asyncio twins.
 """
 
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue, AsyncShardedQueue
@@ -32,7 +32,6 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
-from fairque.queue.ops import QueueOps
 from fairque.queue.shares import LimitsChange, SharesChange
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "MinuteFigures",
     "Priority",
     "Queue",
-    "QueueOps",
     "QueueStats",
     "ShardedQueue",
     "SharesChange",

@@ -11,19 +11,26 @@ test checks that the generated file is current).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
+from fairque.engine.async_executor import AsyncClosing, AsyncExecutor
 from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient
-from fairque.engine.executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
 from fairque.engine.records import Record, TaskState
 from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import AsyncPushes
+from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
+from fairque.queue.calls import tasks as task_calls
+from fairque.queue.calls.figures import STATS_FAIRNESS_TOP
+from fairque.queue.calls.leases import HAND_OVER_DELAY, UNSERVED_GRACE
+from fairque.queue.calls.maintenance import MAINTENANCE_INTERVAL
+from fairque.queue.calls.tasks import ResultWait
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
@@ -42,14 +49,17 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
-from fairque.queue.ops import (
-    HAND_OVER_DELAY,
-    MAINTENANCE_INTERVAL,
-    STATS_FAIRNESS_TOP,
-    UNSERVED_GRACE,
-    ResultWait,
+from fairque.queue.plans import (
+    QueuePlans,
+    merge_backlogs,
+    merge_fairness,
+    merge_limits,
+    merge_maintenance,
+    merge_stats,
+    merge_workers,
+    nothing,
+    soonest,
 )
-from fairque.queue.plans import QueuePlans
 from fairque.queue.shares import LimitsChange, SharesChange
 
 T = TypeVar("T")
@@ -80,9 +90,9 @@ class AsyncQueue(AsyncClosing):
         if executor is None:
             executor = AsyncExecutor(client) if client is not None else AsyncExecutor.connect(url)
         self.executor = executor
-        self.pushes = [AsyncPushes(ops, executor) for ops in self.plans.shards]
-        for ops in self.plans.shards:
-            settings_store.write_on_first_use(executor, ops.namespace, settings)
+        self.pushes = [AsyncPushes(namespace, executor) for namespace in self.plans.shards]
+        for namespace in self.plans.shards:
+            settings_store.write_on_first_use(executor, namespace, settings)
 
     @property
     def redis(self) -> AsyncClient:
@@ -93,13 +103,13 @@ class AsyncQueue(AsyncClosing):
     def wake_channels(self) -> list[str]:
         """The sharded pub/sub channels published when tasks become ready (a worker
         subscribes to all)."""
-        return [ops.namespace.wake_channel for ops in self.plans.shards]
+        return [namespace.wake_channel for namespace in self.plans.shards]
 
     @property
     def abort_channels(self) -> list[str]:
         """The sharded pub/sub channels ``cancel`` publishes the ids of running tasks it
         canceled on (a worker subscribes to all, and stops those it runs)."""
-        return [ops.namespace.abort_channel for ops in self.plans.shards]
+        return [namespace.abort_channel for namespace in self.plans.shards]
 
     async def close(self) -> None:
         """Waits until the pushes made so far are answered, then closes the connection
@@ -130,7 +140,10 @@ class AsyncQueue(AsyncClosing):
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
         tasks = [self.hooks.before_push(task) for task in tasks]
-        return await self.executor.run(self.plans.push(tasks, replicas, replica_timeout))
+        plan = self.plans.scattered(
+            push.tenant_of, tasks, push.push, replicas=replicas, replica_timeout=replica_timeout
+        )
+        return await self.executor.run(plan)
 
     async def pop(
         self,
@@ -172,7 +185,9 @@ class AsyncQueue(AsyncClosing):
 
     async def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
-        await self.executor.execute(self.plans.for_tenant(task.user_id).finish_one(task, result))
+        await self.executor.execute(
+            self.plans.by_tenant(task.user_id, leases.finish_one, task, result)
+        )
 
     async def finish_many(
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
@@ -183,18 +198,18 @@ class AsyncQueue(AsyncClosing):
 
     async def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
-        return await self.executor.run(self.plans.release(tasks))
+        return await self.executor.run(self.plans.by_tasks(tasks, leases.release))
 
     async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
         return await self.executor.execute(
-            self.plans.for_tenant(task.user_id).fail(task, error, retry)
+            self.plans.by_tenant(task.user_id, leases.fail, task, error, retry)
         )
 
     async def extend(self, task: LeasedTask, seconds: float) -> float:
         """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
         return await self.executor.execute(
-            self.plans.for_tenant(task.user_id).extend(task, seconds)
+            self.plans.by_tenant(task.user_id, leases.extend, task, seconds)
         )
 
     async def report(
@@ -208,7 +223,7 @@ class AsyncQueue(AsyncClosing):
         them); returns how many log lines it holds. Task functions call it through
         their context (``context.progress``, ``context.log``)."""
         return await self.executor.execute(
-            self.plans.for_tenant(task.user_id).report(task, progress, message, lines)
+            self.plans.by_tenant(task.user_id, leases.report, task, progress, message, lines)
         )
 
     async def cancel(self, task_id: str) -> bool:
@@ -218,19 +233,23 @@ class AsyncQueue(AsyncClosing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return await self.executor.run(self.plans.cancel(task_id))
+        return await self.executor.run(self.plans.on_holder(task_id, task_calls.cancel, task_id))
 
     async def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return await self.executor.run(self.plans.retry(task_id))
+        return await self.executor.run(self.plans.on_holder(task_id, task_calls.retry, task_id))
 
     async def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
-        await self.executor.run(self.plans.xcom_push(task_id, key, value, ttl))
+        await self.executor.run(
+            self.plans.on_holder(task_id, task_calls.xcom_push, task_id, key, value, ttl)
+        )
 
     async def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
-        return await self.executor.run(self.plans.xcom_pull(task_id, key, default))
+        return await self.executor.run(
+            self.plans.on_holder(task_id, task_calls.xcom_pull, task_id, key, default)
+        )
 
     async def tasks(
         self,
@@ -240,7 +259,8 @@ class AsyncQueue(AsyncClosing):
         cursor: int = 0,
         limit: int = 50,
     ) -> TaskPage:
-        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see
+        :func:`fairque.queue.calls.tasks.tasks`."""
         return await self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     async def retry_failed(self, user_id: str) -> int:
@@ -249,11 +269,11 @@ class AsyncQueue(AsyncClosing):
 
     async def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
-        return await self.executor.run(self.plans.get(task_id))
+        return await self.executor.run(self.plans.found(task_calls.get, task_id))
 
     async def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return await self.executor.run(self.plans.get_record(record_id))
+        return await self.executor.run(self.plans.found(task_calls.get_record, record_id))
 
     async def result(
         self,
@@ -274,15 +294,17 @@ class AsyncQueue(AsyncClosing):
         ``context.log`` wake it too).
         """
         wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
-        ops = await self.executor.run(self.plans.holder(task_id))
+        namespace = await self.executor.run(self.plans.holder(task_id))
         # An ended task needs no subscription.
-        settled = wait.settle(await self.executor.execute(ops.get(task_id)))
+        settled = wait.settle(await self.executor.execute(task_calls.get(namespace, task_id)))
         if settled is not None:
             return settled.result
-        async with AsyncListener(self.executor, ops.namespace.ended_channel) as listener:
+        async with AsyncListener(self.executor, namespace.ended_channel) as listener:
             while True:
                 # Read after subscribing: no race with the script that publishes.
-                settled = wait.settle(await self.executor.execute(ops.get(task_id)))
+                settled = wait.settle(
+                    await self.executor.execute(task_calls.get(namespace, task_id))
+                )
                 if settled is not None:
                     return settled.result
                 await listener.wait_for(task_id, wait.next_wait())
@@ -291,59 +313,71 @@ class AsyncQueue(AsyncClosing):
         """Tasks per state, lifetime counters and the busiest tenants' figures, with the
         fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
         costs most, for an overview that polls)."""
-        return await self.executor.run(self.plans.stats(fairness_top))
+        return await self.executor.run(
+            self.plans.each(
+                functools.partial(merge_stats, fairness_top=fairness_top),
+                figures.stats,
+                fairness_top,
+            )
+        )
 
     async def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""
-        return await self.executor.run(self.plans.busiest_tenants(cursor, count))
+        return await self.executor.run(
+            self.plans.paged(TenantStatsPage, cursor, count, figures.busiest_tenants)
+        )
 
     async def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
-        return await self.executor.execute(self.plans.for_tenant(tenant).tenant_stats(tenant))
+        return await self.executor.execute(
+            self.plans.by_tenant(tenant, figures.tenant_stats, tenant)
+        )
 
     async def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
-        return await self.executor.run(self.plans.reap(limit))
+        return await self.executor.run(self.plans.each(merge_maintenance, maintenance.reap, limit))
 
     async def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
         """A maintenance round if the namespace's last one (by any process) is ``interval``
         seconds old. Workers, the master and the scheduler call this every few seconds, so a
         namespace tidies itself; ``ran`` is False when no round was due."""
-        return await self.executor.run(self.plans.maintain(interval))
+        return await self.executor.run(
+            self.plans.each(merge_maintenance, maintenance.maintain, None, interval)
+        )
 
     async def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
-        return await self.executor.run(self.plans.next_due())
+        return await self.executor.run(self.plans.each(soonest, maintenance.next_due))
 
     async def backlog(self, tenants: int = 20) -> Backlog:
         """How long ready tasks have waited: the age of the oldest ready task of the
         ``tenants`` busiest tenants and of the ``tenants`` served longest ago (1 to 100);
         ``.oldest`` is the queue's latency. Fair tasks only."""
-        return await self.executor.run(self.plans.backlog(tenants))
+        return await self.executor.run(self.plans.each(merge_backlogs, figures.backlog, tenants))
 
     async def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
-        return await self.executor.run(self.plans.promote(limit))
+        return await self.executor.run(self.plans.each(sum, maintenance.promote, limit))
 
     async def namespace_settings(self) -> QueueSettings:
         """The settings the namespace's scripts apply, as the server holds them."""
-        return await self.executor.execute(self.plans.namespace_settings())
+        return await self.executor.execute(self.plans.first(settings_store.read))
 
     async def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
-        await self.executor.run(self.plans.register_worker(worker, ttl))
+        await self.executor.run(self.plans.each(nothing, workers.register_worker, worker, ttl))
 
     async def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
-        await self.executor.run(self.plans.unregister_worker(worker_id))
+        await self.executor.run(self.plans.each(nothing, workers.unregister_worker, worker_id))
 
     async def workers(self) -> list[WorkerInfo]:
         """The live workers: what they serve, their concurrency, tasks in flight."""
-        return await self.executor.run(self.plans.workers())
+        return await self.executor.run(self.plans.each(merge_workers, workers.workers))
 
     async def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
-        return await self.executor.execute(self.plans.for_tenant(tenant).tenant(tenant))
+        return await self.executor.execute(self.plans.by_tenant(tenant, quotas.tenant, tenant))
 
     async def set_tenant(
         self,
@@ -360,11 +394,13 @@ class AsyncQueue(AsyncClosing):
         change = SharesChange(
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
-        return await self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
+        return await self.executor.execute(
+            self.plans.by_tenant(tenant, quotas.set_tenant, tenant, change)
+        )
 
     async def limits(self, name: str) -> TaskLimits:
         """A task name's limits (concurrency, rate, paused) and its tasks running now."""
-        return await self.executor.run(self.plans.limits(name))
+        return await self.executor.run(self.plans.each(merge_limits, quotas.limits, name))
 
     async def set_limits(
         self,
@@ -374,26 +410,45 @@ class AsyncQueue(AsyncClosing):
         rate: int | None = None,
         period: float | None = None,
         paused: bool | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        priority: int | None = None,
+        lease: float | None = None,
     ) -> TaskLimits:
-        """Changes a task name's limits at once, across all workers (None keeps a value;
-        see :class:`~fairque.queue.shares.LimitsChange`): a task of the name starts only
-        when they and its tenant's shares both allow. Returns them."""
-        change = LimitsChange(concurrency=concurrency, rate=rate, period=period, paused=paused)
-        return await self.executor.run(self.plans.set_limits(name, change))
+        """Changes a task name's limits and its tasks' defaults at once, across all
+        workers (None keeps a value; see :class:`~fairque.queue.shares.LimitsChange`): a
+        task of the name starts only when they and its tenant's shares both allow, and a
+        task pushed without its own timeout, max_retries or priority takes the name's.
+        Returns them."""
+        change = LimitsChange(
+            concurrency=concurrency, rate=rate, period=period, paused=paused, timeout=timeout,
+            max_retries=max_retries, priority=priority, lease=lease,
+        )  # fmt: skip
+        return await self.executor.run(
+            self.plans.each(merge_limits, quotas.set_limits, name, change)
+        )
 
     async def names_with_limits(self, cursor: int = 0, count: int = 100) -> LimitsPage:
         """A page of the task names with limits (cursor 0: no more)."""
-        return await self.executor.run(self.plans.names_with_limits(cursor, count))
+        return await self.executor.execute(
+            self.plans.first(quotas.names_with_limits, cursor, count)
+        )
 
     async def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
-        return await self.executor.run(self.plans.tenants_with_shares(cursor, count))
+        return await self.executor.run(
+            self.plans.paged(SharesPage, cursor, count, quotas.tenants_with_shares)
+        )
 
     async def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
         """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
         from ready to start, overall and for the ``top`` busiest tenants, with their
         shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
-        return await self.executor.run(self.plans.fairness(minutes, top))
+        return await self.executor.run(
+            self.plans.each(
+                functools.partial(merge_fairness, top=top), figures.fairness, minutes, top
+            )
+        )
 
     async def hand_over(
         self,
@@ -403,7 +458,14 @@ class AsyncQueue(AsyncClosing):
     ) -> list[str]:
         """Gives back leased tasks whose function this worker lacks (no attempt counted);
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
-        return await self.executor.run(self.plans.hand_over(tasks, delay, grace))
+        return await self.executor.run(self.plans.by_tasks(tasks, leases.hand_over, delay, grace))
+
+    @property
+    def one_namespace(self) -> AsyncFairQueue | None:
+        """This queue as one namespace, when it is one: then its pop can wait for work
+        (``pop(wait=...)``) and finish tasks in the same call (``finish_and_pop``). None
+        for a sharded queue, whose pops visit several namespaces."""
+        return None
 
 
 class AsyncFairQueue(AsyncQueue):
@@ -426,13 +488,8 @@ class AsyncFairQueue(AsyncQueue):
         # Another client's ``namespace`` (a Namespace) names the same one.
         name = namespace.name if isinstance(namespace, Namespace) else namespace
         super().__init__(url, [name], settings, client, executor, hooks=hooks)
-        self.ops = self.plans.shards[0]
+        self.namespace = self.plans.shards[0]  # its keys and settings
         self.name = name  # the namespace's name
-
-    @property
-    def namespace(self) -> Namespace:
-        """The namespace's keys and settings."""
-        return self.ops.namespace
 
     async def finish_and_pop(
         self,
@@ -467,6 +524,11 @@ class AsyncFairQueue(AsyncQueue):
     async def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return await self.executor.execute(call)
+
+    @property
+    def one_namespace(self) -> AsyncFairQueue:
+        """Itself: one namespace."""
+        return self
 
 
 class AsyncShardedQueue(AsyncQueue):

@@ -12,6 +12,7 @@ test checks that the generated file is current).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +26,12 @@ from fairque.engine.notify import RECHECK_SECONDS, Listener
 from fairque.engine.records import Record, TaskState
 from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import Pushes
+from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
+from fairque.queue.calls import tasks as task_calls
+from fairque.queue.calls.figures import STATS_FAIRNESS_TOP
+from fairque.queue.calls.leases import HAND_OVER_DELAY, UNSERVED_GRACE
+from fairque.queue.calls.maintenance import MAINTENANCE_INTERVAL
+from fairque.queue.calls.tasks import ResultWait
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
@@ -43,14 +50,17 @@ from fairque.queue.models import (
     TenantStatsPage,
     WorkerInfo,
 )
-from fairque.queue.ops import (
-    HAND_OVER_DELAY,
-    MAINTENANCE_INTERVAL,
-    STATS_FAIRNESS_TOP,
-    UNSERVED_GRACE,
-    ResultWait,
+from fairque.queue.plans import (
+    QueuePlans,
+    merge_backlogs,
+    merge_fairness,
+    merge_limits,
+    merge_maintenance,
+    merge_stats,
+    merge_workers,
+    nothing,
+    soonest,
 )
-from fairque.queue.plans import QueuePlans
 from fairque.queue.shares import LimitsChange, SharesChange
 
 T = TypeVar("T")
@@ -81,9 +91,9 @@ class Queue(Closing):
         if executor is None:
             executor = Executor(client) if client is not None else Executor.connect(url)
         self.executor = executor
-        self.pushes = [Pushes(ops, executor) for ops in self.plans.shards]
-        for ops in self.plans.shards:
-            settings_store.write_on_first_use(executor, ops.namespace, settings)
+        self.pushes = [Pushes(namespace, executor) for namespace in self.plans.shards]
+        for namespace in self.plans.shards:
+            settings_store.write_on_first_use(executor, namespace, settings)
 
     @property
     def redis(self) -> SyncClient:
@@ -94,13 +104,13 @@ class Queue(Closing):
     def wake_channels(self) -> list[str]:
         """The sharded pub/sub channels published when tasks become ready (a worker
         subscribes to all)."""
-        return [ops.namespace.wake_channel for ops in self.plans.shards]
+        return [namespace.wake_channel for namespace in self.plans.shards]
 
     @property
     def abort_channels(self) -> list[str]:
         """The sharded pub/sub channels ``cancel`` publishes the ids of running tasks it
         canceled on (a worker subscribes to all, and stops those it runs)."""
-        return [ops.namespace.abort_channel for ops in self.plans.shards]
+        return [namespace.abort_channel for namespace in self.plans.shards]
 
     def close(self) -> None:
         """Waits until the pushes made so far are answered, then closes the connection
@@ -131,7 +141,10 @@ class Queue(Closing):
         confirm in time it raises :class:`NotReplicated` (the push was made).
         """
         tasks = [self.hooks.before_push(task) for task in tasks]
-        return self.executor.run(self.plans.push(tasks, replicas, replica_timeout))
+        plan = self.plans.scattered(
+            push.tenant_of, tasks, push.push, replicas=replicas, replica_timeout=replica_timeout
+        )
+        return self.executor.run(plan)
 
     def pop(
         self,
@@ -173,7 +186,7 @@ class Queue(Closing):
 
     def finish(self, task: LeasedTask, result: Any = None) -> None:
         """Marks a leased task FINISHED; raises :class:`LeaseLost` if the lease was lost."""
-        self.executor.execute(self.plans.for_tenant(task.user_id).finish_one(task, result))
+        self.executor.execute(self.plans.by_tenant(task.user_id, leases.finish_one, task, result))
 
     def finish_many(
         self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None = None
@@ -184,15 +197,19 @@ class Queue(Closing):
 
     def release(self, tasks: Sequence[LeasedTask]) -> list[str]:
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
-        return self.executor.run(self.plans.release(tasks))
+        return self.executor.run(self.plans.by_tasks(tasks, leases.release))
 
     def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
         """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
-        return self.executor.execute(self.plans.for_tenant(task.user_id).fail(task, error, retry))
+        return self.executor.execute(
+            self.plans.by_tenant(task.user_id, leases.fail, task, error, retry)
+        )
 
     def extend(self, task: LeasedTask, seconds: float) -> float:
         """Extends the lease to now + ``seconds``; returns (and records) the new deadline."""
-        return self.executor.execute(self.plans.for_tenant(task.user_id).extend(task, seconds))
+        return self.executor.execute(
+            self.plans.by_tenant(task.user_id, leases.extend, task, seconds)
+        )
 
     def report(
         self,
@@ -205,7 +222,7 @@ class Queue(Closing):
         them); returns how many log lines it holds. Task functions call it through
         their context (``context.progress``, ``context.log``)."""
         return self.executor.execute(
-            self.plans.for_tenant(task.user_id).report(task, progress, message, lines)
+            self.plans.by_tenant(task.user_id, leases.report, task, progress, message, lines)
         )
 
     def cancel(self, task_id: str) -> bool:
@@ -215,19 +232,23 @@ class Queue(Closing):
         slot is free again) and the worker running it stops the run: an async function
         gets ``CancelledError``, a task process is killed, a sync function on a thread
         sees ``context.cancelled`` become true (a thread cannot be stopped from outside)."""
-        return self.executor.run(self.plans.cancel(task_id))
+        return self.executor.run(self.plans.on_holder(task_id, task_calls.cancel, task_id))
 
     def retry(self, task_id: str) -> bool:
         """Queues a FAILED task again now; False if it had not failed."""
-        return self.executor.run(self.plans.retry(task_id))
+        return self.executor.run(self.plans.on_holder(task_id, task_calls.retry, task_id))
 
     def xcom_push(self, task_id: str, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` (MessagePack) under ``key`` for the dependents of ``task_id``."""
-        self.executor.run(self.plans.xcom_push(task_id, key, value, ttl))
+        self.executor.run(
+            self.plans.on_holder(task_id, task_calls.xcom_push, task_id, key, value, ttl)
+        )
 
     def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
         """What ``task_id`` stored under ``key``; ``default`` if nothing (or it expired)."""
-        return self.executor.run(self.plans.xcom_pull(task_id, key, default))
+        return self.executor.run(
+            self.plans.on_holder(task_id, task_calls.xcom_pull, task_id, key, default)
+        )
 
     def tasks(
         self,
@@ -237,7 +258,8 @@ class Queue(Closing):
         cursor: int = 0,
         limit: int = 50,
     ) -> TaskPage:
-        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see ``QueueOps.tasks``."""
+        """A page of the tasks in ``state`` (of ``user_id`` / ``name``); see
+        :func:`fairque.queue.calls.tasks.tasks`."""
         return self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     def retry_failed(self, user_id: str) -> int:
@@ -246,11 +268,11 @@ class Queue(Closing):
 
     def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""
-        return self.executor.run(self.plans.get(task_id))
+        return self.executor.run(self.plans.found(task_calls.get, task_id))
 
     def get_record(self, record_id: str) -> Record | None:
         """The stored record of any kind (task, job, storage task), or None."""
-        return self.executor.run(self.plans.get_record(record_id))
+        return self.executor.run(self.plans.found(task_calls.get_record, record_id))
 
     def result(
         self,
@@ -271,15 +293,15 @@ class Queue(Closing):
         ``context.log`` wake it too).
         """
         wait = ResultWait(task_id, timeout, RECHECK_SECONDS, on_progress)
-        ops = self.executor.run(self.plans.holder(task_id))
+        namespace = self.executor.run(self.plans.holder(task_id))
         # An ended task needs no subscription.
-        settled = wait.settle(self.executor.execute(ops.get(task_id)))
+        settled = wait.settle(self.executor.execute(task_calls.get(namespace, task_id)))
         if settled is not None:
             return settled.result
-        with Listener(self.executor, ops.namespace.ended_channel) as listener:
+        with Listener(self.executor, namespace.ended_channel) as listener:
             while True:
                 # Read after subscribing: no race with the script that publishes.
-                settled = wait.settle(self.executor.execute(ops.get(task_id)))
+                settled = wait.settle(self.executor.execute(task_calls.get(namespace, task_id)))
                 if settled is not None:
                     return settled.result
                 listener.wait_for(task_id, wait.next_wait())
@@ -288,59 +310,69 @@ class Queue(Closing):
         """Tasks per state, lifetime counters and the busiest tenants' figures, with the
         fairness figures of the ``fairness_top`` busiest (0 to 100; 0 skips the part that
         costs most, for an overview that polls)."""
-        return self.executor.run(self.plans.stats(fairness_top))
+        return self.executor.run(
+            self.plans.each(
+                functools.partial(merge_stats, fairness_top=fairness_top),
+                figures.stats,
+                fairness_top,
+            )
+        )
 
     def busiest_tenants(self, cursor: int = 0, count: int = 50) -> TenantStatsPage:
         """A page of the tenants with ready tasks, the busiest first (0: no more)."""
-        return self.executor.run(self.plans.busiest_tenants(cursor, count))
+        return self.executor.run(
+            self.plans.paged(TenantStatsPage, cursor, count, figures.busiest_tenants)
+        )
 
     def tenant_stats(self, tenant: str) -> TenantStats:
         """One tenant's ready tasks and lifetime counters."""
-        return self.executor.execute(self.plans.for_tenant(tenant).tenant_stats(tenant))
+        return self.executor.execute(self.plans.by_tenant(tenant, figures.tenant_stats, tenant))
 
     def reap(self, limit: int = 1000) -> Maintenance:
         """Maintenance: expired leases, due scheduled tasks, expired registry entries."""
-        return self.executor.run(self.plans.reap(limit))
+        return self.executor.run(self.plans.each(merge_maintenance, maintenance.reap, limit))
 
     def maintain(self, interval: float = MAINTENANCE_INTERVAL) -> Maintenance:
         """A maintenance round if the namespace's last one (by any process) is ``interval``
         seconds old. Workers, the master and the scheduler call this every few seconds, so a
         namespace tidies itself; ``ran`` is False when no round was due."""
-        return self.executor.run(self.plans.maintain(interval))
+        return self.executor.run(
+            self.plans.each(merge_maintenance, maintenance.maintain, None, interval)
+        )
 
     def next_due(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires (0: now); None: neither."""
-        return self.executor.run(self.plans.next_due())
+        return self.executor.run(self.plans.each(soonest, maintenance.next_due))
 
     def backlog(self, tenants: int = 20) -> Backlog:
         """How long ready tasks have waited: the age of the oldest ready task of the
         ``tenants`` busiest tenants and of the ``tenants`` served longest ago (1 to 100);
         ``.oldest`` is the queue's latency. Fair tasks only."""
-        return self.executor.run(self.plans.backlog(tenants))
+        return self.executor.run(self.plans.each(merge_backlogs, figures.backlog, tenants))
 
     def promote(self, limit: int = 1000) -> int:
         """Makes up to ``limit`` scheduled tasks whose time has come ready."""
-        return self.executor.run(self.plans.promote(limit))
+        return self.executor.run(self.plans.each(sum, maintenance.promote, limit))
 
     def namespace_settings(self) -> QueueSettings:
         """The settings the namespace's scripts apply, as the server holds them."""
-        return self.executor.execute(self.plans.namespace_settings())
+        return self.executor.execute(self.plans.first(settings_store.read))
 
     def register_worker(self, worker: WorkerInfo, ttl: float) -> None:
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
-        self.executor.run(self.plans.register_worker(worker, ttl))
+        self.executor.run(self.plans.each(nothing, workers.register_worker, worker, ttl))
 
     def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
-        self.executor.run(self.plans.unregister_worker(worker_id))
+        self.executor.run(self.plans.each(nothing, workers.unregister_worker, worker_id))
 
     def workers(self) -> list[WorkerInfo]:
         """The live workers: what they serve, their concurrency, tasks in flight."""
-        return self.executor.run(self.plans.workers())
+        return self.executor.run(self.plans.each(merge_workers, workers.workers))
 
     def tenant(self, tenant: str) -> TenantShares:
         """A tenant's shares (weight, limits, paused) and where it stands now."""
-        return self.executor.execute(self.plans.for_tenant(tenant).tenant(tenant))
+        return self.executor.execute(self.plans.by_tenant(tenant, quotas.tenant, tenant))
 
     def set_tenant(
         self,
@@ -357,11 +389,13 @@ class Queue(Closing):
         change = SharesChange(
             weight=weight, concurrency=concurrency, rate=rate, period=period, paused=paused
         )
-        return self.executor.execute(self.plans.for_tenant(tenant).set_tenant(tenant, change))
+        return self.executor.execute(
+            self.plans.by_tenant(tenant, quotas.set_tenant, tenant, change)
+        )
 
     def limits(self, name: str) -> TaskLimits:
         """A task name's limits (concurrency, rate, paused) and its tasks running now."""
-        return self.executor.run(self.plans.limits(name))
+        return self.executor.run(self.plans.each(merge_limits, quotas.limits, name))
 
     def set_limits(
         self,
@@ -371,26 +405,41 @@ class Queue(Closing):
         rate: int | None = None,
         period: float | None = None,
         paused: bool | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        priority: int | None = None,
+        lease: float | None = None,
     ) -> TaskLimits:
-        """Changes a task name's limits at once, across all workers (None keeps a value;
-        see :class:`~fairque.queue.shares.LimitsChange`): a task of the name starts only
-        when they and its tenant's shares both allow. Returns them."""
-        change = LimitsChange(concurrency=concurrency, rate=rate, period=period, paused=paused)
-        return self.executor.run(self.plans.set_limits(name, change))
+        """Changes a task name's limits and its tasks' defaults at once, across all
+        workers (None keeps a value; see :class:`~fairque.queue.shares.LimitsChange`): a
+        task of the name starts only when they and its tenant's shares both allow, and a
+        task pushed without its own timeout, max_retries or priority takes the name's.
+        Returns them."""
+        change = LimitsChange(
+            concurrency=concurrency, rate=rate, period=period, paused=paused, timeout=timeout,
+            max_retries=max_retries, priority=priority, lease=lease,
+        )  # fmt: skip
+        return self.executor.run(self.plans.each(merge_limits, quotas.set_limits, name, change))
 
     def names_with_limits(self, cursor: int = 0, count: int = 100) -> LimitsPage:
         """A page of the task names with limits (cursor 0: no more)."""
-        return self.executor.run(self.plans.names_with_limits(cursor, count))
+        return self.executor.execute(self.plans.first(quotas.names_with_limits, cursor, count))
 
     def tenants_with_shares(self, cursor: int = 0, count: int = 100) -> SharesPage:
         """A page of the tenants whose shares are not all defaults (cursor 0: no more)."""
-        return self.executor.run(self.plans.tenants_with_shares(cursor, count))
+        return self.executor.run(
+            self.plans.paged(SharesPage, cursor, count, quotas.tenants_with_shares)
+        )
 
     def fairness(self, minutes: int = 5, top: int = 20) -> FairnessView:
         """Who the queue served over the last ``minutes`` (1 to 10): starts and waits
         from ready to start, overall and for the ``top`` busiest tenants, with their
         shares. Its cost is bounded by minutes x top, whatever the number of tenants."""
-        return self.executor.run(self.plans.fairness(minutes, top))
+        return self.executor.run(
+            self.plans.each(
+                functools.partial(merge_fairness, top=top), figures.fairness, minutes, top
+            )
+        )
 
     def hand_over(
         self,
@@ -400,7 +449,14 @@ class Queue(Closing):
     ) -> list[str]:
         """Gives back leased tasks whose function this worker lacks (no attempt counted);
         one that no live worker serves for ``grace`` s fails. Returns ids whose lease was lost."""
-        return self.executor.run(self.plans.hand_over(tasks, delay, grace))
+        return self.executor.run(self.plans.by_tasks(tasks, leases.hand_over, delay, grace))
+
+    @property
+    def one_namespace(self) -> FairQueue | None:
+        """This queue as one namespace, when it is one: then its pop can wait for work
+        (``pop(wait=...)``) and finish tasks in the same call (``finish_and_pop``). None
+        for a sharded queue, whose pops visit several namespaces."""
+        return None
 
 
 class FairQueue(Queue):
@@ -423,13 +479,8 @@ class FairQueue(Queue):
         # Another client's ``namespace`` (a Namespace) names the same one.
         name = namespace.name if isinstance(namespace, Namespace) else namespace
         super().__init__(url, [name], settings, client, executor, hooks=hooks)
-        self.ops = self.plans.shards[0]
+        self.namespace = self.plans.shards[0]  # its keys and settings
         self.name = name  # the namespace's name
-
-    @property
-    def namespace(self) -> Namespace:
-        """The namespace's keys and settings."""
-        return self.ops.namespace
 
     def finish_and_pop(
         self,
@@ -464,6 +515,11 @@ class FairQueue(Queue):
     def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return self.executor.execute(call)
+
+    @property
+    def one_namespace(self) -> FairQueue:
+        """Itself: one namespace."""
+        return self
 
 
 class ShardedQueue(Queue):

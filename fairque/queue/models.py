@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
@@ -12,14 +12,14 @@ from typing import Any
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.engine.records import (
+from fairque.engine.fields import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_PRIORITY,
+    DEFAULT_TIMEOUT,
     MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,
-    TaskState,
-    check_delay,
-    check_identifier,
-    check_moment,
 )
+from fairque.engine.records import TaskState, check_delay, check_identifier, check_moment
 from fairque.errors import InvalidInput, validated
 
 # Bounds of a task's headers (Task.headers): a few short strings, such as a trace context.
@@ -90,12 +90,14 @@ class Task(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     user_id: str
-    priority: Priority | int = Priority.NORMAL  # an int 1..6 becomes a Priority
+    # Priority, max_retries and timeout: a task that leaves one out takes its name's
+    # default, if the name has one (``FairQueue.set_limits``), else the one shown here.
+    priority: Priority | int = Priority(DEFAULT_PRIORITY)  # an int 1..6 becomes a Priority
     payload: Any = None
     name: str | None = None
     task_id: str | None = None
-    max_retries: int | None = Field(default=3, ge=0, le=MAX_RETRIES)
-    timeout: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
+    max_retries: int | None = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=MAX_RETRIES)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT_SECONDS)
     keep_result: bool = False
     execute_after: AwareDatetime | None = None
     delay: timedelta | float | None = None  # seconds, or a timedelta
@@ -247,6 +249,15 @@ class TaskPage:
     tasks: list[TaskSummary]
     cursor: int
 
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tasks)
+
+    @classmethod
+    def joined(cls, pages: Sequence[TaskPage], cursor: int) -> TaskPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls([one for page in pages for one in page.tasks], cursor)
+
 
 @dataclass(frozen=True)
 class TenantStats:
@@ -293,6 +304,10 @@ class TaskLimits:
     rate: int = 0  # starts per `period` seconds; 0: no limit
     period: float = 0.0
     paused: bool = False  # no worker starts its tasks
+    timeout: float = 0.0  # its tasks' timeout when a push gives none; 0: not set
+    max_retries: int = -1  # its tasks' retries when a push gives none; -1: not set
+    priority: int = 0  # its tasks' priority when a push gives none; 0: not set
+    lease: float = 0.0  # the lease of its tasks when a pop names none; 0: their timeout
     running: int = 0  # its tasks STARTED now, counted while it has limits
     window_opens_at: float | None = None  # held by its rate limit until then (epoch s)
 
@@ -399,6 +414,15 @@ class SharesPage:
     tenants: list[TenantShares]
     cursor: int
 
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tenants)
+
+    @classmethod
+    def joined(cls, pages: Sequence[SharesPage], cursor: int) -> SharesPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls([one for page in pages for one in page.tenants], cursor)
+
 
 @dataclass(frozen=True)
 class Backlog:
@@ -476,3 +500,14 @@ class TenantStatsPage:
 
     tenants: dict[str, TenantStats]
     cursor: int
+
+    def size(self) -> int:
+        """How many entries the page holds."""
+        return len(self.tenants)
+
+    @classmethod
+    def joined(cls, pages: Sequence[TenantStatsPage], cursor: int) -> TenantStatsPage:
+        """One page of ``pages``' entries, in order, with ``cursor`` (a sharded list's)."""
+        return cls(
+            {tenant: figures for page in pages for tenant, figures in page.tenants.items()}, cursor
+        )

@@ -1,4 +1,5 @@
-"""A tenant's shares, defined once: the field table :data:`SHARES`.
+"""A tenant's shares and a task name's limits, defined once: the field tables
+:data:`~fairque.engine.fields.SHARES` and :data:`~fairque.engine.fields.LIMITS`.
 
 From the table come the change model users pass (:data:`SharesChange`, pydantic: the
 Python API), the body the Web UI's API takes (:func:`update_body`, msgspec), the
@@ -12,59 +13,15 @@ default and bounds are here only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.engine.calls import MICROS, Arg
+from fairque.engine.calls import Arg
+from fairque.engine.fields import LIMITS, SHARES, ShareField
 from fairque.errors import validated
-
-
-@dataclass(frozen=True)
-class ShareField:
-    """One per-tenant setting: ``kind`` int, float or bool; ``low`` to ``high`` (None
-    for a flag) in the unit users give; the scripts keep ``value * scale`` as an integer."""
-
-    name: str
-    kind: type
-    default: float
-    low: float | None = None
-    high: float | None = None
-    scale: int = 1
-    help: str = ""
-    metavar: str = "N"  # what the CLI's option takes
-
-
-SHARES: tuple[ShareField, ...] = (
-    ShareField("weight", int, 1, 1, 1_000, help="Turns of the ring per round."),
-    ShareField(
-        "concurrency", int, 0, 0, 1_000_000,
-        help="Tasks STARTED at once across all workers, at most (0: no limit).",
-    ),
-    ShareField(
-        "rate", int, 0, 0, 10_000,  # the sliding log of starts is bounded by it
-        help="Starts per period, at most (0: no limit).",
-    ),
-    ShareField(
-        "period", float, 0.0, 0.001, 86_400.0, scale=MICROS, metavar="SECONDS",
-        help="The window a rate counts, seconds (1 s until set).",
-    ),
-    ShareField("paused", bool, False, help="Nobody pops the tenant's tasks."),
-)  # fmt: skip
-
-
-# A task name's limits (``FairQueue.set_limits``): the same fields but the weight, which a
-# name does not have (the script keeps it at 1: the bounds below let nothing else in).
-LIMITS: tuple[ShareField, ...] = tuple(field for field in SHARES if field.name != "weight")
-LIMIT_ARGS: tuple[ShareField, ...] = (ShareField("weight", int, 1, 1, 1), *LIMITS)
-
-
-def field_named(name: str, fields: Sequence[ShareField] = SHARES) -> ShareField:
-    """The field ``name`` of ``fields``."""
-    return next(field for field in fields if field.name == name)
 
 
 class SharesChangeModel(BaseModel):
@@ -143,25 +100,14 @@ def update_body(
     fields: Sequence[ShareField] = SHARES, name: str = "SharesUpdate"
 ) -> type[msgspec.Struct]:
     """The msgspec body of a change to ``fields`` (HTTP): a field left out keeps its value."""
-    definitions = [
-        (
-            field.name,
-            (
-                Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]
-                if field.kind is not bool
-                else bool
-            )
-            | None,
-            None,
-        )
-        for field in fields
-    ]
+    definitions = [(field.name, _bounded(field) | None, None) for field in fields]
     return msgspec.defstruct(
         name, definitions, forbid_unknown_fields=True, module="fairque.http.ui"
     )
 
 
 def _bounded(field: ShareField) -> Any:
+    """The type of a field's value with its bounds, as msgspec checks them."""
     if field.kind is bool:
         return bool
     return Annotated[field.kind, msgspec.Meta(ge=field.low, le=field.high)]

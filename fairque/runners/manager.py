@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.waiting import wait_event
+from fairque.storage.async_protocol import AsyncStorage
 from fairque.storage.models import Stats
 from fairque.storage.plan import WorkerReport
-from fairque.storage.protocol import AsyncStorage
 
 log = logging.getLogger("fairque.storage")
 

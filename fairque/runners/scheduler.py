@@ -32,9 +32,10 @@ from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.calls import MICROS
+from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.eviction import async_eviction_warning
-from fairque.engine.executor import AsyncExecutor, Executor
+from fairque.engine.executor import Executor
+from fairque.engine.fields import MICROS
 from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.routes import describe
 from fairque.engine.waiting import wait_event

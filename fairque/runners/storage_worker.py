@@ -40,6 +40,7 @@ from fairque.engine.outage import OUTAGE, Backoff, OutageLog
 from fairque.engine.waiting import wait_event
 from fairque.errors import FairQueueError, InvalidInput, NewerDataFormat
 from fairque.runners.manager import Manager
+from fairque.storage.async_protocol import AsyncStorage
 from fairque.storage.contract import Contract, QueueContract
 from fairque.storage.models import (
     DEFAULT_VISIBILITY_TIMEOUT,
@@ -49,7 +50,6 @@ from fairque.storage.models import (
     StorageTask,
 )
 from fairque.storage.plan import MAX_TTL, QueueReport, WorkerReport, new_worker_id
-from fairque.storage.protocol import AsyncStorage
 
 log = logging.getLogger("fairque.storage")
 # Errors a storage worker ends on: they come from this worker's code or data (a newer

@@ -1,13 +1,13 @@
-"""The TaskScheduler: cron and interval schedules, run by many instances
-without duplicates.
+"""Schedules: cron and interval schedules kept in the server, managed by
+:class:`Schedules` and run by many :class:`~fairque.TaskScheduler` instances without
+duplicates (the run loop is a runner: :mod:`fairque.runners.scheduler`).
 
->>> from fairque.scheduler import TaskScheduler  # doctest: +SKIP
+>>> from fairque import TaskScheduler  # doctest: +SKIP
 >>> scheduler = TaskScheduler()  # doctest: +SKIP
 >>> scheduler.add_schedule(cron="*/5 * * * *", task={"name": "sync", "user_id": "alice"})
 ... # doctest: +SKIP
 """
 
-from fairque.runners.scheduler import AsyncTaskScheduler, TaskScheduler
 from fairque.scheduler.async_client import AsyncSchedules
 from fairque.scheduler.client import Schedules
 from fairque.scheduler.config import SchedulerConfig
@@ -23,7 +23,6 @@ from fairque.scheduler.models import (
 
 __all__ = [
     "AsyncSchedules",
-    "AsyncTaskScheduler",
     "Health",
     "HealthStatus",
     "MissedRuns",
@@ -32,6 +31,5 @@ __all__ = [
     "ScheduleState",
     "SchedulerConfig",
     "Schedules",
-    "TaskScheduler",
     "TaskTemplate",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncClosing, AsyncExecutor
+from fairque.engine.async_executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.engine.outage import OUTAGE
 from fairque.engine.routes import describe

@@ -10,7 +10,8 @@ from typing import Any
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
 
-from fairque.engine.records import MAX_RETRIES, MAX_TIMEOUT_SECONDS, check_identifier, check_moment
+from fairque.engine.fields import MAX_RETRIES, MAX_TIMEOUT_SECONDS
+from fairque.engine.records import check_identifier, check_moment
 from fairque.errors import InvalidInput, validated
 from fairque.queue.models import Priority, Task
 from fairque.scheduler import cron

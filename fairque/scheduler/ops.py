@@ -16,10 +16,12 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from fairque.engine.calls import MICROS, Arg, Call, decode, encode
+from fairque.engine.calls import Arg, Call, decode, encode
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.errors import FairQueueError, InvalidInput, from_script_error
-from fairque.queue import Maintenance, QueueOps
+from fairque.queue import Maintenance
+from fairque.queue.calls import maintenance, push
 from fairque.scheduler import cron
 from fairque.scheduler.config import SchedulerConfig, live_window
 from fairque.scheduler.models import MissedRuns, Schedule, ScheduleInfo, ScheduleState
@@ -191,7 +193,6 @@ class SchedulerOps:
 
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
-        self._tasks = QueueOps(namespace)  # a run is submitted as a fair-queue task
 
     def _call(
         self, name: str, args: Sequence[Arg], parse: Callable[[Any], T], locking: str | None = None,
@@ -205,7 +206,7 @@ class SchedulerOps:
     def maintain(self, interval: float) -> Call[Maintenance]:
         """A maintenance round of the namespace if one is due (see ``FairQueue.maintain``):
         a scheduler tidies the namespace it submits to, as workers do."""
-        return self._tasks.maintain(None, interval)
+        return maintenance.maintain(self.namespace, None, interval)
 
     def save(
         self,
@@ -277,8 +278,8 @@ class SchedulerOps:
         definition, a task the queue refuses)."""
         plan = plan_run(grant)
         if plan.submit:
-            push = self._tasks.push([grant.schedule.task.build(plan.task_id)])
-            row, payload = push.args[-2:]  # the push's count, row, payload
+            call = push.push(self.namespace, [grant.schedule.task.build(plan.task_id)])
+            row, payload = call.args[-2:]  # the push's count, row, payload
         else:
             row, payload = b"", b""
         planned = (grant.schedule_id, grant.token, grant.version, grant.next_run, plan.run_at)

@@ -8,13 +8,14 @@ other processes (:mod:`fairque.storage.plan`).
 """
 
 from fairque.storage.async_client import AsyncRedisStorage
+from fairque.storage.async_protocol import AsyncStorage
 from fairque.storage.async_tarantool import AsyncTarantoolStorage
 from fairque.storage.blocking_tarantool import TarantoolStorage
 from fairque.storage.client import RedisStorage
 from fairque.storage.memory import AsyncMemoryStorage, ManualClock, MemoryStorage
 from fairque.storage.models import PutTaskRequest, QueueStat, RetryInfo, Stats, StorageTask
 from fairque.storage.plan import QueueReport, WorkerReport
-from fairque.storage.protocol import AsyncStorage, Storage
+from fairque.storage.protocol import Storage
 from fairque.storage.tarantool import StoreFull, TarantoolUnreachable
 
 __all__ = [

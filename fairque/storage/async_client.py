@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
-from fairque.engine.executor import AsyncClosing, AsyncExecutor
+from fairque.engine.async_executor import AsyncClosing, AsyncExecutor
 from fairque.engine.keys import Namespace
 from fairque.storage.models import PutTaskRequest, RetryInfo, Stats, StorageTask
 from fairque.storage.ops import StorageOps

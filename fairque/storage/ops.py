@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from fairque.engine.calls import MICROS, Arg, Call, pack
+from fairque.engine.calls import Arg, Call, pack
+from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.storage.models import (
     PutTaskRequest,

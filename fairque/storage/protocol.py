@@ -1,4 +1,10 @@
-"""The ``Storage`` interface, blocking and asyncio."""
+# Generated from fairque/storage/async_protocol.py by tools/unasync.py: edit that file instead.
+"""The ``Storage`` interface: numbered queues of byte payloads with a visibility timeout.
+
+The asyncio interface, in :mod:`fairque.storage.async_protocol`, is written by hand; the
+blocking one, in :mod:`fairque.storage.protocol`, is generated from it
+(``tools/unasync.py``).
+"""
 
 from __future__ import annotations
 
@@ -59,29 +65,3 @@ class Storage(Protocol):
     def read_plan(self) -> dict[str, list[int]]:
         """The plan of the live workers."""
         ...
-
-
-class AsyncStorage(Protocol):
-    """:class:`Storage` for asyncio: every method is a coroutine."""
-
-    async def get_task(
-        self, queue_num: int, count: int, visibility_timeout: float | None = None
-    ) -> list[StorageTask]: ...
-
-    async def done_task(self, task_ids: Sequence[int]) -> int: ...
-
-    async def retry_task(self, retries: Sequence[RetryInfo]) -> int: ...
-
-    async def put_task(self, request: PutTaskRequest) -> int: ...
-
-    async def put_tasks(self, requests: Sequence[PutTaskRequest]) -> list[int]: ...
-
-    async def get_stat(self) -> Stats: ...
-
-    async def beat(self, report: WorkerReport, ttl: float) -> list[int] | None: ...
-
-    async def workers(self) -> list[WorkerReport]: ...
-
-    async def publish_plan(self, plan: Mapping[str, Sequence[int]]) -> int: ...
-
-    async def read_plan(self) -> dict[str, list[int]]: ...

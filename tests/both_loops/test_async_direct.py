@@ -25,9 +25,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque import AsyncFairQueue, DuplicateTask, ServerUnavailable, Task
 from fairque.engine.async_direct import AsyncDirectCalls, PipelinedConnection, async_direct_calls
+from fairque.engine.async_executor import AsyncExecutor
+from fairque.engine.async_routes import AsyncOneServer
 from fairque.engine.connect import async_client
-from fairque.engine.executor import AsyncExecutor
-from fairque.engine.routes import AsyncNode, AsyncOneServer
+from fairque.engine.routes import AsyncNode
+from fairque.queue.calls.push import push_one
 from fairque.servers.embedded import LocalServer
 from tests.conftest import until
 
@@ -426,12 +428,12 @@ async def test_a_forked_childs_calls_take_a_new_connection(open_calls: OpenCalls
 
 def test_each_event_loop_has_its_own_connection(valkey: LocalServer, namespace: str) -> None:
     executor = AsyncExecutor.connect(valkey.url)
-    ops = AsyncFairQueue(namespace=namespace, executor=executor).plans.shards[0]
+    shard = AsyncFairQueue(namespace=namespace, executor=executor).namespace
     first_loop, second_loop = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:
-        pushed = first_loop.run_until_complete(executor.execute(ops.push_one(Task(user_id="u"))))
+        pushed = first_loop.run_until_complete(executor.execute(push_one(shard, Task(user_id="u"))))
         first = connection_of(direct_of(executor))
-        again = second_loop.run_until_complete(executor.execute(ops.push_one(Task(user_id="u"))))
+        again = second_loop.run_until_complete(executor.execute(push_one(shard, Task(user_id="u"))))
         assert direct_of(executor).connection is not first
         assert pushed != again
         first_loop.run_until_complete(first.aclose())  # left to its loop by the second

@@ -33,8 +33,8 @@ import msgspec
 from fairque.errors import InvalidInput
 from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
-from fairque.runners.fair_worker.context import SyncTaskContext
 from fairque.runners.fair_worker.functions import TaskFunction, call_arguments
+from fairque.runners.fair_worker.sync_context import SyncTaskContext
 
 HEADER = struct.Struct(">I")  # the length of the MessagePack body that follows
 MAX_FRAME = 1 << 30  # a longer frame means the stream is out of step: stop

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairque.config import QueueSettings
 from fairque.engine.calls import default_worker_id
-from fairque.engine.records import MAX_TIMEOUT_SECONDS
+from fairque.engine.fields import MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
 
 ENV_PREFIX = "FAIRQUE_"

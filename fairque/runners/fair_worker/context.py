@@ -2,8 +2,10 @@
 lines (kept with the task: ``fairque task get``, the Web UI's task page), and whether it
 was canceled while it runs.
 
-A task function that has a parameter named ``context`` receives a :class:`TaskContext`
-(async functions) or a :class:`SyncTaskContext` (sync functions, which run on threads).
+A task function that has a parameter named ``context`` receives its context: an async
+function the one of :mod:`fairque.runners.fair_worker.context`, written by hand; a sync
+function, which runs on a thread, the one of :mod:`fairque.runners.fair_worker.sync_context`,
+generated from it (``tools/unasync.py``): the same methods, without ``await``.
 
 >>> @task(task_id="transform", depends_on=["extract"])
 ... async def transform(context: TaskContext) -> int:
@@ -20,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairque.queue.async_client import AsyncQueue
-from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
 
 
 @dataclass(frozen=True)
-class _Context:
+class TaskContext:
+    """The context of a task function."""
+
     task: LeasedTask
+    queue: AsyncQueue
     # Set by the worker when the task is canceled while it runs (or its lease is lost).
     cancel_event: threading.Event = field(default_factory=threading.Event, kw_only=True)
 
@@ -49,13 +53,6 @@ class _Context:
             return f"{self.run_id}.{task_id}"
         return task_id
 
-
-@dataclass(frozen=True)
-class TaskContext(_Context):
-    """The context of an async task function."""
-
-    queue: AsyncQueue
-
     async def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Stores ``value`` under ``key`` for this task's dependents."""
         await self.queue.xcom_push(self.task.task_id, key, value, ttl)
@@ -73,28 +70,3 @@ class TaskContext(_Context):
         """Adds log lines to the task's record (the newest 100 kept, 1,000 characters
         each)."""
         await self.queue.report(self.task, lines=lines)
-
-
-@dataclass(frozen=True)
-class SyncTaskContext(_Context):
-    """The context of a sync task function."""
-
-    queue: Queue
-
-    def xcom_push(self, key: str, value: Any, ttl: float | None = None) -> None:
-        """Stores ``value`` under ``key`` for this task's dependents."""
-        self.queue.xcom_push(self.task.task_id, key, value, ttl)
-
-    def xcom_pull(self, task_id: str, key: str, default: Any = None) -> Any:
-        """What task (or step) ``task_id`` stored under ``key``, else ``default``."""
-        return self.queue.xcom_pull(self.resolve(task_id), key, default)
-
-    def progress(self, value: float, message: str = "") -> None:
-        """Records how far the task is (any number: a percentage, a count) and a short
-        message (200 characters kept)."""
-        self.queue.report(self.task, value, message)
-
-    def log(self, *lines: str) -> None:
-        """Adds log lines to the task's record (the newest 100 kept, 1,000 characters
-        each)."""
-        self.queue.report(self.task, lines=lines)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from fairque.errors import InvalidInput
-from fairque.queue.models import Priority, Task
+from fairque.queue.models import Task
+from fairque.queue.shares import LimitsChange, SharesChangeModel
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class TaskFunction:
     step: str | None = None
     depends_on: tuple[str, ...] = ()
     wants_context: bool = False  # it has a parameter named "context" (context.py)
+    # Its tasks' defaults (timeout, max_retries, priority, lease), which a worker that
+    # serves it sets on the server when it starts (FairQueue.set_limits): every pusher, of
+    # any language, then gets them for a task that does not give its own.
+    defaults: SharesChangeModel | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -46,15 +51,15 @@ class TaskFunction:
         user_id: str,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
-        priority: Priority | int = Priority.NORMAL,
         **options: Any,
     ) -> Task:
         """A Task running this function with ``args`` / ``kwargs`` for tenant ``user_id``.
 
-        ``options`` are the other Task fields (task_id, max_retries, timeout, ...).
-        """
+        ``options`` are the other Task fields (priority, task_id, max_retries, timeout,
+        ...); priority, max_retries and timeout left out take the name's defaults
+        (``@task(timeout=...)``, :meth:`~fairque.FairQueue.set_limits`)."""
         payload = {"args": list(args), "kwargs": dict(kwargs or {})}
-        return Task(user_id=user_id, priority=priority, name=self.name, payload=payload, **options)
+        return Task(user_id=user_id, name=self.name, payload=payload, **options)
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Registry:
         name: str | None = None,
         step: str | None = None,
         depends_on: Sequence[str] = (),
+        defaults: SharesChangeModel | None = None,
     ) -> TaskFunction:
         """Registers ``func`` under ``name`` (default: ``module.qualname``)."""
         name = name or f"{func.__module__}.{func.__qualname__}"
@@ -77,7 +83,9 @@ class Registry:
             raise InvalidInput("name", f"another function is registered as {name!r}")
         is_async = inspect.iscoroutinefunction(func)
         wants_context = "context" in inspect.signature(func).parameters
-        registered = TaskFunction(name, func, is_async, step, tuple(depends_on), wants_context)
+        registered = TaskFunction(
+            name, func, is_async, step, tuple(depends_on), wants_context, defaults
+        )
         self.functions[name] = registered
         return registered
 
@@ -100,6 +108,10 @@ def task(
     into: Registry | None = None,
     task_id: str | None = None,
     depends_on: Sequence[str] = (),
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    priority: int | None = None,
+    lease: float | None = None,
 ) -> Callable[[Callable[..., Any]], TaskFunction]: ...
 
 
@@ -111,13 +123,21 @@ def task(
     into: Registry | None = None,
     task_id: str | None = None,
     depends_on: Sequence[str] = (),
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    priority: int | None = None,
+    lease: float | None = None,
 ) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
     """Registers a sync or async function as a task: ``@task`` or ``@task(name="x")``;
-    ``task_id`` and ``depends_on`` make it a pipeline step."""
+    ``task_id`` and ``depends_on`` make it a pipeline step. ``timeout``, ``max_retries``,
+    ``priority`` and ``lease`` are its tasks' defaults, set on the server by each worker
+    that serves it when it starts (see :class:`TaskFunction`)."""
     target = into or registry
+    given = {"timeout": timeout, "max_retries": max_retries, "priority": priority, "lease": lease}
+    defaults = LimitsChange(**given) if any(v is not None for v in given.values()) else None
 
     def decorate(function: Callable[..., Any]) -> TaskFunction:
-        return target.register(function, name, task_id, depends_on)
+        return target.register(function, name, task_id, depends_on, defaults)
 
     return decorate if func is None else decorate(func)
 

@@ -51,8 +51,8 @@ from fairque.runners.fair_worker.child import (
     resolve,
 )
 from fairque.runners.fair_worker.config import WorkerConfig
-from fairque.runners.fair_worker.context import SyncTaskContext
 from fairque.runners.fair_worker.functions import Registry, TaskFunction
+from fairque.runners.fair_worker.sync_context import SyncTaskContext
 
 T = TypeVar("T")
 log = logging.getLogger("fairque.worker")

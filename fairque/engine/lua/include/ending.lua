@@ -135,19 +135,19 @@ local function each_held_lease(rows, width, wanted, handle)
   return held
 end
 
--- The rows of a finish: `count` rows (id, lease token, result slot) one after the other
--- in MessagePack `packed`, and `results` results from ARGV[first_result] on (a slot k > 0
+-- The rows of a finish: `count` FINISH_ROW rows (id, lease token, result slot) one after
+-- the other in MessagePack `packed`, and `results` results from ARGV[first_result] on (a slot k > 0
 -- names the k-th, 0 none). Returns the flat rows (read_rows); or nil and the error reply,
 -- before anything is written, for rows that do not match their count, a slot that names
 -- no result, or a result over the size limit.
 local function finish_rows(count, packed, first_result, results)
-  local rows = read_rows(count, 3, packed)
+  local rows = read_rows(count, FINISH_ROW.WIDTH, packed)
   if rows == nil then return nil, redis.error_reply('INVALID tasks do not match their count') end
-  for i = 3, #rows, 3 do
-    local slot = rows[i]
+  for at = 1, #rows, FINISH_ROW.WIDTH do
+    local slot = rows[at + FINISH_ROW.result_slot]
     if type(slot) ~= 'number' or slot < 0 or slot > results or slot % 1 ~= 0 then
-      return nil, redis.error_reply('INVALID tasks row ' .. (i / 3) .. ' names result ' ..
-        tostring(slot) .. ' of ' .. results)
+      return nil, redis.error_reply('INVALID tasks row ' .. ((at - 1) / FINISH_ROW.WIDTH + 1) ..
+        ' names result ' .. tostring(slot) .. ' of ' .. results)
     end
   end
   for i = first_result, first_result + results - 1 do
@@ -162,8 +162,8 @@ end
 -- finished or 0 if the caller no longer held its lease.
 local function finish_held(rows, first_result, now)
   local wanted = {'keep_result', 'has_dependents'}
-  return each_held_lease(rows, 3, wanted, function(row, f, _, tenant)
-    local id, slot = row[1], row[3]
+  return each_held_lease(rows, FINISH_ROW.WIDTH, wanted, function(row, f, _, tenant)
+    local id, slot = row[1 + FINISH_ROW.task_id], row[1 + FINISH_ROW.result_slot]
     end_task(id, tenant, 'finished', now, nil)
     if f[2] then release_dependents(id, now) end
     if slot > 0 and f[1] == '1' and setting('finished_ttl') > 0 then

@@ -8,15 +8,38 @@ local function push_row_starts(values, rows)
   if type(values) ~= 'table' or rows == nil then return nil end
   local starts, at = {}, 1
   for i = 1, rows do
-    local dependencies = values[at + 9]
+    local dependencies = values[at + PUSH_ROW.dependencies]
     if type(dependencies) ~= 'number' or dependencies < 0 or dependencies % 1 ~= 0 then
       return nil
     end
     starts[i] = at
-    at = at + 10 + dependencies
+    at = at + PUSH_ROW.WIDTH + dependencies
   end
   if at ~= #values + 1 then return nil end
   return starts
+end
+
+-- What a new task takes for the priority, max_retries and timeout its push row at `at`
+-- of `values` leaves out (''): its name's defaults (queue/limits.lua), else NEW_TASK's;
+-- written into the row. Returns its priority.
+local NEW_TASK_DEFAULTS = NEW_TASK.DEFAULTS
+local function take_defaults(values, at, name)
+  local priority, retries = at + PUSH_ROW.priority, at + PUSH_ROW.max_retries
+  local timeout = at + PUSH_ROW.timeout
+  if values[priority] == '' or values[retries] == '' or values[timeout] == '' then
+    local set = defaults_of(name) or TASK_DEFAULTS
+    if values[priority] == '' then
+      values[priority] = set.priority > 0 and set.priority or NEW_TASK_DEFAULTS.priority
+    end
+    if values[retries] == '' then
+      values[retries] = set.max_retries >= 0 and set.max_retries or NEW_TASK_DEFAULTS.max_retries
+    end
+    if values[timeout] == '' then
+      values[timeout] = set.timeout > 0 and tostring(set.timeout / MICROS)
+        or NEW_TASK_DEFAULTS.timeout
+    end
+  end
+  return values[priority]
 end
 
 -- HSET of `key`'s fields and values, with its name first unless it is '': one command
@@ -38,7 +61,7 @@ local function push_rows(values, rows, payload_at)
   local keys, seen = {}, {}
   local dependency_state, unknown = nil, nil -- made by the first dependency
   for i, at in ipairs(starts) do
-    for j = at + 10, at + 9 + values[at + 9] do
+    for j = at + PUSH_ROW.WIDTH, at + PUSH_ROW.WIDTH - 1 + values[at + PUSH_ROW.dependencies] do
       if dependency_state == nil then dependency_state, unknown = {}, {} end
       local dependency = values[j]
       if type(dependency) ~= 'string' or dependency == '' then
@@ -55,16 +78,19 @@ local function push_rows(values, rows, payload_at)
         end
       end
     end
-    local id, tenant, priority = values[at], values[at + 1], values[at + 2]
+    local id, tenant = values[at + PUSH_ROW.task_id], values[at + PUSH_ROW.tenant]
     if type(id) ~= 'string' or id == '' or type(tenant) ~= 'string' or tenant == '' then
       return nil, redis.error_reply('INVALID task_id or user_id of task ' .. i)
     end
-    if type(values[at + 3]) ~= 'string' then
+    local name = values[at + PUSH_ROW.name]
+    if type(name) ~= 'string' then
       return nil, redis.error_reply('INVALID name of task ' .. i)
     end
-    if values[at + 8] ~= '' and type(values[at + 8]) ~= 'table' then
+    local headers = values[at + PUSH_ROW.headers]
+    if headers ~= '' and type(headers) ~= 'table' then
       return nil, redis.error_reply('INVALID headers of task ' .. i)
     end
+    local priority = take_defaults(values, at, name)
     local refused = too_big('payload', ARGV[payload_at + i])
     if refused then return nil, refused end
     if seen[id] then return nil, redis.error_reply('DUPLICATE ' .. id) end
@@ -89,11 +115,12 @@ local function push_rows(values, rows, payload_at)
   local now = clock_now()
   local links = 0
   for i, at in ipairs(starts) do
-    local id, tenant, priority, start = values[at], values[at + 1], values[at + 2], values[at + 7]
-    local execute_after = parse_start(start, now)
+    local id, tenant = values[at + PUSH_ROW.task_id], values[at + PUSH_ROW.tenant]
+    local name, priority = values[at + PUSH_ROW.name], values[at + PUSH_ROW.priority]
+    local execute_after = parse_start(values[at + PUSH_ROW.start], now)
     -- Dependencies that have finished already do not block (seed 000).
     local open = nil
-    for j = at + 10, at + 9 + values[at + 9] do
+    for j = at + PUSH_ROW.WIDTH, at + PUSH_ROW.WIDTH - 1 + values[at + PUSH_ROW.dependencies] do
       if dependency_state[values[j]] ~= 'finished' then
         open = open or {}
         open[#open + 1] = values[j]
@@ -116,18 +143,17 @@ local function push_rows(values, rows, payload_at)
     else
       -- A task due in the past has been ready since then; that counts as waiting time.
       state, time_field, time_value = 'queued', 'start_time', execute_after or next_tick(now)
-      queue_ready(id, 'task', tenant, values[at + 3], priority, time_value)
+      queue_ready(id, 'task', tenant, name, priority, time_value)
     end
     -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
-    hset_named(keys[i], values[at + 3], 'kind', 'task', 'tenant', tenant,
+    hset_named(keys[i], name, 'kind', 'task', 'tenant', tenant,
       'priority', priority, 'payload', ARGV[payload_at + i],
-      'max_retries', values[at + 4], 'timeout', values[at + 5], 'created_at', now,
-      'state', state, time_field, time_value)
-    if values[at + 6] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
+      'max_retries', values[at + PUSH_ROW.max_retries], 'timeout', values[at + PUSH_ROW.timeout],
+      'created_at', now, 'state', state, time_field, time_value)
+    if values[at + PUSH_ROW.keep_result] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
     -- Headers are rare: a task without them gets no field, and no command.
-    if values[at + 8] ~= '' then
-      redis.call('HSET', keys[i], 'headers', cmsgpack.pack(values[at + 8]))
-    end
+    local headers = values[at + PUSH_ROW.headers]
+    if headers ~= '' then redis.call('HSET', keys[i], 'headers', cmsgpack.pack(headers)) end
     if state == 'deferred' and execute_after ~= nil then
       redis.call('HSET', keys[i], 'execute_after', execute_after)
     end

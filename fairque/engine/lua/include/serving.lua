@@ -217,17 +217,24 @@ local function lease(id, tenant, lane_state, seat)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
-  local deadline = asked.now + math.floor((asked.lease_seconds or tonumber(f[5])) * MICROS)
+  -- The lease the worker asked for, else its name's (queue/limits.lua), else the timeout.
+  local defaults = defaults_of(lane_state.lane)
+  local name_lease = defaults and defaults.lease or 0
+  local seconds = asked.lease_seconds or (name_lease > 0 and name_lease / MICROS) or tonumber(f[5])
+  local deadline = asked.now + math.floor(seconds * MICROS)
   local token = next_tick(asked.now)
   lease_entries[#lease_entries + 1], lease_entries[#lease_entries + 2] = deadline, id
   note_due(deadline, asked.now)
   redis.call('HSET', key, 'state', 'started', 'leased_at', asked.now, 'lease_deadline', deadline,
     'lease_token', token, 'worker_id', asked.worker)
-  local row = #leased
-  leased[row + 1], leased[row + 2], leased[row + 3], leased[row + 4] = id, tenant, f[1], f[2] or ''
-  leased[row + 5], leased[row + 6], leased[row + 7], leased[row + 8] = f[3], f[4] or 0, deadline, token
-  leased[row + 9], leased[row + 10], leased[row + 11] = f[5], f[6], f[7]
-  leased[row + 12], leased[row + 13], leased[row + 14] = f[8], f[9] or '', f[10] or ''
+  local row = #leased + 1 -- LEASED_ROW's fields, in order
+  leased[row + LEASED_ROW.task_id], leased[row + LEASED_ROW.user_id] = id, tenant
+  leased[row + LEASED_ROW.priority], leased[row + LEASED_ROW.name] = f[1], f[2] or ''
+  leased[row + LEASED_ROW.payload], leased[row + LEASED_ROW.attempts] = f[3], f[4] or 0
+  leased[row + LEASED_ROW.lease_deadline], leased[row + LEASED_ROW.lease_token] = deadline, token
+  leased[row + LEASED_ROW.timeout], leased[row + LEASED_ROW.max_retries] = f[5], f[6]
+  leased[row + LEASED_ROW.created_at], leased[row + LEASED_ROW.start_time] = f[7], f[8]
+  leased[row + LEASED_ROW.prev_start_time], leased[row + LEASED_ROW.headers] = f[9] or '', f[10] or ''
   -- A spare lane's task goes back (queue/hand_over): the worker cannot run it, so it is
   -- no start, neither in the counters nor in the fairness figures.
   if not lane_state.spare then

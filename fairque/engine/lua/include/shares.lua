@@ -28,22 +28,30 @@ local function name_starts_key(name) return lane_key(name, 'starts') end
 local NAME_FIELD = '\1'
 local NAME_SLEEPER = NAME_FIELD
 
--- A tenant's settings in the order K.shares keeps them: fairque/queue/shares.py's table,
--- whose names (and bounds) every change carries, so the two cannot drift apart.
-local SHARE_FIELDS = {'weight', 'concurrency', 'rate', 'period', 'paused'}
-local DEFAULT_SHARES = {weight = 1, concurrency = 0, rate = 0, period = 0, paused = 0}
+-- A tenant's settings in the order K.shares keeps them, and a task name's (its limits,
+-- then its tasks' defaults): fairque/engine/fields.py's tables, whose names (and bounds)
+-- every change carries, so the two cannot drift apart.
+local SHARE_FIELDS, DEFAULT_SHARES = TENANT_SHARES.FIELDS, TENANT_SHARES.DEFAULTS
+local LIMIT_FIELDS, DEFAULT_LIMITS = NAME_LIMITS.FIELDS, NAME_LIMITS.DEFAULTS
+-- A name's tasks' defaults, stored apart (K['names:defaults']): releases before them read
+-- every row of K.shares, and would refuse one with fields they do not know.
+local TASK_FIELDS, TASK_DEFAULTS = NAME_DEFAULTS.FIELDS, NAME_DEFAULTS.DEFAULTS
 
 -- Shares read in this call: tenant -> {weight, concurrency, rate, period, paused}, or
 -- false for a tenant with every default.
 local shares_read = nil
 
-local function parse_shares(raw)
+-- The settings stored as `raw` (of `fields`, else a tenant's): a field past the end of
+-- what was stored (one added since) reads as its default.
+local function parse_shares(raw, fields, defaults)
   if not raw then return false end
+  fields, defaults = fields or SHARE_FIELDS, defaults or DEFAULT_SHARES
   local s, i = {}, 0
   for word in string.gmatch(raw, '%S+') do
     i = i + 1
-    s[SHARE_FIELDS[i]] = tonumber(word)
+    s[fields[i]] = tonumber(word)
   end
+  for j = i + 1, #fields do s[fields[j]] = defaults[fields[j]] end
   return s
 end
 
@@ -97,16 +105,34 @@ local function limits_of(name)
   if names_read == nil then names_read = {} end
   local s = names_read[name]
   if s == nil then
-    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name))
+    s = parse_shares(redis.call('HGET', K.shares, NAME_FIELD .. name), LIMIT_FIELDS, DEFAULT_LIMITS)
     names_read[name] = s
   end
   return s
 end
 
--- Forgets what this call read of task name `name`'s limits, after a change of them.
+-- The defaults of task name `name`'s tasks (queue/limits.lua), or false: nothing more
+-- than one HLEN per call while no name has any.
+local defaults_read, any_defaults = nil, nil
+local function defaults_of(name)
+  if not name or name == '' then return false end
+  if any_defaults == nil then any_defaults = redis.call('HLEN', K['names:defaults']) > 0 end
+  if not any_defaults then return false end
+  if defaults_read == nil then defaults_read = {} end
+  local d = defaults_read[name]
+  if d == nil then
+    d = parse_shares(redis.call('HGET', K['names:defaults'], name), TASK_FIELDS, TASK_DEFAULTS)
+    defaults_read[name] = d
+  end
+  return d
+end
+
+-- Forgets what this call read of task name `name`'s limits and defaults, after a change
+-- of them.
 local function forget_limits(name)
   if names_read then names_read[name] = nil end
-  any_shares = nil
+  if defaults_read then defaults_read[name] = nil end
+  any_shares, any_defaults = nil, nil
 end
 
 -- How many more starts the rate window of shares `s` allows now (its log of starts is
@@ -180,15 +206,15 @@ end
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
 -- number of fields, then per field its name, its value ('' keeps `current`'s) and the
 -- bounds it must lie within, as fairque/queue/shares.py's change_args sends them).
--- Returns the new shares, their stored form and whether they are all defaults; or nil
--- and the error reply.
-local function read_change(current)
-  if tonumber(ARGV[4]) ~= #SHARE_FIELDS then
-    return nil, redis.error_reply('INVALID shares a change names ' .. #SHARE_FIELDS ..
+-- `fields` are a tenant's or a task name's. Returns the new settings; or nil and the
+-- error reply.
+local function read_change(current, fields)
+  if tonumber(ARGV[4]) ~= #fields then
+    return nil, redis.error_reply('INVALID shares a change names ' .. #fields ..
       ' fields, got ' .. tostring(ARGV[4]))
   end
-  local new, stored, default = {}, {}, true
-  for i, field in ipairs(SHARE_FIELDS) do
+  local new = {}
+  for i, field in ipairs(fields) do
     local at = 4 * i + 1
     local name, given = ARGV[at], ARGV[at + 1]
     local low, high = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
@@ -212,11 +238,18 @@ local function read_change(current)
   elseif new.period == 0 then -- a rate given without a period ever set: starts per second
     new.period = MICROS
   end
-  for i, field in ipairs(SHARE_FIELDS) do
+  return new
+end
+
+-- The stored form of settings `new`'s `fields` (a row of fairque/engine/fields.py), and
+-- whether they are all `defaults`.
+local function stored_form(new, fields, defaults)
+  local stored, default = {}, true
+  for i, field in ipairs(fields) do
     stored[i] = string.format('%d', new[field])
-    if new[field] ~= DEFAULT_SHARES[field] then default = false end
+    if new[field] ~= defaults[field] then default = false end
   end
-  return new, table.concat(stored, ' '), default
+  return table.concat(stored, ' '), default
 end
 
 -- A page of the holders of settings in K.shares, tenants or (`names`) task names (ARGV[3]

@@ -30,8 +30,9 @@ if op == 'get' then return done(shares_row(tenant)) end
 if op ~= 'set' then return redis.error_reply('INVALID op unknown operation ' .. tostring(op)) end
 
 local current = shares_of(tenant) or DEFAULT_SHARES
-local new, stored, default = read_change(current)
-if new == nil then return stored end
+local new, refused = read_change(current, SHARE_FIELDS)
+if new == nil then return refused end
+local stored, default = stored_form(new, SHARE_FIELDS, DEFAULT_SHARES)
 if default then
   redis.call('HDEL', K.shares, tenant)
 else

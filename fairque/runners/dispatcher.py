@@ -23,7 +23,6 @@ from fairque.engine.calls import check_value
 from fairque.engine.outage import OUTAGE, OutageLog
 from fairque.engine.waiting import wait_event, within
 from fairque.errors import InvalidInput, LeaseLost
-from fairque.http.batches import completions
 from fairque.http.connections import Broken, Connections, Unreachable
 from fairque.http.protocol import (
     BadFrame,
@@ -35,6 +34,7 @@ from fairque.http.protocol import (
 from fairque.http.wire import MSGPACK
 from fairque.jobs import JobOutcome, LeasedJob, Success, failure
 from fairque.jobs.async_client import AsyncJobQueue
+from fairque.jobs.batching import completions
 
 log = logging.getLogger("fairque.master")
 

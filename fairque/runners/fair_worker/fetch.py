@@ -1,0 +1,282 @@
+"""A worker's fetch loop: it pops as many tasks as it has free slots (slots that free up
+while a pop is in flight get a second one at once) and starts them, and when idle waits
+for work so a new task is picked up at once rather than at the next poll. A worker whose
+queue is one namespace, and which names no tenants, waits in its pop
+(``pop(wait=...)``), which the server runs the moment work arrives; any other waits on
+the namespace's wake channel, then pops. A pop carries the pending acknowledgements when
+the queue can finish and pop in one call (``finish_and_pop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from fairque.engine.notify import AsyncListener
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
+from fairque.engine.waiting import wait_event
+from fairque.errors import InvalidInput
+from fairque.queue.async_client import AsyncQueue
+from fairque.queue.models import LeasedTask
+from fairque.runners.fair_worker.acks import Ack, Acknowledgements
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.counts import Counts
+from fairque.runners.fair_worker.functions import Registry
+from fairque.runners.fair_worker.runs import Runs
+
+log = logging.getLogger("fairque.worker")
+
+WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
+MIN_IDLE_WAIT_SECONDS = 0.005  # an idle pop waits at least this long: no busy loop
+
+
+class Fetcher:
+    """Leases the tasks of one worker and starts their runs."""
+
+    def __init__(  # noqa: PLR0917 - the worker's parts a fetch reaches
+        self,
+        config: WorkerConfig,
+        functions: Registry,
+        runs: Runs,
+        acks: Acknowledgements,
+        counts: Counts,
+        outage: OutageLog,
+        stopping: asyncio.Event,
+        look_again: asyncio.Event,
+    ) -> None:
+        self.config = config
+        self.functions = functions
+        self.runs = runs
+        self.acks = acks
+        self.counts = counts
+        self.outage = outage
+        self.stopping = stopping
+        # Set when the fetch loop should look again: a slot freed, a pop came back, a stop.
+        self.look_again = look_again
+        self.names: tuple[str, ...] = ()  # the task names its pops ask for, set by the run
+        self._idle_pops = False  # the last pop found nothing: the next one waits for work
+        self._pops_short = True  # the last pop leased fewer than it asked for
+        self._waiting: AsyncQueue | None = None  # the queue of the pop waiting now
+        self._stop_wait: asyncio.Future[None] | None = None  # stop_waiting() ending that wait
+
+    def waits_in_pop(self, queue: AsyncQueue) -> bool:
+        """True when the idle wait can be the pop's own: one namespace (one server or
+        one cluster node), and no named tenants (a worker that cannot take the work a
+        wake-up announces would wake again at once, for ever)."""
+        return (
+            queue.one_namespace is not None
+            and self.config.assigned_users is None
+            and self.config.steal_targets is None
+        )
+
+    def stop_waiting(self) -> None:
+        """Ends the wait of an idle pop, if one waits: it pops now, then the loop sees the
+        stop."""
+        if self._waiting is not None:
+            self._stop_wait = asyncio.ensure_future(self._waiting.stop_waiting())
+
+    async def close(self) -> None:
+        """Waits for the end of a wait that :meth:`stop_waiting` ended."""
+        if self._stop_wait is not None:  # its error, if any, was the outage's: said already
+            await asyncio.gather(self._stop_wait, return_exceptions=True)
+
+    async def subscribe_when_reachable(self, queue: AsyncQueue) -> AsyncListener | None:
+        """The wake subscription, once the server answers: a worker started before its
+        server (or during an outage) waits with backoff and says so; None if stopped."""
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                return await AsyncListener(queue.executor, *queue.wake_channels).open()
+            except OUTAGE as exc:  # noqa: PERF203 - a retry loop, not a hot path
+                self._went_away(exc)
+                await wait_event(self.stopping, backoff.next())
+        return None
+
+    async def fetch(self, queue: AsyncQueue, wake: AsyncListener | None) -> None:
+        """Fetches until the worker stops."""
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            await self._fetch_or_back_off(queue, wake, backoff)
+
+    async def _fetch_or_back_off(
+        self, queue: AsyncQueue, wake: AsyncListener | None, backoff: Backoff
+    ) -> None:
+        try:
+            if wake is not None and wake.failed:  # its node was lost: where is it now?
+                await wake.reopen()
+            await self._fetch_once(queue, wake)
+            backoff.reset()
+            self.outage.answered()
+        except OUTAGE as exc:
+            self._went_away(exc)
+            await wait_event(self.stopping, backoff.next())
+
+    def _went_away(self, exc: BaseException) -> None:
+        """A call found the server unreachable (said once an outage, see OutageLog)."""
+        self.counts.outages += 1
+        self.outage.failed(exc)
+
+    async def _fetch_once(self, queue: AsyncQueue, wake: AsyncListener | None) -> None:
+        free = self.config.concurrency - len(self.runs.running)
+        if free <= 0:
+            self.look_again.clear()
+            await self.look_again.wait()
+            return
+        if self._idle_pops:  # only without a wake subscription: the pop waits
+            tasks = await self._pop_when_ready(queue, free)
+            self._pops_short = len(tasks) < free
+            leased = await self._start_all(queue, tasks)
+        else:
+            leased = await self._pop_overlapping(queue, free)
+        self._idle_pops = not leased and wake is None  # then the next pop waits for work
+        if leased:  # the tasks just leased start before the next pop is built and sent
+            await asyncio.sleep(0)
+        elif wake is not None:
+            await self._idle(queue, wake)
+
+    async def _pop_overlapping(self, queue: AsyncQueue, free: int) -> int:
+        """Pops up to ``free`` tasks, and while a pop is in flight, pops again at once for
+        the slots that free up meanwhile (two pops in flight at most), until none is in
+        flight. With few slots (the default 10) a worker is bound by round trips: a freed
+        slot waited for the pop in flight, then for its own (docs/benchmarks.md: tasks
+        making one call of their own drained 10-25% faster at concurrency 10). Only while
+        pops come back full: a pop short of its count says the work is running out, and a
+        second pop would find nothing (after each task an idle worker picks up, say).
+        Each pop's tasks start as soon as it is back; an error is raised once no pop is
+        in flight, so that what the others leased has started. Returns how many tasks
+        the pops leased."""
+        pops = {self._pop_soon(queue, free): free}
+        leased, error, short = 0, None, self._pops_short
+        while pops:
+            self.look_again.clear()
+            if not any(pop.done() for pop in pops):
+                await self.look_again.wait()
+            for pop in [pop for pop in pops if pop.done()]:
+                count = pops.pop(pop)
+                if pop.exception() is not None:
+                    error = error or pop.exception()
+                    continue
+                tasks = pop.result()
+                short = len(tasks) < count  # the latest pop tells
+                leased += await self._start_all(queue, tasks)
+            more = self.config.concurrency - len(self.runs.running) - sum(pops.values())
+            if len(pops) == 1 and more > 0 and not (error or short or self.stopping.is_set()):
+                pops[self._pop_soon(queue, more)] = more
+        self._pops_short = short
+        if error is not None:
+            raise error
+        return leased
+
+    def _pop_soon(self, queue: AsyncQueue, count: int) -> asyncio.Future[list[LeasedTask]]:
+        """A pop sent now, whose reply makes the fetch loop look again. It carries the
+        pending acknowledgements where one namespace holds them all: one call instead
+        of two, as the tasks that end free the slots the next pops fill."""
+        acks = self.acks.take() if self.acks.pending and queue.one_namespace is not None else []
+        pop = asyncio.ensure_future(self._pop(queue, count, acks))
+        pop.add_done_callback(lambda _: self.look_again.set())
+        return pop
+
+    async def _pop(self, queue: AsyncQueue, count: int, acks: list[Ack]) -> list[LeasedTask]:
+        """Pops ``count``, after finishing the tasks of ``acks`` in the same call if any
+        (a queue of one namespace). Acknowledgements refused for a result are sent task
+        by task, then the pop goes alone."""
+        one_namespace = queue.one_namespace
+        if acks and one_namespace is not None:
+            try:
+                lost, leased = await one_namespace.finish_and_pop(
+                    [task for task, _ in acks],
+                    [result for _, result in acks],
+                    count=count,
+                    assigned_users=self.config.assigned_users,
+                    steal_targets=self.config.steal_targets,
+                    worker_id=self.config.id,
+                    lease_seconds=self.config.lease_seconds,
+                    names=self.names,
+                )
+            except OUTAGE:
+                self.acks.unsent(acks)
+                raise
+            except InvalidInput:  # nothing was written: a result was refused
+                await self.acks.refused(queue, acks)
+            else:
+                self.acks.sent(acks, lost)
+                return leased
+        return await queue.pop(
+            count=count,
+            assigned_users=self.config.assigned_users,
+            steal_targets=self.config.steal_targets,
+            worker_id=self.config.id,
+            lease_seconds=self.config.lease_seconds,
+            names=self.names,
+        )
+
+    async def _start_all(self, queue: AsyncQueue, leased: list[LeasedTask]) -> int:
+        """Starts the leased tasks whose function this worker has and hands the others
+        back; returns how many there were."""
+        foreign = [task for task in leased if self.functions.get(task.name) is None]
+        if foreign:  # another deployment's tasks: back, for a worker that has them
+            await queue.hand_over(
+                foreign, self.config.hand_over_delay_seconds, self.config.unserved_grace_seconds
+            )
+        for task in leased:
+            if self.functions.get(task.name) is not None:
+                self.runs.start(queue, task)
+        return len(leased)
+
+    async def _idle_seconds(self, queue: AsyncQueue) -> float:
+        """How long an idle worker waits before it pops anyway: the poll interval, or less
+        if a scheduled task (a delay or a retry backoff) or a lease expiry is due sooner."""
+        due = await queue.next_due()
+        return (
+            self.config.poll_interval_seconds
+            if due is None
+            else min(self.config.poll_interval_seconds, due)
+        )
+
+    async def _pop_when_ready(self, queue: AsyncQueue, free: int) -> list[LeasedTask]:
+        """The pop of an idle worker: it waits in the server until work arrives (see
+        :meth:`AsyncQueue.pop`'s ``wait``, one namespace only), and :meth:`stop_waiting`
+        ends the wait."""
+        wait = await self._idle_seconds(queue)
+        if self.stopping.is_set():
+            return []
+        # From here nothing is awaited until the executor has noted how many stops it
+        # saw: a stop() from then on ends the wait, even before the server has it.
+        self._waiting = queue
+        started = time.monotonic()
+        try:
+            leased = await queue.pop(
+                count=free,
+                worker_id=self.config.id,
+                lease_seconds=self.config.lease_seconds,
+                wait=max(wait, MIN_IDLE_WAIT_SECONDS),
+                names=self.names,
+            )
+        finally:
+            self._waiting = None
+        if not leased and time.monotonic() - started < MIN_IDLE_WAIT_SECONDS:
+            # Nothing, at once: another worker took the work, or the server refused the
+            # wait (an ACL without BLPOP). Not again at once: that would spin.
+            await wait_event(self.stopping, MIN_IDLE_WAIT_SECONDS)
+        return leased
+
+    async def _idle(self, queue: AsyncQueue, wake: AsyncListener) -> None:
+        """Waits for a wake message, the poll interval, the next scheduled task (a delay
+        or a retry backoff) or lease expiry, or a stop, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + await self._idle_seconds(queue)
+        while not self.stopping.is_set() and (left := deadline - loop.time()) > 0:
+            if self._serves_lane(await wake.next_message(min(left, WAKE_CHECK_SECONDS))):
+                while await wake.next_message(0):
+                    pass  # one pop serves every wake-up that arrived meanwhile
+                return
+
+    def _serves_lane(self, message: Any) -> bool:
+        """Whether a wake message names the lane of a task name this worker serves (a
+        message names the lane where a tenant may now be served)."""
+        if not message:
+            return False
+        lane = message["data"]
+        return (lane.decode() if isinstance(lane, bytes) else str(lane)) in self.functions.functions

@@ -1,0 +1,136 @@
+"""What keeps a worker in good standing with the server while it runs: the leases of its
+runs extended ahead of their deadline (the heartbeat), its entry in the namespace's
+registry of live workers, with the namespace's tidying, and the ``abort`` channels,
+on which ``cancel`` names the running tasks it canceled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+
+from fairque.engine.notify import AsyncListener
+from fairque.engine.outage import OUTAGE, Backoff, OutageLog
+from fairque.engine.waiting import wait_event
+from fairque.errors import LeaseLost
+from fairque.queue.async_client import AsyncQueue
+from fairque.queue.calls.maintenance import MAINTENANCE_ROUNDS
+from fairque.queue.models import WorkerInfo
+from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.fetch import WAKE_CHECK_SECONDS
+from fairque.runners.fair_worker.functions import Registry
+from fairque.runners.fair_worker.runs import RunningTask, Runs
+
+log = logging.getLogger("fairque.worker")
+
+
+class Upkeep:
+    """A worker's leases, registry entry and abort listener, kept until it stops."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        functions: Registry,
+        runs: Runs,
+        outage: OutageLog,
+        stopping: asyncio.Event,
+    ) -> None:
+        self.config = config
+        self.functions = functions
+        self.runs = runs
+        self.outage = outage
+        self.stopping = stopping
+        self.started_at = time.time()
+
+    async def heartbeat(self, queue: AsyncQueue) -> None:
+        """Keeps the leases of running tasks ahead of their deadline, until the worker
+        stops. The stop flag ends it, not only its cancellation: redis-py may turn a
+        cancellation in the middle of a call into a connection error, which the loop
+        would take for an outage and go on."""
+        while not await wait_event(self.stopping, self.config.lease_seconds / 3):
+            await self._extend_all(queue)
+
+    async def _extend_all(self, queue: AsyncQueue) -> None:
+        try:
+            for run in list(self.runs.running.values()):
+                await self._extend(queue, run)
+        except OUTAGE as exc:
+            self.outage.failed(exc)  # tried again at the next beat
+
+    async def _extend(self, queue: AsyncQueue, run: RunningTask) -> None:
+        try:
+            await queue.extend(run.leased, self.config.lease_seconds)
+        except LeaseLost:
+            if run.cancel_event.is_set():
+                return  # being stopped already
+            # Expired and taken by another worker, or canceled while this worker did not
+            # listen (an outage): either way the run must not go on.
+            log.warning("task %s: lease lost, abandoning it", run.leased.task_id,
+                        extra=run.leased.log_fields())  # fmt: skip
+            self.runs.stop(run, "lease lost")
+
+    async def maintain(self, queue: AsyncQueue) -> None:
+        """While the worker runs: keeps it in the namespace's registry of live workers, and
+        tidies the namespace (a round runs when the last one, by any process, is
+        ``maintenance_interval_seconds`` old)."""
+        interval = self.config.maintenance_interval_seconds
+        # The functions' declared defaults, set once (again at the next beat after an outage).
+        declared = [
+            (function.name, function.defaults.given())
+            for function in self.functions.functions.values()
+            if function.defaults is not None
+        ]
+        while True:
+            try:
+                while declared:
+                    await queue.set_limits(declared[0][0], **declared[0][1])
+                    declared.pop(0)
+                await queue.register_worker(self._record(), max(10.0, 5 * interval))
+                done = await queue.maintain(interval)
+                rounds = 1
+                # A round that hit its bound leaves the next one due at once: go on (each
+                # is short), so a backlog of expired records leaves within seconds.
+                while done.more and rounds < MAINTENANCE_ROUNDS and not self.stopping.is_set():
+                    done = await queue.maintain(interval)
+                    rounds += 1
+            except OUTAGE as exc:
+                self.outage.failed(exc)
+            if await wait_event(self.stopping, interval):
+                break
+        try:
+            await queue.unregister_worker(self.config.id)
+        except OUTAGE:
+            log.warning("could not leave the registry: the entry expires by itself")
+
+    def _record(self) -> WorkerInfo:
+        return WorkerInfo(
+            worker_id=self.config.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            functions=tuple(sorted(self.functions.functions)),
+            concurrency=self.config.concurrency,
+            in_flight=len(self.runs.running),
+            started_at=self.started_at,
+        )
+
+    async def listen_for_aborts(self, queue: AsyncQueue, tried: asyncio.Event) -> None:
+        """Stops the runs of tasks canceled while they run, as ``cancel`` announces them
+        on the ``abort`` channels; sets ``tried`` once its first subscription is made or
+        has failed. Pub/sub is at most once: an abort sent while this listener is away
+        (an outage) reaches the run at the next heartbeat instead (its lease is gone, so
+        the extension fails)."""
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                async with AsyncListener(queue.executor, *queue.abort_channels) as listener:
+                    tried.set()
+                    backoff.reset()
+                    while not self.stopping.is_set():
+                        for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
+                            self.runs.abort(task_id)
+            except OUTAGE:  # noqa: PERF203 - said by the fetch loop; again when it is back
+                tried.set()
+                await wait_event(self.stopping, backoff.next())
