@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,6 +112,119 @@ def test_fixed_keys_are_made_from_the_prefix_not_sent() -> None:
     assert script.source[len(scripts.KEY_NAMES) :].splitlines()[1] == "local K = NAMESPACE.keys"
     call = leases.pop(NAMESPACE, 1)
     assert call.keys == (NAMESPACE.prefix + "scheduled",)
+
+
+LUA = Path(scripts.__file__).parent / "lua"
+INCLUDES = sorted(path.stem for path in (LUA / "include").glob("*.lua"))
+FILES = {
+    name: (LUA / f"{name}.lua").read_text(encoding="utf-8")
+    for name in [*SCRIPTS, *(f"include/{include}" for include in INCLUDES)]
+}
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+TOP_LEVEL = re.compile(r"^local\s+(?:function\s+(\w+)|([\w\s,]+?)\s*=)", re.MULTILINE)
+DECLARED = re.compile(
+    r"\bfunction\s*(\w*)\s*\(([^)]*)\)|\blocal\s+(?!function)([\w\s,]+?)\s*(?:=|\n)"
+    r"|\bfor\s+([\w\s,]+?)\s+in\b|\bfor\s+(\w+)\s*="
+)
+
+
+def _code(text: str) -> str:
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def _top_level(include: str) -> tuple[set[str], set[str]]:
+    """An include's top-level functions and variables."""
+    functions: set[str] = set()
+    variables: set[str] = set()
+    for function, names in TOP_LEVEL.findall(FILES[f"include/{include}"]):
+        if function:
+            functions.add(function)
+        else:
+            variables |= {name.strip() for name in names.split(",")}
+    return functions, variables
+
+
+def _declared(text: str) -> set[str]:
+    """The names a file declares itself: its locals, parameters and loop variables."""
+    return {
+        name
+        for match in DECLARED.findall(_code(text))
+        for group in match
+        for name in IDENTIFIER.findall(group)
+    }
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_file_includes_only_what_it_uses(name: str) -> None:
+    """Each ``--@include`` of a script or include gives it something it calls or reads
+    itself: what it needs only through that include's own includes, it includes."""
+    used = set(IDENTIFIER.findall(_code(FILES[name])))
+    for include in re.findall(r"^--@include (\w+)$", FILES[name], re.MULTILINE):
+        functions, variables = _top_level(include)
+        assert (functions | variables) & used, f"{name} uses nothing of include/{include}"
+
+
+@pytest.mark.parametrize("include", INCLUDES)
+def test_an_includes_state_is_its_own(include: str) -> None:
+    """A call's state in an include (a variable not named in capitals) is read and written
+    there alone: other code calls its functions (shares.lua's forget_shares)."""
+    _, variables = _top_level(include)
+    state = {name for name in variables if not name.isupper()}
+    for name, text in FILES.items():
+        if name != f"include/{include}":
+            reached = state & set(IDENTIFIER.findall(_code(text))) - _declared(text)
+            assert not reached, f"{name} reaches into include/{include}'s {sorted(reached)}"
+
+
+def test_each_field_a_namespace_keeps_has_one_include() -> None:
+    """What a library keeps per namespace (the loader's NAMESPACE) is shared by every
+    include: each field is kept by one."""
+    keepers: dict[str, list[str]] = {}
+    for name, text in FILES.items():
+        for field in sorted(set(re.findall(r"\bNAMESPACE\.(\w+)", _code(text)))):
+            keepers.setdefault(field, []).append(name)
+    assert {field: names for field, names in keepers.items() if len(names) > 1} == {}
+    assert set(keepers) == {"lanes", "lanes_kept", "figures_minute", "figures_prefix"}
+
+
+LUA_NAMES = {
+    "and", "assert", "elseif", "error", "function", "if", "in", "ipairs", "next", "not",
+    "or", "pairs", "pcall", "return", "select", "setmetatable", "tonumber", "tostring",
+    "type", "unpack", "until", "while",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_script_reaches_only_what_it_defines(name: str) -> None:
+    """A function a script calls, or a constant it reads, is in its source, from an
+    include it names (a library may reach no global but Lua's and the server's)."""
+    code = re.sub(r"'[^'\n]*'", "''", _code(scripts.load(name).source))
+    called = set(re.findall(r"(?<![\w.:])(\w+)\s*\(", code))
+    constants = set(re.findall(r"(?<![\w.:])([A-Z][A-Z0-9_]*)\b", code))
+    assert (called | constants) - _declared(code) - LUA_NAMES - {"ARGV", "KEYS"} == set()
+
+
+# A helper that gathers writes for the end of the call, and the one that makes them.
+GATHERED = {
+    "append": "flush_appends",
+    "count": "flush_counters",
+    "next_tick": "flush_writes",
+    "queue_ready": "flush_ready",
+    "lane_servable": "wake_workers",
+    "lease_ended": "flush_running",
+    "note_start": "flush_figures",
+    "end_task": "flush",
+}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_what_a_script_gathers_it_writes(name: str) -> None:
+    """A script that returns through a narrower flush (figures.lua's flush_counts) gathers
+    nothing that only a wider one writes."""
+    source = scripts.load(name).source
+    for gathers, writes in GATHERED.items():
+        if f"local function {gathers}(" in source:
+            assert f"local function {writes}(" in source, (gathers, writes)
 
 
 def test_load_is_cached_and_hashed() -> None:

@@ -5,6 +5,13 @@ A script is named by its path under ``lua/`` without ``.lua`` (``queue/push``). 
 ``--@include name`` is replaced by ``include/name.lua`` (each helper once per script, its
 own includes first). Scripts are sent by SHA-1 and loaded on NOSCRIPT.
 
+An include is a module: a file names only the includes it uses itself, and an include's
+per-call state (a variable not named in capitals) is read and written there alone, other
+code calling its functions (``tests/test_lua.py`` holds both). What a call gathers for its
+end is written by a chain of flushes, each include's writing its own and calling the one
+below: ``flush`` (ending.lua, with ready.lua's), ``flush_counts`` (figures.lua),
+``flush_writes`` (writes.lua); a script returns through the narrowest that covers it.
+
 Every script declares in its header the keys it touches, in the order the caller sends
 them, and its arguments in the numbering its code uses::
 

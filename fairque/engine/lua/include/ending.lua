@@ -1,7 +1,9 @@
--- How an attempt ends: finished, failed (retried with backoff or final), canceled.
+-- How an attempt ends: finished, failed (retried with backoff or final), its lease
+-- dropped; ended tasks' dependents, a failed task queued again. Canceling is cancel.lua's.
 --@include ready
 --@include settings
 --@include figures
+--@include rows
 
 -- The registry of tasks ended in `state`: ids by the time their record expires (us).
 local function ended_registry(state)
@@ -74,55 +76,6 @@ local function release_dependents(id, now)
   if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', -links) end
 end
 
--- Cancels one task that has not ended; returns its former state, and whether it was
--- canceled. One that waits never starts; with `abort`, a task that runs loses its lease
--- at once (its tenant's slot is free again) and the caller publishes its id on the
--- `abort` channel, on which the worker holding it hears to stop the run. A strict job
--- that runs is never aborted: its constraints count it until its worker reports. It waits
--- for nothing any more: its links to its blockers go.
-local function cancel_one(id, reason, now, abort)
-  local f = redis.call('HMGET', task_key(id), 'state', 'tenant', 'priority', 'kind', 'name')
-  local state, tenant, kind = f[1], f[2], f[4]
-  if kind == 'storage' then return 'storage', false end -- seed 004's are done, never canceled
-  if state == 'queued' then
-    unqueue(id, kind, tenant, f[5] or '', tonumber(f[3]))
-  elseif state == 'scheduled' then
-    redis.call('ZREM', K.scheduled, id)
-  elseif state == 'deferred' then
-    redis.call('SREM', K['state:deferred'], id)
-  elseif state == 'started' and abort and kind == 'task' then
-    redis.call('ZREM', K.leases, id)
-    lease_ended(kind, tenant, f[5])
-  else
-    return state, false
-  end
-  end_task(id, tenant, 'canceled', now, reason)
-  local blockers = redis.call('SMEMBERS', blocked_key(id))
-  for _, blocker in ipairs(blockers) do redis.call('SREM', waiting_key(blocker), id) end
-  if #blockers > 0 then
-    redis.call('DEL', blocked_key(id))
-    redis.call('HINCRBY', K.stats, 'dependency_links', -#blockers)
-  end
-  return state, true
-end
-
--- Cancels `id` and, since they can never run, every task that depends on it, directly or
--- not, each with the reason recorded (design section 7). Returns cancel_one's answer.
-local function cancel_with_dependents(id, reason, now, abort)
-  local state, canceled = cancel_one(id, reason, now, abort)
-  if not canceled then return state, false end
-  local pending = {id}
-  while #pending > 0 do
-    local current = table.remove(pending)
-    for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(current))) do
-      local _, also = cancel_one(dependent, 'dependency ' .. current .. ' was canceled', now)
-      if also then pending[#pending + 1] = dependent end
-    end
-    redis.call('DEL', waiting_key(current))
-  end
-  return state, true
-end
-
 -- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
 -- remain, else FAILED. Returns the new state.
 local function retry_or_fail(id, now, reason, retry)
@@ -155,30 +108,6 @@ local function requeue(id, kind, tenant, lane, priority, now)
   redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
   queue_ready(id, kind, tenant, lane, tonumber(priority), start_time)
   count('requeued', tenant)
-end
-
--- The flat MessagePack array `packed` of `count` rows of `width` values each, one row
--- after the other, or nil if it does not hold that many (or, with `one_value_each`, if
--- ARGV[4..] do not hold one value per row: payloads, results). Calls send their rows
--- flat: decoding a small table per row cost ~3k instructions per row.
-local function read_rows(count, width, packed, one_value_each)
-  local values = cmsgpack.unpack(packed)
-  count = tonumber(count)
-  if type(values) ~= 'table' or count == nil or #values ~= count * width then return nil end
-  if one_value_each and #ARGV ~= 3 + count then return nil end
-  return values
-end
-
--- Iterates over the rows of flat `values` (read_rows): i, and row i as one table refilled
--- for each row (read it, do not keep it).
-local function each_row(values, width)
-  local row, i, n = {}, 0, #values / width
-  return function()
-    i = i + 1
-    if i > n then return nil end
-    for k = 1, width do row[k] = values[(i - 1) * width + k] end
-    return i, row
-  end
 end
 
 -- For each row {id, lease token, ...} of the flat `rows` (read_rows) whose token still
@@ -244,12 +173,6 @@ local function finish_held(rows, first_result, now)
   end)
 end
 
--- True when `token` still holds the lease of task `id`.
-local function holds_lease(id, token)
-  local f = redis.call('HMGET', task_key(id), 'state', 'lease_token')
-  return f[1] == 'started' and f[2] == token
-end
-
 -- Drops the lease of task `id` if `token` still holds it; returns whether it did.
 local function drop_lease(id, token)
   local f = redis.call('HMGET', task_key(id), 'state', 'lease_token', 'kind', 'tenant', 'name')
@@ -259,14 +182,13 @@ local function drop_lease(id, token)
   return true
 end
 
--- Writes everything this call accumulated; every script returns through here.
+-- Writes everything this call accumulated (ready.lua's, then figures.lua's flush_counts)
+-- and publishes the ids of the tasks it ended: every script that changes the fair queue
+-- returns through here.
 local function flush(now, reply)
   flush_ready(now)
   flush_running(now)
-  flush_figures(now)
-  flush_appends()
-  flush_counters()
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  flush_counts(now)
   if ended_ids then
     -- One message per call however many tasks ended: a MessagePack array of their ids.
     redis.call('SPUBLISH', PREFIX .. 'ended', cmsgpack.pack(ended_ids))

@@ -1,5 +1,5 @@
 -- Expired leases and due scheduled tasks, bounded per call so no call scans everything.
---@include ending
+--@include expiry
 
 -- What the checks of a pop's maintenance (maintain) found: whether anything was due, and
 -- else the earliest time something will be.
@@ -19,40 +19,6 @@ local function due_limit(key, now, limit)
   end
   if next_due == nil or due < next_due then next_due = due end
   return nil
-end
-
--- Returns every task whose lease expired to ready (attempts + 1, prev_start_time kept;
--- storage tasks to their numbered queue),
--- or to FAILED once its attempts are used up. Returns how many leases expired.
-local function reap_expired(now, limit)
-  limit = due_limit(K.leases, now, limit)
-  if limit == nil then return 0 end
-  local ids = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, limit)
-  if #ids == 0 then return 0 end
-  redis.call('ZREM', K.leases, unpack(ids))
-  for _, id in ipairs(ids) do
-    local key = task_key(id)
-    local f = redis.call('HMGET', key, 'tenant', 'priority', 'attempts', 'max_retries', 'start_time',
-      'kind', 'queue', 'name')
-    local tenant, priority = f[1], tonumber(f[2])
-    local attempts, max_retries = (tonumber(f[3]) or 0) + 1, tonumber(f[4])
-    count('expired', tenant)
-    lease_ended(f[6], tenant, f[8])
-    if max_retries >= 0 and attempts > max_retries then
-      redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[5])
-      end_task(id, tenant, 'failed', now, 'lease expired')
-    else
-      local start_time = next_tick(now)
-      redis.call('HSET', key, 'state', 'queued', 'attempts', attempts, 'prev_start_time', f[5],
-        'start_time', start_time, 'last_error', 'lease expired')
-      if f[6] == 'storage' then -- back to its numbered queue (seed 004)
-        append('ZADD', storage_queue_key(f[7]), start_time, id)
-      else
-        queue_ready(id, f[6], tenant, f[8] or '', priority, start_time)
-      end
-    end
-  end
-  return #ids
 end
 
 -- Makes scheduled tasks whose time has come ready, as of their execute_after, and lets
@@ -87,13 +53,13 @@ local function maintain(now)
   if redis.call('EXISTS', K['maintenance:quiet']) == 1 then return now end
   now = now or clock_now()
   found_due, next_due = false, now + QUIET_HORIZON
-  reap_expired(now)
+  local expiring = due_limit(K.leases, now)
+  if expiring ~= nil then reap_expired(now, expiring) end
   promote_due(now)
   if found_due then return now end
   local expires = math.floor(next_due / 1000) - 1
   if expires * 1000 > now then
-    redis.call('SET', K['maintenance:quiet'], 1, 'PXAT', expires)
-    quiet_broken = false
+    mark_quiet(expires)
   end
   return now
 end

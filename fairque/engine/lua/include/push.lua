@@ -1,5 +1,6 @@
 -- Storing new tasks: shared by push and by the scheduler's fire.
---@include ending
+--@include ready
+--@include settings
 
 -- Where each of the `rows` rows of push's flat `values` begins (see queue/push.lua),
 -- or nil if they do not make `rows` rows.

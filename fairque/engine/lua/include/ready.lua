@@ -117,23 +117,6 @@ local function place(tenant, now)
   return room > 0
 end
 
--- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
--- 0/1), then running, ready, in a ring (0/1), when its rate window opens (us, or -1).
-local function shares_row(tenant)
-  local s = shares_of(tenant) or DEFAULT_SHARES
-  local row = {}
-  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
-  row[#row + 1] = running_of(tenant)
-  row[#row + 1] = tonumber(redis.call('ZSCORE', K['ready:tenants'], tenant)) or 0
-  local in_ring = 0
-  for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
-    if redis.call('ZSCORE', lane_key(lane, 'ring'), tenant) then in_ring = 1 end
-  end
-  row[#row + 1] = in_ring
-  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
-  return row
-end
-
 -- A lane's wake-up token holds one element while a tenant may be served in the lane,
 -- none otherwise. A worker on one server waits in BLPOP on the tokens of its names' lanes
 -- with its pop pipelined behind (FairQueue.pop's `wait`): the pop runs as soon as a token
@@ -203,6 +186,32 @@ end
 -- ring holds a tenant.
 local function name_servable(name)
   if redis.call('EXISTS', lane_key(name, 'ring')) == 1 then lane_servable(name) end
+end
+
+-- Leases of fair tasks that ended in this call, per tenant, and per task name with
+-- limits; flush_running() takes them off K.running and K['names:running'] once, and lets
+-- a tenant or name held by its concurrency limit back in.
+local leases_ended, leases_ended_tenants = nil, nil
+local names_ended, names_ended_order = nil, nil
+
+-- A lease of a record of `kind` and task name `name` ended (finished, failed, retried,
+-- expired, released, handed over). Only the fair policy's tasks count as running.
+local function lease_ended(kind, tenant, name)
+  if kind ~= 'task' or not tenant then return end
+  if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
+  if leases_ended[tenant] == nil then
+    leases_ended[tenant] = 0
+    leases_ended_tenants[#leases_ended_tenants + 1] = tenant
+  end
+  leases_ended[tenant] = leases_ended[tenant] + 1
+  if limits_of(name) then
+    if names_ended == nil then names_ended, names_ended_order = {}, {} end
+    if names_ended[name] == nil then
+      names_ended[name] = 0
+      names_ended_order[#names_ended_order + 1] = name
+    end
+    names_ended[name] = names_ended[name] + 1
+  end
 end
 
 -- Takes the leases that ended in this call off K.running (and K['names:running']); a
@@ -283,29 +292,4 @@ local function unqueue(id, kind, tenant, lane, priority)
   end
   if removed == 1 then release_ready(tenant, lane) end
   return removed == 1
-end
-
--- The per-tenant counters that stats rows show (TenantStats), in reply order.
-local TENANT_COUNTERS = {'pushed', 'finished', 'failed', 'retried', 'requeued', 'canceled',
-  'expired'}
-
--- A tenant's stats row: {tenant, ready, counters in TENANT_COUNTERS order}; `ready` is
--- its score in K['ready:tenants'].
-local function tenant_stat_row(tenant, ready)
-  local fields = {}
-  for i, name in ipairs(TENANT_COUNTERS) do fields[i] = name .. ':' .. tenant end
-  local row = {tenant, tonumber(ready) or 0}
-  for _, value in ipairs(redis.call('HMGET', K['stats:tenants'], unpack(fields))) do
-    row[#row + 1] = tonumber(value) or 0
-  end
-  return row
-end
-
--- Stats rows of the tenants ranked `first` to `last` (0-based) by ready backlog, the
--- busiest first. Costs O(log tenants + rows): nothing here goes over every tenant.
-local function tenant_stat_rows(first, last)
-  local ranked = redis.call('ZREVRANGE', K['ready:tenants'], first, last, 'WITHSCORES')
-  local rows = {}
-  for i = 1, #ranked, 2 do rows[#rows + 1] = tenant_stat_row(ranked[i], ranked[i + 1]) end
-  return rows
 end

@@ -2,7 +2,6 @@
 -- K['schedules:next'] (active ids by next run, us), K['schedules:status'] (id ->
 -- MessagePack map: v (version), state, runs, skipped, failures, last_run,
 -- last_submitted_at, last_task_id, last_error, pending_run).
---@include base
 
 local function read_status(id)
   local packed = redis.call('HGET', K['schedules:status'], id)

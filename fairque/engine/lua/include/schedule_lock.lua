@@ -2,6 +2,7 @@
 -- instance's owner token. The helpers take the lock's key: a script acting on one
 -- schedule declares it (K['scheduler:lock']), one acting on many gets the locks as its
 -- variadic keys, or makes them from the ids it finds (lock_key).
+--@include base
 --@include schedule
 
 -- The key of a schedule's lock, under the namespace's hash tag like every key.

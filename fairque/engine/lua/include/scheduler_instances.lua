@@ -1,7 +1,6 @@
 -- The scheduler instances' records (design section 8): K['scheduler:instances'] (instance
 -- id -> MessagePack record) and K['scheduler:instances:expiry'] (instance ids, score =
 -- when the record expires, us).
---@include base
 
 -- Stores an instance's self-description (MessagePack map) stamped with the server time;
 -- it expires `ttl` us later unless the instance records itself again (its heartbeat).

@@ -13,11 +13,12 @@
 local asked = nil
 -- The lanes the pop looked at (their lane_state), in order.
 local pop_lanes = nil
--- The tenants the pop looked at, in order, and each one's seat: its `weight`, what is
--- left of its turn (`turn_left`: a tenant of weight w takes w tasks in a row before
--- moving to the back, weighted round robin), how many more it may start in this call
--- (`room`, its shares' room; false until read), the lease `tokens` of its starts, and
--- the tick of its last serve in this call if its turn ended (`served_tick`, or false).
+-- The tenants the pop looked at, in order, and each one's seat: its `shares` (read once:
+-- a call of shares_of costs ~0.3k instructions), its `weight`, what is left of its turn
+-- (`turn_left`: a tenant of weight w takes w tasks in a row before moving to the back,
+-- weighted round robin), how many more it may start in this call (`room`, its shares'
+-- room; false until read), the lease `tokens` of its starts, and the tick of its last
+-- serve in this call if its turn ended (`served_tick`, or false).
 -- One record per tenant: a table per field cost a pop a table and an insert in each.
 local tenants_touched, seats = nil, nil
 -- The reply, to which the leases made add their rows; how many tasks they are, and
@@ -50,6 +51,13 @@ local function in_ring_order(ring, candidates)
   local ordered = {}
   for i, entry in ipairs(present) do ordered[i] = entry[2] end
   return ordered, present[1] and present[1][1]
+end
+
+-- Task name `name` goes to sleep: its rate window lets no task start until `opens`, when
+-- wake_sleepers (ready.lua) wakes its workers.
+local function name_sleeps(name, opens)
+  redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name)
+  note_due(opens, asked.now)
 end
 
 -- A lane_state: the lane, its ring's key, what it offers (below), whether its ring was
@@ -85,10 +93,7 @@ local function offer(lane)
     lane_state.limits, lane_state.room, lane_state.lane_tokens = limits, room, {}
     if room == 0 then
       lane_state.first = false
-      if opens then
-        redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. lane)
-        note_due(opens, asked.now)
-      end
+      if opens then name_sleeps(lane, opens) end
     end
   end
   return lane_state
@@ -271,15 +276,15 @@ local function open_group(lane_state, group)
     touched[#touched + 1] = tenant
     local seat = seats[tenant]
     if seat == nil then
-      local s = shares_read[tenant]
+      local s = shares_of(tenant)
       local w = s and s.weight or 1
-      seat = {weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
+      seat = {shares = s, weight = w, turn_left = w, room = false, tokens = {}, served_tick = false}
       if w > 1 then seat.turn_left = tonumber(redis.call('HGET', K.turns, tenant)) or w end
       seats[tenant] = seat
       tenants_touched[#tenants_touched + 1] = tenant
     end
     if not seat.room and remaining > 0 then
-      seat.room = start_room(tenant, shares_read[tenant], asked.now)
+      seat.room = start_room(tenant, seat.shares, asked.now)
     end
     if remaining > 0 and seat.room > 0 then active[#active + 1] = tenant end
   end
@@ -405,10 +410,7 @@ local function write_back()
       record_starts(name_starts_key(name), limits, asked.now, name_tokens)
       if lane_state.room == 0 then -- held now: asleep until its window opens, if that holds it
         local _, opens = name_room(name, limits, asked.now)
-        if opens then
-          redis.call('ZADD', K.sleeping, opens, NAME_SLEEPER .. name)
-          note_due(opens, asked.now)
-        end
+        if opens then name_sleeps(name, opens) end
       end
     end
   end
@@ -421,8 +423,8 @@ local function write_back()
     local total = nil
     if started > 0 then
       redis.call('HINCRBY', K.running, tenant, started)
-      if shares_read[tenant] then
-        record_starts(tenant_starts_key(tenant), shares_read[tenant], asked.now, seat.tokens)
+      if seat.shares then
+        record_starts(tenant_starts_key(tenant), seat.shares, asked.now, seat.tokens)
       end
       total = ready_taken(tenant, started)
     end

@@ -5,9 +5,9 @@
 -- A tenant held by a limit or paused is out of the ring, so a pop never scans held
 -- tenants: ready.lua's place() puts a tenant where its state says, whenever that state
 -- may have changed. K.running counts each tenant's STARTED fair tasks (every path that
--- ends a lease takes it down, see lease_ended); K.sleeping holds tenants whose rate
--- window is full, scored by when it opens; K.turns holds what is left of a weighted
--- tenant's turn when a pop ended inside it.
+-- ends a lease takes it down, see ready.lua's lease_ended); K.sleeping holds tenants
+-- whose rate window is full, scored by when it opens; K.turns holds what is left of a
+-- weighted tenant's turn when a pop ended inside it.
 --
 -- Limits per task name take the same fields (the weight unused), in K.shares too, under
 -- NAME_FIELD .. name (so one HLEN per call says whether any tenant or name has a setting),
@@ -16,7 +16,7 @@
 -- name held by a limit keeps its lane's ring but a pop takes nothing from it, and its
 -- wake-up token is taken away until a lease of the name ends (flush_running) or its
 -- rate window opens (K.sleeping holds the name as NAME_SLEEPER .. name).
---@include writes
+--@include base
 
 -- A rate-limited tenant's recent starts (a sliding log, like a strict constraint's):
 -- member = the lease token (unique), score = start time (us).
@@ -73,6 +73,12 @@ local function shares_of(tenant)
   return s
 end
 
+-- Forgets what this call read of `tenant`'s shares, after a change of them.
+local function forget_shares(tenant)
+  if shares_read then shares_read[tenant] = nil end
+  any_shares = nil
+end
+
 -- Reads the shares of `tenants` in one call (a pop's candidates).
 local function read_shares(tenants)
   if #tenants == 0 then return end
@@ -121,6 +127,14 @@ local function defaults_of(name)
   return d
 end
 
+-- Forgets what this call read of task name `name`'s limits and defaults, after a change
+-- of them.
+local function forget_limits(name)
+  if names_read then names_read[name] = nil end
+  if defaults_read then defaults_read[name] = nil end
+  any_shares, any_defaults = nil, nil
+end
+
 -- How many more starts the rate window of shares `s` allows now (its log of starts is
 -- `key`), and when it opens again (us) if it allows none.
 local function window_room(key, s, now)
@@ -133,15 +147,15 @@ end
 
 -- How many tasks a holder of shares `s` may start now (math.huge: no limit), and when
 -- its rate window opens if that is what holds it: its running count is `member`'s in
--- hash `running_key`, its log of starts `starts_key`.
-local function room_under(s, running_key, member, starts_key, now)
+-- hash `running_hash`, its log of starts `starts_log`.
+local function room_under(s, running_hash, member, starts_log, now)
   if s.paused == 1 then return 0, nil end
   local room = math.huge
   if s.concurrency > 0 then
-    room = s.concurrency - tonumber(redis.call('HGET', running_key, member) or 0)
+    room = s.concurrency - tonumber(redis.call('HGET', running_hash, member) or 0)
   end
   if room > 0 and s.rate > 0 then
-    local window, opens = window_room(starts_key, s, now)
+    local window, opens = window_room(starts_log, s, now)
     if opens then return 0, opens end
     room = math.min(room, window)
   end
@@ -172,30 +186,21 @@ local function record_starts(key, s, now, tokens)
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000))
 end
 
--- Leases of fair tasks that ended in this call, per tenant, and per task name with
--- limits; flush_running() takes them off K.running and K['names:running'] once, and lets
--- a tenant or name held by its concurrency limit back in.
-local leases_ended, leases_ended_tenants = nil, nil
-local names_ended, names_ended_order = nil, nil
-
--- A lease of a record of `kind` and task name `name` ended (finished, failed, retried,
--- expired, released, handed over). Only the fair policy's tasks count as running.
-local function lease_ended(kind, tenant, name)
-  if kind ~= 'task' or not tenant then return end
-  if leases_ended == nil then leases_ended, leases_ended_tenants = {}, {} end
-  if leases_ended[tenant] == nil then
-    leases_ended[tenant] = 0
-    leases_ended_tenants[#leases_ended_tenants + 1] = tenant
+-- A tenant's shares and where it stands: its SHARE_FIELDS in order (period in us, paused
+-- 0/1), then running, ready, in a ring (0/1), when its rate window opens (us, or -1).
+local function shares_row(tenant)
+  local s = shares_of(tenant) or DEFAULT_SHARES
+  local row = {}
+  for i, field in ipairs(SHARE_FIELDS) do row[i] = s[field] end
+  row[#row + 1] = running_of(tenant)
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K['ready:tenants'], tenant)) or 0
+  local in_ring = 0
+  for _, lane in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
+    if redis.call('ZSCORE', lane_key(lane, 'ring'), tenant) then in_ring = 1 end
   end
-  leases_ended[tenant] = leases_ended[tenant] + 1
-  if limits_of(name) then
-    if names_ended == nil then names_ended, names_ended_order = {}, {} end
-    if names_ended[name] == nil then
-      names_ended[name] = 0
-      names_ended_order[#names_ended_order + 1] = name
-    end
-    names_ended[name] = names_ended[name] + 1
-  end
+  row[#row + 1] = in_ring
+  row[#row + 1] = tonumber(redis.call('ZSCORE', K.sleeping, tenant)) or -1
+  return row
 end
 
 -- A change of shares as queue/tenant.lua and queue/limits.lua take it (ARGV[4..]: the
@@ -249,21 +254,21 @@ end
 
 -- A page of the holders of settings in K.shares, tenants or (`names`) task names (ARGV[3]
 -- the cursor, ARGV[4] how many): {next cursor, holder, row_of(holder), holder, row...}.
--- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `count` of
+-- HSCAN's COUNT is a hint (a small hash comes whole), so a page takes at most `size` of
 -- its batches' entries: the cursor is HSCAN's times SPLIT plus the entries of that batch
 -- already looked at. A page fills from the batches after it too; the other kind's entries
 -- are passed over, so a page may hold fewer.
 local function shares_page(names, row_of)
   local SPLIT = 1048576
-  local count = tonumber(ARGV[4])
+  local size = tonumber(ARGV[4])
   local scan_cursor = math.floor(tonumber(ARGV[3]) / SPLIT)
   local skip = tonumber(ARGV[3]) % SPLIT
   local reply, given = {0}, 0
   repeat
-    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', count)
+    local scan = redis.call('HSCAN', K.shares, string.format('%d', scan_cursor), 'COUNT', size)
     local entries = scan[2]
     local at = 2 * skip + 1
-    while at < #entries and given < count do
+    while at < #entries and given < size do
       local field = entries[at]
       local is_name = string.sub(field, 1, 1) == NAME_FIELD
       if is_name == names then
@@ -280,6 +285,6 @@ local function shares_page(names, row_of)
     end
     scan_cursor, skip = tonumber(scan[1]), 0
     reply[1] = scan_cursor * SPLIT
-  until scan_cursor == 0 or given >= count
+  until scan_cursor == 0 or given >= size
   return reply
 end

@@ -1,8 +1,8 @@
 -- Seed 004's numbered queues: each is a zset of task ids by start time, and the
 -- `storage:queues` hash counts the tasks each queue holds (ready, delayed or taken), so
 -- taken = held - queued needs no registry of its own. Taken tasks hold a lease in the
--- shared `leases` zset, so the fair queue's maintenance returns them when it expires.
---@include maintenance
+-- shared `leases` zset, so expiry.lua's reap_expired returns them when it expires.
+--@include writes
 
 -- The queue key the caller declared in KEYS[KEY_COUNT + slot], or nil when it is
 -- not the key of queue `n`.
@@ -17,7 +17,7 @@ end
 -- Start times up to this are due: ticks handed out may run a few microseconds ahead of
 -- the server clock, and a task put a moment ago must already be ready.
 local function due_horizon(now)
-  return math.max(now, last_tick or tonumber(redis.call('GET', K.clock) or '0'))
+  return math.max(now, latest_tick())
 end
 
 -- `n` more (or fewer) tasks held by queue `queue`; an empty queue leaves the hash.

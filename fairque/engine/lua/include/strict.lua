@@ -72,21 +72,21 @@ end
 
 -- The constraints now, read once per call: a flat list {id, definition, ...}, and the
 -- count of changes (VERSION). A script that changes the hash does so before reading it.
-local current, current_version = nil, nil
+local constraints_read, constraints_read_version = nil, nil
 local function current_constraints()
-  if current == nil then
+  if constraints_read == nil then
     local all = redis.call('HGETALL', K.constraints)
-    current, current_version = {}, '0'
+    constraints_read, constraints_read_version = {}, '0'
     for i = 1, #all, 2 do
       if all[i] == VERSION then
-        current_version = all[i + 1]
+        constraints_read_version = all[i + 1]
       else
-        current[#current + 1] = all[i]
-        current[#current + 1] = all[i + 1]
+        constraints_read[#constraints_read + 1] = all[i]
+        constraints_read[#constraints_read + 1] = all[i + 1]
       end
     end
   end
-  return current, current_version
+  return constraints_read, constraints_read_version
 end
 
 -- The partition of a job: the constraints all of whose matchers it satisfies.

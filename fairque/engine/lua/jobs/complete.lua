@@ -11,6 +11,7 @@
 -- Returns per outcome the job's new state, or '!' and the error of that outcome
 -- ('!LEASE_LOST <id>' if the caller no longer held the lease).
 --@include ending
+--@include lease
 
 local WIDTH = 6
 local rows = read_rows(ARGV[2], WIDTH, ARGV[3], true)

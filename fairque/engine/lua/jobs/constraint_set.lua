@@ -9,7 +9,7 @@
 -- ARGV[2] the constraint id
 -- ARGV[3] its definition (MessagePack, see strict.lua), or '' to delete it
 -- Returns the number of ready jobs that changed partition.
---@include ending
+--@include strict
 
 local cid, definition = ARGV[2], ARGV[3]
 if definition == '' then

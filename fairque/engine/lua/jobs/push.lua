@@ -1,12 +1,15 @@
 -- jobs/push: enqueue strict-policy jobs (seed 003); all of them or none.
--- KEYS: stats clock strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: stats clock strict:partitions constraints settings stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of jobs n
 -- ARGV[3] MessagePack array of n rows (id, name, priority (int32), max_retries,
 --   timeout (s), keep_result (0/1)) one after the other
 -- ARGV[4..] the n arguments (MessagePack, decoded here only to match constraints)
 -- Returns the number of jobs stored.
---@include ending
+--@include rows
+--@include settings
+--@include strict
+--@include figures
 
 local WIDTH = 6
 local rows, jobs = read_rows(ARGV[2], WIDTH, ARGV[3], true), tonumber(ARGV[2])
@@ -58,4 +61,4 @@ for i, row in each_row(rows, WIDTH) do
   end
   count('pushed')
 end
-return flush(now, jobs)
+return flush_counts(now, jobs)

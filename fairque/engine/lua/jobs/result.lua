@@ -2,6 +2,5 @@
 -- KEYS: result:<id>
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns the result object (MessagePack) or nil.
---@include base
 
 return redis.call('GETDEL', K.result)

@@ -8,7 +8,7 @@
 -- ARGV[2] the id
 -- ARGV[3] 1 to abort a running task, 0 to leave it
 -- Returns 1 if the record was canceled, 0 if it had ended (or runs and is left).
---@include ending
+--@include cancel
 
 local id, abort = ARGV[2], ARGV[3] == '1'
 if redis.call('EXISTS', task_key(id)) == 0 then return redis.error_reply('NOT_FOUND ' .. id) end

@@ -4,7 +4,6 @@
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns {flat field/value list, result or false, blocked by, dependents}; an empty
 -- field list if there is no record.
---@include base
 
 return {redis.call('HGETALL', K.task), redis.call('GET', K.result),
   redis.call('SMEMBERS', K['deps:blocked']), redis.call('SMEMBERS', K['deps:waiting'])}

@@ -15,6 +15,7 @@
 -- Returns {1 if a round ran, leases expired, promoted, registry entries dropped,
 -- orphaned tasks canceled, 1 if work is left for the next round}.
 --@include maintenance
+--@include cancel
 
 local limit = tonumber(ARGV[2]) or 10 * setting('maintenance_batch')
 local interval = tonumber(ARGV[3])

@@ -8,11 +8,13 @@
 -- ARGV[3] how many of the busiest tenants' fairness figures to return (0 to 100; 0: the
 --   minutes' figures alone, which is what a polling overview needs)
 -- Returns {flat state/count list, flat counter/value list, rows of the busiest tenants
--- (include/ready.lua tenant_stat_rows), flat field/value list of the maintenance hash (see
--- namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
+-- (include/tenant_stats.lua tenant_stat_rows), flat field/value list of the maintenance
+-- hash (see namespace/reap.lua), the fairness view of the last FAIRNESS_MINUTES
 -- (namespace/fairness.lua), the sums over tenants of their ready tasks and TENANT_COUNTERS,
 -- how many tenants have ready tasks}.
---@include figures
+--@include fairness
+--@include tenant_stats
+--@include strict
 
 local FAIRNESS_MINUTES = 5
 local top, fairness_top = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -13,7 +13,7 @@
 -- ARGV[6] how many entries to look at
 -- Returns {next cursor (0: end), then per task: id, tenant, name, state, priority,
 -- attempts, created_at, worker_id, last_error}.
---@include ready
+--@include strict
 
 local state, tenant, name = ARGV[2], ARGV[3], ARGV[4]
 local cursor, size = tonumber(ARGV[5]), tonumber(ARGV[6])

@@ -6,8 +6,8 @@
 -- ARGV[2] the rank of the first row (0-based)
 -- ARGV[3] how many rows
 -- ARGV[4..] tenants to read instead of a page (none: the page)
--- Returns the rows (include/ready.lua tenant_stat_row).
---@include ready
+-- Returns the rows (include/tenant_stats.lua tenant_stat_row).
+--@include tenant_stats
 
 local rows
 if #ARGV > 3 then

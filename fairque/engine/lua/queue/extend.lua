@@ -5,7 +5,8 @@
 -- ARGV[3] the lease token
 -- ARGV[4] seconds
 -- Returns the new deadline (us).
---@include ending
+--@include lease
+--@include writes
 
 local id, token, seconds = ARGV[2], ARGV[3], tonumber(ARGV[4])
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end

@@ -68,7 +68,7 @@ else
   end
   redis.call('HSET', K.shares, NAME_FIELD .. name, stored)
 end
-names_read, any_shares, defaults_read, any_defaults = nil, nil, nil, nil
+forget_limits(name)
 redis.call('ZREM', K.sleeping, NAME_SLEEPER .. name)
 name_servable(name) -- its workers look again; a pop puts it back to sleep if it must
 wake_workers()

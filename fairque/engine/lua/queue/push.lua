@@ -13,6 +13,7 @@
 -- ARGV[4..] the n payloads (opaque bytes, never decoded here)
 -- Returns the number of tasks stored.
 --@include push
+--@include ending
 
 local PAYLOADS = 3 -- the payload of task i is ARGV[PAYLOADS + i]
 local tasks = tonumber(ARGV[2])

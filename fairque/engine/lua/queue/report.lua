@@ -12,7 +12,7 @@
 -- Returns how many log lines the record holds. Publishes the id on the namespace's
 -- `ended` channel, as an ending does, so a producer waiting on queue.result with
 -- on_progress hears of it.
---@include ending
+--@include lease
 
 local id, token, progress = ARGV[2], ARGV[3], ARGV[4]
 if not holds_lease(id, token) then return redis.error_reply('LEASE_LOST ' .. id) end

@@ -1,7 +1,7 @@
 -- queue/tenant: read or change a tenant's shares (include/shares.lua): weight,
 -- concurrency limit, rate limit and paused flag. A change applies at once: the tenant
 -- leaves or rejoins the ring as its new shares say, keeping its place if it stays.
--- KEYS: shares running sleeping turns clock ready:tenants wakeups:any maintenance:quiet
+-- KEYS: shares running sleeping turns clock ready:tenants wakeups:any maintenance:quiet stats stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:
@@ -10,7 +10,7 @@
 --         and highest value (fairque/queue/shares.py's table; period in us, paused 0/1)
 --   'list' cursor, count: a page of at most count tenants whose shares are not all
 --         defaults
--- Returns, for 'get' and 'set', the tenant's row (shares_row in include/ready.lua); for
+-- Returns, for 'get' and 'set', the tenant's row (shares_row in include/shares.lua); for
 -- 'list', {next cursor, tenant, row, tenant, row...}.
 --@include ready
 
@@ -18,7 +18,7 @@ local now = clock_now()
 
 -- The reply, once the tick clock (moved by a tenant rejoining the ring) is saved.
 local function done(reply)
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  flush_writes()
   return reply
 end
 
@@ -56,8 +56,7 @@ if new.weight ~= current.weight then
     redis.call('HDEL', K.turns, tenant)
   end
 end
-if shares_read then shares_read[tenant] = nil end
-any_shares = nil
+forget_shares(tenant)
 redis.call('ZREM', K.sleeping, tenant)
 place(tenant, now)
 wake_workers()

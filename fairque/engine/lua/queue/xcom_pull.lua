@@ -3,6 +3,5 @@
 -- FLAGS: no-writes
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the key
---@include base
 
 return redis.call('HGET', K.xcom, ARGV[2])

@@ -14,6 +14,7 @@
 -- Returns {server time, one outcome per run: 1 done (submitted or skipped), 0 stale (the
 -- plan was refused), or the error message of a refused submission}.
 --@include push
+--@include ending
 --@include schedule_lock
 
 local RUN_ARGS = 8

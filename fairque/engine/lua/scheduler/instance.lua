@@ -4,6 +4,7 @@
 -- ARGV[2] the instance id
 -- ARGV[3] its record (MessagePack map)
 -- ARGV[4] the record's time to live (us)
+--@include base
 --@include scheduler_instances
 
 local now = clock_now()

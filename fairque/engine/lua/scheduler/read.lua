@@ -6,7 +6,7 @@
 -- ARGV[3..] the schedule ids
 -- Returns {flat list of id, definition, status, next run (or false), ...; flat list of
 -- instance id, record, ...; server time}.
---@include schedule
+--@include base
 --@include scheduler_instances
 
 local now = clock_now()

@@ -4,7 +4,6 @@
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the schedule id
 -- Returns 1, or 0 if unknown.
---@include schedule
 
 local id = ARGV[2]
 redis.call('ZREM', K['schedules:next'], id)

@@ -1,10 +1,11 @@
 -- storage/done: tasks are done and removed (seed 004 DoneTask), whatever their state;
 -- ids that are not storage tasks (or are gone already) are left alone.
--- KEYS: leases stats clock storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: leases stats clock storage:queues stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2..] the task ids
 -- Returns how many tasks were removed.
 --@include storage
+--@include figures
 
 local now = clock_now()
 local unleased, removed, held = {}, 0, {}
@@ -25,4 +26,4 @@ for i = 2, #ARGV do
 end
 if #unleased > 0 then call_chunked('ZREM', K.leases, unleased) end
 for queue, n in pairs(held) do count_held(queue, n) end
-return flush(now, removed)
+return flush_counts(now, removed)

@@ -9,6 +9,7 @@
 -- ARGV[4] the visibility timeout (s)
 -- Returns, per task: id, payload, attempts, created_at, start_time, prev_start_time ('').
 --@include storage
+--@include expiry
 
 local key = declared_queue_key(1, tonumber(ARGV[2]))
 if key == nil then return redis.error_reply('INVALID queue_num does not match its key') end

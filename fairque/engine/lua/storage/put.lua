@@ -1,5 +1,5 @@
 -- storage/put: store tasks in numbered queues (seed 004 PutTask); all of them or none.
--- KEYS: stats clock storage:ids storage:queues running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet storage:queue:<n>...
+-- KEYS: stats clock storage:ids storage:queues stats:tenants storage:queue:<n>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows (key slot (1 = the first queue key), queue number,
@@ -7,6 +7,8 @@
 -- ARGV[4..] the n payloads (opaque bytes)
 -- Returns the new task ids, in order.
 --@include storage
+--@include rows
+--@include figures
 
 local WIDTH = 3
 local rows = read_rows(ARGV[2], WIDTH, ARGV[3], true)
@@ -36,4 +38,4 @@ for i, row in each_row(rows, WIDTH) do
   ids[i] = tonumber(id)
 end
 for queue, n in pairs(held) do count_held(queue, n) end
-return flush(now, ids)
+return flush_counts(now, ids)

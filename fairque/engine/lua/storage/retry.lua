@@ -7,7 +7,7 @@
 -- ARGV[2] the number of retries n
 -- ARGV[3] MessagePack array of n rows (id, next start time (us)) one after the other
 -- Returns how many tasks went back.
---@include storage
+--@include expiry
 
 local WIDTH = 2
 local rows = read_rows(ARGV[2], WIDTH, ARGV[3])

@@ -5,6 +5,7 @@
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns a flat list: queue number, total, ready, taken, delayed, for each queue.
 --@include storage
+--@include expiry
 
 local now = clock_now()
 reap_expired(now, setting('maintenance_batch'))
