@@ -131,7 +131,7 @@ def change_args(change: Mapping[str, Any], fields: Sequence[ShareField] = SHARES
 
 
 def read_shares(row: Sequence[Any], fields: Sequence[ShareField] = SHARES) -> dict[str, Any]:
-    """The share fields of a script's row (``shares_row`` in ``include/ready.lua``: the
+    """The share fields of a script's row (``shares_row`` in ``include/shares.lua``: the
     fields in table order, then where the tenant stands), in users' units."""
     values: dict[str, Any] = {}
     for field, raw in zip(fields, row, strict=False):

@@ -145,7 +145,7 @@ def _maintenance_status(flat: list[bytes]) -> MaintenanceStatus:
 
 
 def _tenant_rows(rows: list[list[Any]]) -> dict[str, TenantStats]:
-    """Stats rows as the scripts send them (include/ready.lua tenant_stat_row), in order:
+    """Stats rows as the scripts send them (include/tenant_stats.lua tenant_stat_row), in order:
     tenant, then TenantStats's fields in their order."""
     return {row[0].decode(): TenantStats(*map(int, row[1:])) for row in rows}
 
