@@ -183,17 +183,17 @@ class Fetcher:
         (a queue of one namespace). Acknowledgements refused for a result are sent task
         by task, then the pop goes alone."""
         one_namespace = queue.one_namespace
+        lease: dict[str, Any] = {  # what each pop asks for, after its count
+            "assigned_users": self.config.assigned_users,
+            "steal_targets": self.config.steal_targets,
+            "worker_id": self.config.id,
+            "lease_seconds": self.config.lease_seconds,
+            "names": self.names,
+        }
         if acks and one_namespace is not None:
             try:
                 lost, leased = await one_namespace.finish_and_pop(
-                    [task for task, _ in acks],
-                    [result for _, result in acks],
-                    count=count,
-                    assigned_users=self.config.assigned_users,
-                    steal_targets=self.config.steal_targets,
-                    worker_id=self.config.id,
-                    lease_seconds=self.config.lease_seconds,
-                    names=self.names,
+                    [task for task, _ in acks], [result for _, result in acks], count=count, **lease
                 )
             except OUTAGE:
                 self.acks.unsent(acks)
@@ -203,14 +203,7 @@ class Fetcher:
             else:
                 self.acks.sent(acks, lost)
                 return leased
-        return await queue.pop(
-            count=count,
-            assigned_users=self.config.assigned_users,
-            steal_targets=self.config.steal_targets,
-            worker_id=self.config.id,
-            lease_seconds=self.config.lease_seconds,
-            names=self.names,
-        )
+        return await queue.pop(count=count, **lease)
 
     async def _start_all(self, queue: AsyncQueue, leased: list[LeasedTask]) -> int:
         """Starts the leased tasks whose function this worker has and hands the others
