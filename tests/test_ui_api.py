@@ -398,6 +398,13 @@ def test_task_name_limits_over_http(client: TestClient[Any], queue: FairQueue) -
         assert refused.status_code == 400, refused.text
         assert field in refused.text
     assert queue.limits("render").rate == 0
+    # The name's tasks' defaults, from the same form.
+    changed = client.put("/ui/api/names/render/limits", headers=JSON, json={"timeout": 42.5})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["timeout"], changed.json()["concurrency"]) == (42.5, 2)
+    info = queue.get(queue.push(Task(user_id="u", name="render")))
+    assert info is not None
+    assert info.timeout == 42.5
 
 
 def test_the_fairness_stream_pushes_the_view(server: LocalServer, namespace: str) -> None:

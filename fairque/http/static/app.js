@@ -429,7 +429,15 @@ const LIMITS_EDITOR = {
 function limitsSaid(saved) {
   const rate = saved.rate ? `${saved.rate} per ${saved.period} s` : "no rate limit";
   const limit = saved.concurrency ? `at most ${saved.concurrency} at once` : "no concurrency limit";
-  return `${limit}, ${rate}${saved.paused ? ", paused" : ""}`;
+  // A task name's defaults for its tasks, those it sets (a tenant has none).
+  const defaults = [
+    saved.timeout ? `timeout ${saved.timeout} s` : "",
+    saved.max_retries >= 0 ? `${saved.max_retries} retries` : "",
+    saved.priority ? `priority ${saved.priority}` : "",
+    saved.lease ? `lease ${saved.lease} s` : "",
+  ].filter(Boolean);
+  const given = defaults.length ? `; its tasks' defaults: ${defaults.join(", ")}` : "";
+  return `${limit}, ${rate}${saved.paused ? ", paused" : ""}${given}`;
 }
 
 // An editor: stays put while the live figures below it change. One input per field of
