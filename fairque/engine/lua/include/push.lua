@@ -19,28 +19,12 @@ local function push_row_starts(values, rows)
   return starts
 end
 
--- What a new task takes for the priority, max_retries and timeout its push row at `at`
--- of `values` leaves out (''): its name's defaults (queue/limits.lua), else NEW_TASK's;
--- written into the row. Returns its priority.
+-- What a new task takes for the priority, max_retries and timeout its push row leaves
+-- out (''): its name's defaults (queue/limits.lua), else these.
 local NEW_TASK_DEFAULTS = NEW_TASK.DEFAULTS
-local function take_defaults(values, at, name)
-  local priority, retries = at + PUSH_ROW.priority, at + PUSH_ROW.max_retries
-  local timeout = at + PUSH_ROW.timeout
-  if values[priority] == '' or values[retries] == '' or values[timeout] == '' then
-    local set = defaults_of(name) or TASK_DEFAULTS
-    if values[priority] == '' then
-      values[priority] = set.priority > 0 and set.priority or NEW_TASK_DEFAULTS.priority
-    end
-    if values[retries] == '' then
-      values[retries] = set.max_retries >= 0 and set.max_retries or NEW_TASK_DEFAULTS.max_retries
-    end
-    if values[timeout] == '' then
-      values[timeout] = set.timeout > 0 and tostring(set.timeout / MICROS)
-        or NEW_TASK_DEFAULTS.timeout
-    end
-  end
-  return values[priority]
-end
+local DEFAULT_PRIORITY = NEW_TASK_DEFAULTS.priority
+local DEFAULT_RETRIES = NEW_TASK_DEFAULTS.max_retries
+local DEFAULT_TIMEOUT = NEW_TASK_DEFAULTS.timeout
 
 -- HSET of `key`'s fields and values, with its name first unless it is '': one command
 -- (a second HSET for the name cost a batched push of named tasks ~8%).
@@ -90,11 +74,12 @@ local function push_rows(values, rows, payload_at)
     if headers ~= '' and type(headers) ~= 'table' then
       return nil, redis.error_reply('INVALID headers of task ' .. i)
     end
-    local priority = take_defaults(values, at, name)
+    local priority = values[at + PUSH_ROW.priority] -- '': its default, valid by its bounds
     local refused = too_big('payload', ARGV[payload_at + i])
     if refused then return nil, refused end
     if seen[id] then return nil, redis.error_reply('DUPLICATE ' .. id) end
-    if type(priority) ~= 'number' or priority < 1 or priority > CRITICAL or priority % 1 ~= 0 then
+    if priority ~= '' and (type(priority) ~= 'number' or priority < 1 or priority > CRITICAL
+        or priority % 1 ~= 0) then
       return nil, redis.error_reply('INVALID priority ' .. tostring(priority))
     end
     seen[id] = true
@@ -114,9 +99,21 @@ local function push_rows(values, rows, payload_at)
 
   local now = clock_now()
   local links = 0
+  local named_defaults = nil -- whether any task name has defaults, asked once if needed
   for i, at in ipairs(starts) do
     local id, tenant = values[at + PUSH_ROW.task_id], values[at + PUSH_ROW.tenant]
     local name, priority = values[at + PUSH_ROW.name], values[at + PUSH_ROW.priority]
+    local retries, timeout = values[at + PUSH_ROW.max_retries], values[at + PUSH_ROW.timeout]
+    if priority == '' or retries == '' or timeout == '' then
+      -- Inline, and no lookup while no name has defaults: this runs for most tasks.
+      if named_defaults == nil then named_defaults = defaults_exist() end
+      local set = named_defaults and defaults_of(name) or TASK_DEFAULTS
+      if priority == '' then priority = set.priority > 0 and set.priority or DEFAULT_PRIORITY end
+      if retries == '' then retries = set.max_retries >= 0 and set.max_retries or DEFAULT_RETRIES end
+      if timeout == '' then
+        timeout = set.timeout > 0 and tostring(set.timeout / MICROS) or DEFAULT_TIMEOUT
+      end
+    end
     local execute_after = parse_start(values[at + PUSH_ROW.start], now)
     -- Dependencies that have finished already do not block (seed 000).
     local open = nil
@@ -148,8 +145,8 @@ local function push_rows(values, rows, payload_at)
     -- Fields left out read as their defaults: no name, attempts 0, keep_result 0.
     hset_named(keys[i], name, 'kind', 'task', 'tenant', tenant,
       'priority', priority, 'payload', ARGV[payload_at + i],
-      'max_retries', values[at + PUSH_ROW.max_retries], 'timeout', values[at + PUSH_ROW.timeout],
-      'created_at', now, 'state', state, time_field, time_value)
+      'max_retries', retries, 'timeout', timeout, 'created_at', now, 'state', state, time_field,
+      time_value)
     if values[at + PUSH_ROW.keep_result] == 1 then redis.call('HSET', keys[i], 'keep_result', 1) end
     -- Headers are rare: a task without them gets no field, and no command.
     local headers = values[at + PUSH_ROW.headers]

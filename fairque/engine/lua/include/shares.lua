@@ -114,10 +114,13 @@ end
 -- The defaults of task name `name`'s tasks (queue/limits.lua), or false: nothing more
 -- than one HLEN per call while no name has any.
 local defaults_read, any_defaults = nil, nil
-local function defaults_of(name)
-  if not name or name == '' then return false end
+local function defaults_exist()
   if any_defaults == nil then any_defaults = redis.call('HLEN', K['names:defaults']) > 0 end
-  if not any_defaults then return false end
+  return any_defaults
+end
+
+local function defaults_of(name)
+  if not name or name == '' or not defaults_exist() then return false end
   if defaults_read == nil then defaults_read = {} end
   local d = defaults_read[name]
   if d == nil then
