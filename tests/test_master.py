@@ -312,6 +312,11 @@ def test_results_are_read_once(client: TestClient[Any], jobs: JobQueue) -> None:
     assert status == 200
     assert result == {"type": "success", "finished_at": "2026-01-02T03:04:05Z", "result": [1]}
     assert send(client, "GET", f"/jobs/{created['id']}/result") == (200, None)
+    # An id no job has is 404, as its detail is, not a result already read.
+    for path in ("/jobs/no-such-job", "/jobs/no-such-job/result"):
+        status, body = send(client, "GET", path)
+        assert status == 404, path
+        assert body["error"] == "not_found", body
 
 
 def test_web_ui_api(client: TestClient[Any], jobs: JobQueue) -> None:
@@ -383,7 +388,8 @@ def test_a_token_guards_every_route(config: MasterConfig) -> None:
 
 def test_the_committed_openapi_document_is_in_sync() -> None:
     document = openapi_document(create_master())
-    assert json.loads(OPENAPI_FILE.read_text()) == json.loads(json.dumps(document)), (
+    # Byte for byte: the command writes the same document on every run.
+    assert OPENAPI_FILE.read_text() == json.dumps(document, indent=2) + "\n", (
         "run: uv run fairque master --openapi docs/openapi.json"
     )
     job = document["paths"]["/jobs"]["post"]["requestBody"]["content"]
@@ -392,7 +398,7 @@ def test_the_committed_openapi_document_is_in_sync() -> None:
 
 def test_the_committed_worker_openapi_document_is_in_sync() -> None:
     document = openapi_document(worker_api())
-    assert json.loads(WORKER_OPENAPI_FILE.read_text()) == json.loads(json.dumps(document)), (
+    assert WORKER_OPENAPI_FILE.read_text() == json.dumps(document, indent=2) + "\n", (
         "run: uv run fairque http-worker --openapi docs/worker-openapi.json"
     )
     run = document["paths"]["/run"]["post"]

@@ -248,10 +248,18 @@ async def job_detail(master: NamedDependency[Master], job_id: JobId) -> JobInfo:
     return info
 
 
-@get("/jobs/{job_id:str}/result", summary="The result object, once; null afterwards")
+@get(
+    "/jobs/{job_id:str}/result",
+    summary="The result object, once; null afterwards (404: no such job, as its detail)",
+)
 async def job_result(master: NamedDependency[Master], job_id: JobId) -> JobOutcome | None:
     result = await master.jobs.result(job_id)
-    return None if result is None else validate(result, JobOutcome)  # type: ignore[arg-type]
+    if result is None:
+        if await master.jobs.get(job_id) is None:
+            raise TaskNotFound(job_id)
+        return None
+    outcome: JobOutcome = validate(result, JobOutcome)  # type: ignore[arg-type]
+    return outcome
 
 
 @post("/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel a job that has not started")

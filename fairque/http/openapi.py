@@ -58,11 +58,25 @@ class Document:
             for key, schema in other.get("components", {}).get("schemas", {}).items():
                 schemas.setdefault(key, schema)
         document["components"]["schemas"] = dict(sorted(schemas.items()))
+        _sort_headers(document)
         return document
 
     def json_plugin(self) -> JsonRenderPlugin:
         """Serves the finished document at ``openapi.json``, as ``application/json``."""
         return _FinishedJson(self)
+
+
+def _sort_headers(document: dict[str, Any]) -> None:
+    """Each response's headers by name: Litestar keeps them in a set's order, which
+    changes from run to run, and ``fairque master --openapi`` writes the same bytes each
+    time."""
+    for item in [*document.get("paths", {}).values(), *document.get("webhooks", {}).values()]:
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for response in operation.get("responses", {}).values():
+                if isinstance(response, dict) and "headers" in response:
+                    response["headers"] = dict(sorted(response["headers"].items()))
 
 
 def _named_types(types: Sequence[type]) -> dict[str, type]:

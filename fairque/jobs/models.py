@@ -169,6 +169,16 @@ class LeasedJob:
     lease_deadline: float
 
 
+# What a job's `attempts` counts, said in the OpenAPI documents too.
+Attempts = Annotated[
+    int,
+    msgspec.Meta(
+        description="Attempts that failed or whose lease expired, so far: 0 while the first "
+        "runs, and 0 for a job that finished at its first attempt (not the runs started)."
+    ),
+]
+
+
 class JobInfo(msgspec.Struct):
     """What is stored about one job."""
 
@@ -177,7 +187,7 @@ class JobInfo(msgspec.Struct):
     argument: Value
     priority: int
     state: str
-    attempts: int
+    attempts: Attempts
     max_retry: int | None
     timeout: float
     keep_result: bool
@@ -199,7 +209,7 @@ class JobSummary(msgspec.Struct):
     name: str | None
     state: str
     priority: int
-    attempts: int
+    attempts: Attempts
     created_at: datetime | None
 
 
