@@ -55,7 +55,7 @@ DOCS = [
         "web-ui", "cli", "clusters", "high-availability", "operate", "upgrade",
     )
 ]  # fmt: skip
-LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
+LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini", "conf"}
 RUNNABLE = {"python", "bash", "sh"}
 FLAGS = {"no-run", "long-running"}
 # Runnable blocks a document holds at least (5 unless named here).
@@ -302,3 +302,16 @@ def _run_imports(block: Block, session: Session) -> None:
     if imports:
         code = ast.unparse(ast.Module(body=list(imports), type_ignores=[]))
         session.run_python(Block(block.doc, block.line, "python", set(), code, True))
+
+
+def test_every_server_configuration_shown_starts_a_server(tmp_path: Path) -> None:
+    """A ``conf`` block is a redis.conf / valkey.conf as a page shows it: pasted into a
+    file, it starts the server (redis.conf has no end-of-line comments, for one)."""
+    blocks = [block for doc in PAGES for block in parse(doc)[0] if block.language == "conf"]
+    assert blocks, "no conf block: deploy.md shows one"
+    for number, block in enumerate(blocks):
+        config = tmp_path / f"{number}.conf"
+        config.write_text(block.code)
+        with LocalServer(config=config) as server:  # raises, with its log, if it cannot start
+            assert server.process is not None
+            assert server.process.poll() is None, block.where
