@@ -315,3 +315,11 @@ def test_every_server_configuration_shown_starts_a_server(tmp_path: Path) -> Non
         with LocalServer(config=config) as server:  # raises, with its log, if it cannot start
             assert server.process is not None
             assert server.process.poll() is None, block.where
+
+
+def test_what_the_install_page_says_the_version_prints_is_what_it_prints() -> None:
+    command = Path(sys.executable).parent / "fairque"  # the script the install put there
+    printed = subprocess.run(
+        [str(command), "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f"`{printed}`" in (ROOT / "docs" / "install.md").read_text(), printed
