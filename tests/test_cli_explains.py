@@ -125,6 +125,31 @@ def test_connection_errors_are_one_line() -> None:
     assert "http://" in scheme
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on ``port`` of 127.0.0.1."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_url_at_an_http_port_is_one_line_that_says_so() -> None:
+    """--url pointed at the master's (or any HTTP) port instead of the server's."""
+    with LocalServer() as server:
+        master = subprocess.Popen(
+            [*CLI, "master", "--url", server.url, "--port", str(port := free_port())],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: listening(port), timeout=60)
+            said = one_error_line(
+                runner.invoke(app, ["stats", "--url", f"redis://127.0.0.1:{port}"])
+            )
+        finally:
+            master.terminate()
+            master.wait(timeout=30)
+    assert "does not speak the Redis protocol" in said
+    assert "HTTP" in said
+
+
 def test_usage_errors_are_one_line_and_debug_shows_the_traceback(env: dict[str, str]) -> None:
     usage = one_error_line(fairque("push", "x", "--user", "u", "--priority", "9", env=env))
     assert "--priority" in usage

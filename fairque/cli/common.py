@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, InvalidResponse, ResponseError
 from rich.console import Console
 from rich.markup import escape
 
@@ -202,6 +202,11 @@ def explain(exc: BaseException) -> str:
         isinstance(exc, ResponseError) and text.startswith(("WRONGPASS", "NOPERM"))
     ):
         return f"the server refused the credentials in the URL ({one_line(exc)})"
+    if isinstance(exc, InvalidResponse):  # an answer that is no RESP: another service's port
+        return (
+            f"the server at --url does not speak the Redis protocol ({one_line(exc)}): "
+            "is it the Redis or Valkey port, not an HTTP one (the master's)?"
+        )
     if isinstance(exc, OUTAGE) and not isinstance(exc, ServerTimeout):
         said = exc if isinstance(exc, ServerUnavailable) else f"cannot reach the server ({exc})"
         return f"{one_line(said)}; is it running, and is --url (or ${URL_ENV}) right?"
