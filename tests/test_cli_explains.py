@@ -150,6 +150,12 @@ def test_a_url_at_an_http_port_is_one_line_that_says_so() -> None:
     assert "HTTP" in said
 
 
+def test_tasks_given_as_a_file_say_to_give_the_module() -> None:
+    for given in ("./mytasks.py", "mytasks.py", "app/tasks.py", ".tasks"):
+        said = one_error_line(runner.invoke(app, ["worker", "--tasks", given]))
+        assert f"--tasks {given}: give a module's name, not a file" in said, said
+
+
 def test_usage_errors_are_one_line_and_debug_shows_the_traceback(env: dict[str, str]) -> None:
     usage = one_error_line(fairque("push", "x", "--user", "u", "--priority", "9", env=env))
     assert "--priority" in usage

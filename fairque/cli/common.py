@@ -338,6 +338,12 @@ def parse_json_object(text: str | None, option: str) -> dict[str, Any] | None:
 def import_module(module: str, option: str) -> Any:
     """Imports ``module`` (so that its ``@task`` functions register themselves), from the
     current directory too, as celery and rq do: ``--tasks tasks`` next to ``tasks.py``."""
+    if module.endswith(".py") or os.sep in module or module.startswith("."):
+        name = os.path.basename(module).removesuffix(".py")
+        raise fail(
+            f"{option} {module}: give a module's name, not a file: {option} {name} from the "
+            "folder that holds it (or a dotted name such as myapp.tasks)"
+        )
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
