@@ -156,6 +156,21 @@ def test_tasks_given_as_a_file_say_to_give_the_module() -> None:
         assert f"--tasks {given}: give a module's name, not a file" in said, said
 
 
+def test_a_worker_refuses_a_url_of_another_scheme_before_it_says_it_starts(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "tasks.py").write_text(NOOP)
+    done = fairque(
+        "worker", "--tasks", "tasks", "--url", "http://127.0.0.1:9", env=env, cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: redis_url: must start with one of redis://, rediss://, unix://, "
+        "redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel:// "
+        "(it starts with http://)"
+    ]
+
+
 def test_usage_errors_are_one_line_and_debug_shows_the_traceback(env: dict[str, str]) -> None:
     usage = one_error_line(fairque("push", "x", "--user", "u", "--priority", "9", env=env))
     assert "--priority" in usage

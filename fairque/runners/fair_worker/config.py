@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairque.config import QueueSettings
 from fairque.engine.calls import default_worker_id
+from fairque.engine.connect import check_url
 from fairque.engine.fields import MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
 
@@ -69,6 +70,17 @@ class WorkerConfig(BaseModel):
     # Sync functions: on threads (a run past its timeout keeps its lease until it returns),
     # or in task processes (killed at the timeout). See fairque/runners/fair_worker/sync_runners.py.
     sync_runner: Literal["thread", "process"] = "thread"
+
+    @pydantic.field_validator("redis_url")
+    @classmethod
+    def _known_scheme(cls, url: str | None) -> str | None:
+        # Refused with the rest of the configuration, before the worker says it starts.
+        if url is not None:
+            try:
+                check_url(url)
+            except InvalidInput as exc:
+                raise ValueError(exc.message) from None
+        return url
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> WorkerConfig:
