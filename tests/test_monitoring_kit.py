@@ -53,6 +53,12 @@ def test_every_alert_has_a_unit_test() -> None:
     assert {rule["alert"] for rule in rules} == tested
 
 
+def test_every_metric_the_rules_query_is_on_the_operations_page() -> None:
+    page = (DEPLOY.parent / "docs" / "operate.md").read_text()
+    missing = {name for name in queried()["alert rules"] if f"`{name}" not in page}
+    assert not missing, f"operate.md's metrics table lacks {sorted(missing)}"
+
+
 def queried() -> dict[str, set[str]]:
     """The metric names each file queries (a histogram's or counter's series by family)."""
     rules = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
