@@ -232,11 +232,13 @@ def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
 def test_the_task_page_shows_progress_and_log_lines_as_they_come(
     ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
 ) -> None:
-    task_id = queue.push(Task(user_id="alice", name="report"))
+    task_id = queue.push(Task(user_id="alice", name="report", headers={"traceparent": "00-ab"}))
     (leased,) = queue.pop()
     queue.report(leased, 25.0, "a quarter", ["<b>first</b> line"])
     ui(f"/task/{task_id}")
     wait(browser, lambda: "a quarter" in text_of(browser, "#live table"))
+    assert "traceparent: 00-ab" in text_of(browser, "#live table")  # a map, not [object Object]
+    assert "[object Object]" not in text_of(browser, "#live table")
     assert text_of(browser, "#logs") == "<b>first</b> line"  # text, never markup
     queue.report(leased, 50.0, "half", ["second line"])
     wait(browser, lambda: "half" in text_of(browser, "#live table"))  # refreshed by itself

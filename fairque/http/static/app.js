@@ -317,7 +317,7 @@ const pages = {
       {},
       h("h1", {}, `${detail.kind === "job" ? "Job" : "Task"} `, h("code", { id: "task-id" }, id)),
       h("p", {}, taskActions(id, info.state, detail.kind !== "job")),
-      h("div", { class: "detail" }, h("div", {}, table(["field", "value"], fields.map(([key, value]) => [key, key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after" ? when(value) : value === null ? "—" : String(value)]))), h("div", {},
+      h("div", { class: "detail" }, h("div", {}, table(["field", "value"], fields.map(([key, value]) => [key, fieldText(key, value)]))), h("div", {},
       h("h2", {}, detail.job ? "Argument" : "Payload"),
       h("pre", { id: "payload" }, pretty(payload)),
       info.last_error ? [h("h2", {}, "Last error"), h("pre", { id: "last-error", class: "error" }, info.last_error)] : "",
@@ -327,6 +327,18 @@ const pages = {
     ))));
   },
 };
+
+// A task's or job's field as its detail table shows it: a time as a time, a map (the
+// headers) as its entries, nothing as a dash.
+function fieldText(key, value) {
+  if (key.endsWith("_at") || key.endsWith("_time") || key === "lease_deadline" || key === "execute_after") return when(value);
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "object") {
+    const entries = Object.entries(value);
+    return entries.length ? entries.map(([name, text]) => `${name}: ${text}`).join(", ") : "—";
+  }
+  return String(value);
+}
 
 function seconds(value) {
   if (value === null || value === undefined) return "—";
