@@ -171,6 +171,13 @@ def test_a_worker_refuses_a_url_of_another_scheme_before_it_says_it_starts(
     ]
 
 
+def test_an_http_worker_refuses_a_master_url_it_cannot_send_to() -> None:
+    for option, url in (("--master", "localhost:8080"), ("--public-url", "ftp://h/")):
+        args = ["http-worker", "--master", "http://127.0.0.1:1", option, url, "--tasks", "x"]
+        said = one_error_line(runner.invoke(app, args))
+        assert f"{option} {url}: must be an http:// or https:// URL with a host" in said
+
+
 def test_usage_errors_are_one_line_and_debug_shows_the_traceback(env: dict[str, str]) -> None:
     usage = one_error_line(fairque("push", "x", "--user", "u", "--priority", "9", env=env))
     assert "--priority" in usage

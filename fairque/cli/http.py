@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,9 @@ def http_worker(
         return
     if master_url is None:
         raise fail("--master is required: the master's URL")
+    for option, given in (("--master", master_url), ("--public-url", public_url)):
+        if given is not None:
+            check_http_url(given, option)
 
     for module in tasks:
         import_module(module, "--tasks")
@@ -229,6 +233,15 @@ def http_worker(
         f"id {config.worker_id}, capacity {capacity}",
     )
     _serve(app, listening, "http-worker")
+
+
+def check_http_url(url: str, option: str) -> None:
+    """Refuses a URL an HTTP client cannot send to (no http:// or https://, no host), in
+    one line, before anything starts: a worker would otherwise warn every second."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise fail(f"{option} {url}: must be an http:// or https:// URL with a host, "
+                   "e.g. http://127.0.0.1:8080")  # fmt: skip
 
 
 def register(app: Typer) -> None:
