@@ -279,6 +279,9 @@ def test_the_page_loads_without_a_token_and_the_data_needs_one(
         assert "script-src 'self'" in CSP
         assert page.headers["x-content-type-options"] == "nosniff"
         assert '<script type="module" src="/ui/static/app.js">' in page.text
+        # The dashboard's sign-in names its own token, not a master's.
+        assert "master's" not in page.text
+        assert "fairque dashboard" in page.text
         for asset in ("app.js", "api.js", "dom.js", "chart.js", "style.css"):
             served = client.get(f"/ui/static/{asset}")
             assert served.status_code == 200
