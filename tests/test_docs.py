@@ -55,9 +55,9 @@ DOCS = [
         "web-ui", "cli", "clusters", "high-availability", "operate", "upgrade",
     )
 ]  # fmt: skip
-LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini", "conf"}
+LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
 RUNNABLE = {"python", "bash", "sh"}
-FLAGS = {"no-run", "long-running"}
+FLAGS = {"no-run", "long-running", "redis-conf"}
 # Runnable blocks a document holds at least (5 unless named here).
 RUNNABLE_AT_LEAST = {
     "install.md": 1, "workers.md": 1, "scheduler.md": 2, "storage.md": 1,
@@ -305,10 +305,10 @@ def _run_imports(block: Block, session: Session) -> None:
 
 
 def test_every_server_configuration_shown_starts_a_server(tmp_path: Path) -> None:
-    """A ``conf`` block is a redis.conf / valkey.conf as a page shows it: pasted into a
-    file, it starts the server (redis.conf has no end-of-line comments, for one)."""
-    blocks = [block for doc in PAGES for block in parse(doc)[0] if block.language == "conf"]
-    assert blocks, "no conf block: deploy.md shows one"
+    """A ``text redis-conf`` block is a redis.conf / valkey.conf as a page shows it:
+    pasted into a file, it starts the server (redis.conf has no end-of-line comments)."""
+    blocks = [block for doc in PAGES for block in parse(doc)[0] if "redis-conf" in block.flags]
+    assert blocks, "no redis-conf block: deploy.md shows one"
     for number, block in enumerate(blocks):
         config = tmp_path / f"{number}.conf"
         config.write_text(block.code)
