@@ -54,10 +54,16 @@ def snapshot(client: Any, namespace: str) -> dict[bytes, bytes]:
     But other namespaces' keys that expire by themselves (other tests' fairness minutes,
     their pops' promises that nothing is due), which may go between two snapshots."""
     own = f"fq:{{{namespace}}}:".encode()
+    keys = list(client.scan_iter(count=1000))
+    with client.pipeline(transaction=False) as pipe:  # one round trip: the server holds
+        for key in keys:  # every earlier test's keys, thousands
+            pipe.pttl(key)
+            pipe.dump(key)
+        replies = pipe.execute()
     return {
-        key: client.dump(key)
-        for key in client.scan_iter()
-        if key.startswith(own) or (client.pttl(key) < 0 and not key.endswith(b":maintenance:quiet"))
+        key: dumped
+        for key, expires, dumped in zip(keys, replies[::2], replies[1::2], strict=True)
+        if key.startswith(own) or (expires < 0 and not key.endswith(b":maintenance:quiet"))
     }
 
 
