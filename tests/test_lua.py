@@ -54,6 +54,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "queue/extend", "queue/fail", "queue/finish", "queue/finish_pop", "queue/hand_over",
         "queue/limits", "queue/pop",
         "queue/push", "queue/release", "queue/report", "queue/retry_failed", "queue/tenant",
+        "queue/upkeep",
         "queue/workers", "queue/xcom_pull", "queue/xcom_push",
         "scheduler/claim", "scheduler/failed", "scheduler/fire", "scheduler/instance",
         "scheduler/pause", "scheduler/read", "scheduler/remove", "scheduler/save",
@@ -371,6 +372,13 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue xcom_pull": lambda: task_calls.xcom_pull(NAMESPACE, "t1", "k"),
     "queue workers": lambda: workers.register_worker(
         NAMESPACE, WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9), 10.0
+    ),
+    "queue upkeep": lambda: workers.upkeep(
+        NAMESPACE,
+        WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9),
+        10.0,
+        rewrite=False,
+        names=["add", "render"],
     ),
     "queue hand_over": lambda: leases.hand_over(NAMESPACE, [_leased()], 1.0, 60.0),
     "queue tenant": lambda: quotas.set_tenant(

@@ -196,6 +196,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("reap", (50,), {}),
         ("maintain", (5.0,), {}),
         ("register_worker", (WORKER, 10.0), {}),
+        ("upkeep", (WORKER, 10.0), {"rewrite": False, "names": ["render"]}),
         ("unregister_worker", ("w1",), {}),
         ("workers", (), {}),
         ("tenant", ("alice",), {}),
@@ -281,7 +282,7 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
 }
 # A sharded client takes the single one's cases: its first call (a lookup of the shard
 # that holds a task, for the calls by id) is compared all the same. A pop that waits, and
-# a finish and pop in one call, are the single queue's own (neither can span the shards'
+# a finish and pop in one call, and a pop after a wait, are the single queue's own (neither can span the shards'
 # slots).
 SHARDED = {"sharded": "queue", "sharded jobs": "jobs"}
 FINISH_AND_POP = {
@@ -293,6 +294,7 @@ CALL_CASES = [
 ] + [
     ("queue", "pop", (4,), {"wait": 2.5}),
     ("queue", "finish_and_pop", ([_leased()], [2]), FINISH_AND_POP),
+    ("queue", "pop_after_wait", (2.5, 4), {"worker_id": "w1", "names": ["n"]}),
 ]
 
 

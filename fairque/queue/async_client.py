@@ -49,6 +49,7 @@ from fairque.queue.models import (
     TenantStats,
     TenantStatsPage,
     WorkerInfo,
+    WorkerUpkeep,
 )
 from fairque.queue.plans import (
     QueuePlans,
@@ -57,6 +58,7 @@ from fairque.queue.plans import (
     merge_limits,
     merge_maintenance,
     merge_stats,
+    merge_upkeep,
     merge_workers,
     nothing,
     soonest,
@@ -370,6 +372,23 @@ class AsyncQueue(AsyncClosing):
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
         await self.executor.run(self.plans.each(nothing, workers.register_worker, worker, ttl))
 
+    async def upkeep(
+        self,
+        worker: WorkerInfo,
+        ttl: float,
+        *,
+        rewrite: bool = True,
+        names: Sequence[str] | None = None,
+    ) -> WorkerUpkeep:
+        """A worker's upkeep in one call per namespace: keeps it registered for ``ttl``
+        seconds (its record written unless ``rewrite`` is False and it is registered),
+        and tells when work comes due without a push, whether a lane of its task
+        ``names`` (None: any) may be served now, and whether a maintenance round is due
+        (workers do this, and run :meth:`maintain` when it is)."""
+        return await self.executor.run(
+            self.plans.each(merge_upkeep, workers.upkeep, worker, ttl, rewrite=rewrite, names=names)
+        )
+
     async def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
         await self.executor.run(self.plans.each(nothing, workers.unregister_worker, worker_id))
@@ -527,6 +546,26 @@ class AsyncFairQueue(AsyncQueue):
     async def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return await self.executor.execute(call)
+
+    async def pop_after_wait(
+        self,
+        wait: float,
+        count: int = 1,
+        *,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> list[LeasedTask]:
+        """Waits up to ``wait`` seconds for work in the lanes of ``names`` (None: any),
+        then pops as :meth:`pop` does, in one round trip: the pop runs the moment work
+        arrives. Unlike ``pop(wait=...)`` it does not ask when work comes due: the
+        caller bounds ``wait`` by it (an idle worker knows it from its :meth:`upkeep`).
+        :meth:`stop_waiting` ends the wait."""
+        lease: dict[str, Any] = {"assigned_users": None, "steal_targets": None,
+                                 "worker_id": worker_id, "lease_seconds": lease_seconds,
+                                 "names": names}  # fmt: skip
+        plan = self.plans.pop_after_wait(self.namespace, count, lease, wait)
+        return await self.executor.run(plan)
 
     @property
     def one_namespace(self) -> AsyncFairQueue:

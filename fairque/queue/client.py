@@ -50,6 +50,7 @@ from fairque.queue.models import (
     TenantStats,
     TenantStatsPage,
     WorkerInfo,
+    WorkerUpkeep,
 )
 from fairque.queue.plans import (
     QueuePlans,
@@ -58,6 +59,7 @@ from fairque.queue.plans import (
     merge_limits,
     merge_maintenance,
     merge_stats,
+    merge_upkeep,
     merge_workers,
     nothing,
     soonest,
@@ -363,6 +365,23 @@ class Queue(Closing):
         """Registers a live worker (or renews it) for ``ttl`` seconds (workers do this)."""
         self.executor.run(self.plans.each(nothing, workers.register_worker, worker, ttl))
 
+    def upkeep(
+        self,
+        worker: WorkerInfo,
+        ttl: float,
+        *,
+        rewrite: bool = True,
+        names: Sequence[str] | None = None,
+    ) -> WorkerUpkeep:
+        """A worker's upkeep in one call per namespace: keeps it registered for ``ttl``
+        seconds (its record written unless ``rewrite`` is False and it is registered),
+        and tells when work comes due without a push, whether a lane of its task
+        ``names`` (None: any) may be served now, and whether a maintenance round is due
+        (workers do this, and run :meth:`maintain` when it is)."""
+        return self.executor.run(
+            self.plans.each(merge_upkeep, workers.upkeep, worker, ttl, rewrite=rewrite, names=names)
+        )
+
     def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""
         self.executor.run(self.plans.each(nothing, workers.unregister_worker, worker_id))
@@ -516,6 +535,26 @@ class FairQueue(Queue):
     def execute(self, call: Call[T]) -> T:
         """Sends a call built by an entry point's ops; its parsed reply."""
         return self.executor.execute(call)
+
+    def pop_after_wait(
+        self,
+        wait: float,
+        count: int = 1,
+        *,
+        worker_id: str | None = None,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> list[LeasedTask]:
+        """Waits up to ``wait`` seconds for work in the lanes of ``names`` (None: any),
+        then pops as :meth:`pop` does, in one round trip: the pop runs the moment work
+        arrives. Unlike ``pop(wait=...)`` it does not ask when work comes due: the
+        caller bounds ``wait`` by it (an idle worker knows it from its :meth:`upkeep`).
+        :meth:`stop_waiting` ends the wait."""
+        lease: dict[str, Any] = {"assigned_users": None, "steal_targets": None,
+                                 "worker_id": worker_id, "lease_seconds": lease_seconds,
+                                 "names": names}  # fmt: skip
+        plan = self.plans.pop_after_wait(self.namespace, count, lease, wait)
+        return self.executor.run(plan)
 
     @property
     def one_namespace(self) -> FairQueue:

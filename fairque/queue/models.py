@@ -464,6 +464,16 @@ class Maintenance:
 
 
 @dataclass(frozen=True)
+class WorkerUpkeep:
+    """What a worker's upkeep call found (see ``FairQueue.upkeep``): what it needs to wait."""
+
+    registered: bool  # the worker was registered before the call (False: it is now)
+    next_due: float | None  # seconds until work comes due without a push; None: never
+    ready: bool  # a tenant may be served now in a lane the worker serves
+    round_due: bool  # the namespace's maintenance round is due (``maintain`` runs it)
+
+
+@dataclass(frozen=True)
 class MaintenanceStatus:
     """The namespace's maintenance as stored by its rounds (all shards, when sharded)."""
 

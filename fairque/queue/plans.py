@@ -44,6 +44,7 @@ from fairque.queue.models import (
     TaskPage,
     TenantStats,
     WorkerInfo,
+    WorkerUpkeep,
 )
 
 T = TypeVar("T")
@@ -133,6 +134,16 @@ def merge_maintenance(parts: Sequence[Maintenance]) -> Maintenance:
         orphaned=sum(part.orphaned for part in parts),
         ran=any(part.ran for part in parts),
         more=any(part.more for part in parts),
+    )
+
+
+def merge_upkeep(parts: Sequence[WorkerUpkeep]) -> WorkerUpkeep:
+    """A worker's upkeep on all shards: registered on each, work due on the first."""
+    return WorkerUpkeep(
+        registered=all(part.registered for part in parts),
+        next_due=soonest(part.next_due for part in parts),
+        ready=any(part.ready for part in parts),
+        round_due=any(part.round_due for part in parts),
     )
 
 
@@ -289,11 +300,20 @@ class QueuePlans(ShardPlans[Namespace]):
             left = deadline - time.monotonic()
             seconds = max(MIN_POP_WAIT, left if due is None else min(left, due))
             started = time.monotonic()
-            call = leases.pop(namespace, count, wait=seconds, **lease)
-            leased = yield from self._leased(namespace, call)
+            leased = yield from self.pop_after_wait(namespace, count, lease, seconds)
             waited = time.monotonic() - started
             if leased or seconds >= left or waited < seconds:
                 return leased
+
+    def pop_after_wait(
+        self, namespace: Namespace, count: int, lease: dict[str, Any], wait: float
+    ) -> Steps[Leased]:
+        """One wait of up to ``wait`` s for a wake-up token of the lanes the pop serves,
+        and the pop behind it, in one pipeline: the pop runs the moment work arrives. The
+        caller bounds ``wait`` by when work comes due (a pop makes due work ready)."""
+        return (
+            yield from self._leased(namespace, leases.pop(namespace, count, wait=wait, **lease))
+        )
 
     def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None) -> Plan[list[str]]:
         """Finishes tasks, one call per shard; the ids whose lease was lost."""

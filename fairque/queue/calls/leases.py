@@ -59,7 +59,7 @@ def read_max_retries(raw: bytes | str) -> int | None:
     return None if value < 0 else value
 
 
-def _names(values: Sequence[str] | None) -> list[str]:
+def checked_names(values: Sequence[str] | None) -> list[str]:
     """The task names a pop serves, each once, in their order; refused if not names."""
     if values is None:
         return []
@@ -104,7 +104,7 @@ def pop(
     ``queue/pop.lua``), or of any name when none are given. With ``wait``, once a
     tenant may be served or ``wait`` seconds have passed (the wake-up tokens of the
     names' lanes, see ``include/ready.lua``)."""
-    served = _names(names)
+    served = checked_names(names)
     args = _pop_args(count, assigned_users, steal_targets, worker_id, lease_seconds, served=served)
     if wait is not None:
         check_positive(wait, "wait", MAX_POP_WAIT)
@@ -125,7 +125,7 @@ def _pop_args(
     served: list[str],
 ) -> list[Arg]:
     """A pop's arguments (``queue/pop.lua``'s ARGV[2..]), checked; ``served`` are the
-    task names it serves (:func:`_names`)."""
+    task names it serves (:func:`checked_names`)."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_POP:
         raise InvalidInput("count", f"must be an integer from 1 to {MAX_POP}, got {count!r}")
     if lease_seconds is not None:
@@ -176,7 +176,7 @@ def finish_and_pop(
     the tasks leased."""
     rows, kept = _finish_args(tasks, results)
     pop_args = _pop_args(
-        count, assigned_users, steal_targets, worker_id, lease_seconds, served=_names(names)
+        count, assigned_users, steal_targets, worker_id, lease_seconds, served=checked_names(names)
     )
     args = (len(tasks), rows, len(kept), *kept, *pop_args)
     lost_of = _lost_ids(tasks)

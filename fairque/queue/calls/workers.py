@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from fairque.engine.calls import Call, decode, encode
+from fairque.engine.calls import Arg, Call, decode, encode
 from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.queue.calls.checks import check_name, check_positive
+from fairque.queue.calls.leases import checked_names
 from fairque.queue.models import (
     WorkerInfo,
+    WorkerUpkeep,
 )
 
 
 def register_worker(namespace: Namespace, worker: WorkerInfo, ttl: float) -> Call[None]:
     """Registers (or keeps registered) a live worker for ``ttl`` seconds."""
+    args = ("beat", worker.worker_id, _record(worker, ttl), int(ttl * MICROS))
+    return namespace.call("queue/workers", args, lambda _reply: None)
+
+
+def upkeep(
+    namespace: Namespace,
+    worker: WorkerInfo,
+    ttl: float,
+    *,
+    rewrite: bool,
+    names: Sequence[str] | None,
+) -> Call[WorkerUpkeep]:
+    """A worker's upkeep (``queue/upkeep.lua``): keeps it registered for ``ttl`` seconds
+    (its record written if it was not registered, or with ``rewrite``), and tells when
+    work comes due, whether a lane of its task ``names`` (None: any) may be served now,
+    and whether a maintenance round is due."""
+    record = _record(worker, ttl)
+    args: list[Arg] = [
+        worker.worker_id,
+        record,
+        int(ttl * MICROS),
+        int(rewrite),
+        *checked_names(names),
+    ]
+
+    def parse(reply: list[int]) -> WorkerUpkeep:
+        due = int(reply[1])
+        return WorkerUpkeep(
+            registered=bool(reply[0]),
+            next_due=None if due < 0 else due / MICROS,
+            ready=bool(reply[2]),
+            round_due=bool(reply[3]),
+        )
+
+    return namespace.call("queue/upkeep", args, parse)
+
+
+def _record(worker: WorkerInfo, ttl: float) -> bytes:
+    """A worker's registry record (MessagePack), checked."""
     check_name(worker.worker_id, "worker_id")
     check_positive(ttl, "ttl", 3600.0)
     for name in worker.functions:
@@ -24,8 +66,7 @@ def register_worker(namespace: Namespace, worker: WorkerInfo, ttl: float) -> Cal
         "functions": list(worker.functions), "concurrency": worker.concurrency,
         "in_flight": worker.in_flight, "started_at": worker.started_at,
     }  # fmt: skip
-    args = ("beat", worker.worker_id, encode(record, "worker", 1024 * 1024), int(ttl * MICROS))
-    return namespace.call("queue/workers", args, lambda _reply: None)
+    return encode(record, "worker", 1024 * 1024)
 
 
 def unregister_worker(namespace: Namespace, worker_id: str) -> Call[None]:
@@ -41,8 +82,11 @@ def workers(namespace: Namespace) -> Call[list[WorkerInfo]]:
 
 def _parse_workers(reply: list[Any]) -> list[WorkerInfo]:
     workers = []
-    for packed in reply[1:]:
+    for packed, expiry in zip(reply[1::2], reply[2::2], strict=True):
         record = decode(packed)
+        seen_at = record["seen_at"]
+        if "ttl" in record:  # an upkeep moves only the expiry: seen ttl before it
+            seen_at = max(seen_at, int(expiry) - record["ttl"])
         workers.append(
             WorkerInfo(
                 worker_id=record["id"],
@@ -52,7 +96,7 @@ def _parse_workers(reply: list[Any]) -> list[WorkerInfo]:
                 concurrency=record["concurrency"],
                 in_flight=record["in_flight"],
                 started_at=record["started_at"],
-                seen_at=record["seen_at"] / MICROS,
+                seen_at=seen_at / MICROS,
             )
         )
     return sorted(workers, key=lambda worker: worker.worker_id)

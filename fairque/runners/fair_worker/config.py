@@ -37,6 +37,7 @@ from fairque.engine.fields import MAX_TIMEOUT_SECONDS
 from fairque.errors import InvalidInput
 
 ENV_PREFIX = "FAIRQUE_"
+WAKE_CHECK_SECONDS = 0.25  # how often an idle worker's listeners look at its stop flag
 _LIST_FIELDS = ("assigned_users", "steal_targets")
 
 

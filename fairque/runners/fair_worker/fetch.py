@@ -2,9 +2,12 @@
 while a pop is in flight get a second one at once) and starts them, and when idle waits
 for work so a new task is picked up at once rather than at the next poll. A worker whose
 queue is one namespace, and which names no tenants, waits in its pop
-(``pop(wait=...)``), which the server runs the moment work arrives; any other waits on
-the namespace's wake channel, then pops. A pop carries the pending acknowledgements when
-the queue can finish and pop in one call (``finish_and_pop``).
+(``pop_after_wait``), which the server runs the moment work arrives; any other waits on
+the namespace's wake channel, then pops. Before each wait the worker's upkeep keeps it
+registered, tidies the namespace if due, and says when work comes due without a push
+(a delay, a retry backoff, a lease running out, a rate window opening): the wait ends
+then, or after the poll interval, a safety net. A pop carries the pending
+acknowledgements when the queue can finish and pop in one call (``finish_and_pop``).
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from fairque.errors import InvalidInput
 from fairque.queue.async_client import AsyncQueue
 from fairque.queue.models import LeasedTask
 from fairque.runners.fair_worker.acks import Ack, Acknowledgements
-from fairque.runners.fair_worker.config import WorkerConfig
+from fairque.runners.fair_worker.config import WAKE_CHECK_SECONDS, WorkerConfig
 from fairque.runners.fair_worker.counts import Counts
 from fairque.runners.fair_worker.functions import Registry
 from fairque.runners.fair_worker.runs import Runs
+from fairque.runners.fair_worker.upkeep import Upkeep
 
 log = logging.getLogger("fairque.worker")
 
-WAKE_CHECK_SECONDS = 0.25  # how often an idle worker looks at its stop flag
 MIN_IDLE_WAIT_SECONDS = 0.005  # an idle pop waits at least this long: no busy loop
 
 
@@ -41,6 +44,7 @@ class Fetcher:
         functions: Registry,
         runs: Runs,
         acks: Acknowledgements,
+        upkeep: Upkeep,
         counts: Counts,
         outage: OutageLog,
         stopping: asyncio.Event,
@@ -50,6 +54,7 @@ class Fetcher:
         self.functions = functions
         self.runs = runs
         self.acks = acks
+        self.upkeep = upkeep
         self.counts = counts
         self.outage = outage
         self.stopping = stopping
@@ -132,6 +137,7 @@ class Fetcher:
             leased = await self._pop_overlapping(queue, free)
         self._idle_pops = not leased and wake is None  # then the next pop waits for work
         if leased:  # the tasks just leased start before the next pop is built and sent
+            self.upkeep.idle = False
             await asyncio.sleep(0)
         elif wake is not None:
             await self._idle(queue, wake)
@@ -218,21 +224,13 @@ class Fetcher:
                 self.runs.start(queue, task)
         return len(leased)
 
-    async def _idle_seconds(self, queue: AsyncQueue) -> float:
-        """How long an idle worker waits before it pops anyway: the poll interval, or less
-        if a scheduled task (a delay or a retry backoff) or a lease expiry is due sooner."""
-        due = await queue.next_due()
-        return (
-            self.config.poll_interval_seconds
-            if due is None
-            else min(self.config.poll_interval_seconds, due)
-        )
-
     async def _pop_when_ready(self, queue: AsyncQueue, free: int) -> list[LeasedTask]:
-        """The pop of an idle worker: it waits in the server until work arrives (see
-        :meth:`AsyncQueue.pop`'s ``wait``, one namespace only), and :meth:`stop_waiting`
-        ends the wait."""
-        wait = await self._idle_seconds(queue)
+        """The pop of an idle worker: after its upkeep, it waits in the server until work
+        arrives or comes due (see :meth:`AsyncFairQueue.pop_after_wait`, one namespace
+        only), and :meth:`stop_waiting` ends the wait."""
+        one_namespace = queue.one_namespace
+        assert one_namespace is not None, "waits_in_pop: one namespace"
+        wait = self.upkeep.idle_wait(await self.upkeep.before_idle_wait(queue))
         if self.stopping.is_set():
             return []
         # From here nothing is awaited until the executor has noted how many stops it
@@ -240,11 +238,11 @@ class Fetcher:
         self._waiting = queue
         started = time.monotonic()
         try:
-            leased = await queue.pop(
-                count=free,
+            leased = await one_namespace.pop_after_wait(
+                max(wait, MIN_IDLE_WAIT_SECONDS),
+                free,
                 worker_id=self.config.id,
                 lease_seconds=self.config.lease_seconds,
-                wait=max(wait, MIN_IDLE_WAIT_SECONDS),
                 names=self.names,
             )
         finally:
@@ -256,15 +254,27 @@ class Fetcher:
         return leased
 
     async def _idle(self, queue: AsyncQueue, wake: AsyncListener) -> None:
-        """Waits for a wake message, the poll interval, the next scheduled task (a delay
-        or a retry backoff) or lease expiry, or a stop, whichever comes first."""
+        """Waits for a wake message, the next scheduled task (a delay or a retry backoff),
+        a lease expiry or a rate window opening, or a stop, whichever comes first. A
+        worker that takes any tenant's work pops at once when its upkeep finds a lane it
+        serves with work (a wake message may be lost while its subscription is away);
+        one that names tenants pops after each poll interval instead (the lane's work
+        may not be its tenants')."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + await self._idle_seconds(queue)
-        while not self.stopping.is_set() and (left := deadline - loop.time()) > 0:
-            if self._serves_lane(await wake.next_message(min(left, WAKE_CHECK_SECONDS))):
-                while await wake.next_message(0):
-                    pass  # one pop serves every wake-up that arrived meanwhile
+        any_tenant = self.config.assigned_users is None and self.config.steal_targets is None
+        while not self.stopping.is_set():
+            found = await self.upkeep.before_idle_wait(queue)
+            if found.ready and any_tenant:
                 return
+            wait = self.upkeep.idle_wait(found)
+            deadline = loop.time() + wait
+            while not self.stopping.is_set() and (left := deadline - loop.time()) > 0:
+                if self._serves_lane(await wake.next_message(min(left, WAKE_CHECK_SECONDS))):
+                    while await wake.next_message(0):
+                        pass  # one pop serves every wake-up that arrived meanwhile
+                    return
+            if (found.next_due is not None and found.next_due <= wait) or not any_tenant:
+                return  # work came due (the pop makes it ready), or the poll for tenants
 
     def _serves_lane(self, message: Any) -> bool:
         """Whether a wake message names the lane of a task name this worker serves (a

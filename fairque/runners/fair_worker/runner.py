@@ -99,17 +99,18 @@ class Worker:
             self._now,
             look_again,
         )
+        self._upkeep = Upkeep(config, self.functions, self._runs, self._outage, self._stopping)
         self._fetcher = Fetcher(
             config,
             self.functions,
             self._runs,
             self._acks,
+            self._upkeep,
             self.counts,
             self._outage,
             self._stopping,
             look_again,
         )
-        self._upkeep = Upkeep(config, self.functions, self._runs, self._outage, self._stopping)
 
     @property
     def finished(self) -> int:
@@ -164,7 +165,8 @@ class Worker:
         if not self.functions.functions:
             # It would lease every task and run none of them.
             raise InvalidInput("tasks", "no task functions registered: import a module of @task")
-        self._fetcher.names = tuple(sorted(self.functions.functions))  # the lanes its pops reach
+        # The lanes its pops reach, and whose wake-up tokens its upkeep reads.
+        self._fetcher.names = self._upkeep.names = tuple(sorted(self.functions.functions))
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         loop = asyncio.get_running_loop()
         try:

@@ -2,6 +2,11 @@
 runs extended ahead of their deadline (the heartbeat), its entry in the namespace's
 registry of live workers, with the namespace's tidying, and the ``abort`` channels,
 on which ``cancel`` names the running tasks it canceled.
+
+The registry entry and the tidying go in one call (``upkeep``): a busy worker makes it
+every maintenance interval with its record; an idle one, once before each wait for work
+(the fetch loop's), which moves only its entry's expiry. So an idle worker costs the
+server one such call and one wait per poll interval (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,9 +23,8 @@ from fairque.engine.waiting import wait_event
 from fairque.errors import LeaseLost
 from fairque.queue.async_client import AsyncQueue
 from fairque.queue.calls.maintenance import MAINTENANCE_ROUNDS
-from fairque.queue.models import WorkerInfo
-from fairque.runners.fair_worker.config import WorkerConfig
-from fairque.runners.fair_worker.fetch import WAKE_CHECK_SECONDS
+from fairque.queue.models import WorkerInfo, WorkerUpkeep
+from fairque.runners.fair_worker.config import WAKE_CHECK_SECONDS, WorkerConfig
 from fairque.runners.fair_worker.functions import Registry
 from fairque.runners.fair_worker.runs import RunningTask, Runs
 
@@ -44,6 +48,49 @@ class Upkeep:
         self.outage = outage
         self.stopping = stopping
         self.started_at = time.time()
+        interval = config.maintenance_interval_seconds
+        # The registry entry outlives a wait for work (at most half of it: see idle_wait).
+        self.registry_ttl = min(3600.0, max(10.0, 5 * interval, 2 * config.poll_interval_seconds))
+        self.names: tuple[str, ...] = ()  # the task names the worker serves, set by the run
+        # Set while the fetch loop waits for work and keeps the worker registered itself
+        # (idle); the maintenance loop beats again once it is cleared (busy).
+        self.idle = False
+        self._in_flight_written = -1  # the tasks in flight of the record last written
+
+    def idle_wait(self, found: WorkerUpkeep) -> float:
+        """How long an idle worker may wait after its upkeep found ``found``: the poll
+        interval, less if work comes due sooner, and never as long as its registry
+        entry lives."""
+        longest = min(self.config.poll_interval_seconds, self.registry_ttl / 2)
+        return longest if found.next_due is None else min(longest, found.next_due)
+
+    async def before_idle_wait(self, queue: AsyncQueue) -> WorkerUpkeep:
+        """The upkeep of a worker about to wait for work: keeps it registered (its record
+        written again if its tasks in flight changed), tidies the namespace if a round
+        is due, and says when work comes due."""
+        found = await self._upkeep(queue, rewrite=False)
+        self.idle = True
+        return found
+
+    async def _upkeep(self, queue: AsyncQueue, rewrite: bool) -> WorkerUpkeep:
+        """One upkeep call (its record written with ``rewrite`` or when its tasks in
+        flight changed), then the maintenance round if one is due."""
+        interval = self.config.maintenance_interval_seconds
+        record = self._record()
+        rewrite = rewrite or record.in_flight != self._in_flight_written
+        found = await queue.upkeep(
+            record, self.registry_ttl, rewrite=rewrite, names=self.names or None
+        )
+        self._in_flight_written = record.in_flight
+        if found.round_due:
+            done = await queue.maintain(interval)
+            rounds = 1
+            # A round that hit its bound leaves the next one due at once: go on (each is
+            # short), so a backlog of expired records leaves within seconds.
+            while done.more and rounds < MAINTENANCE_ROUNDS and not self.stopping.is_set():
+                done = await queue.maintain(interval)
+                rounds += 1
+        return found
 
     async def heartbeat(self, queue: AsyncQueue) -> None:
         """Keeps the leases of running tasks ahead of their deadline, until the worker
@@ -75,7 +122,8 @@ class Upkeep:
     async def maintain(self, queue: AsyncQueue) -> None:
         """While the worker runs: keeps it in the namespace's registry of live workers, and
         tidies the namespace (a round runs when the last one, by any process, is
-        ``maintenance_interval_seconds`` old)."""
+        ``maintenance_interval_seconds`` old), every interval while it is busy: an idle
+        worker's fetch loop does both before each wait (:meth:`before_idle_wait`)."""
         interval = self.config.maintenance_interval_seconds
         # The functions' declared defaults, set once (again at the next beat after an outage).
         declared = [
@@ -88,14 +136,8 @@ class Upkeep:
                 while declared:
                     await queue.set_limits(declared[0][0], **declared[0][1])
                     declared.pop(0)
-                await queue.register_worker(self._record(), max(10.0, 5 * interval))
-                done = await queue.maintain(interval)
-                rounds = 1
-                # A round that hit its bound leaves the next one due at once: go on (each
-                # is short), so a backlog of expired records leaves within seconds.
-                while done.more and rounds < MAINTENANCE_ROUNDS and not self.stopping.is_set():
-                    done = await queue.maintain(interval)
-                    rounds += 1
+                if not self.idle:
+                    await self._upkeep(queue, rewrite=True)
             except OUTAGE as exc:
                 self.outage.failed(exc)
             if await wait_event(self.stopping, interval):

@@ -8,15 +8,8 @@
 --         pop wakes for that; an expired lease waits for the maintenance round), or ''
 -- Returns microseconds (0: now), or -1 for nothing.
 --@include base
+--@include due_times
 
-local next_time = nil
-local keys = {K.scheduled, K.leases, K.sleeping}
-if ARGV[2] == 'ready' then keys = {K.scheduled, K.sleeping} end
-for _, key in ipairs(keys) do
-  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if head[1] and (next_time == nil or tonumber(head[2]) < next_time) then
-    next_time = tonumber(head[2])
-  end
-end
-if next_time == nil then return -1 end
-return math.max(0, next_time - clock_now())
+local earliest = earliest_due(ARGV[2] ~= 'ready')
+if earliest == nil then return -1 end
+return math.max(0, earliest - clock_now())
