@@ -378,6 +378,7 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
         WorkerInfo("w1", "host", 7, ("add",), 4, 0, 1.7e9),
         10.0,
         rewrite=False,
+        longest_wait=30.0,
         names=["add", "render"],
     ),
     "queue hand_over": lambda: leases.hand_over(NAMESPACE, [_leased()], 1.0, 60.0),

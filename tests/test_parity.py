@@ -281,9 +281,9 @@ CLIENTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
 }
 # A sharded client takes the single one's cases: its first call (a lookup of the shard
-# that holds a task, for the calls by id) is compared all the same. A pop that waits, and
-# a finish and pop in one call, and a pop after a wait, are the single queue's own (neither can span the shards'
-# slots).
+# that holds a task, for the calls by id) is compared all the same. A pop that waits (and
+# one after a wait), and a finish and pop in one call, are the single queue's own (none
+# can span the shards' slots).
 SHARDED = {"sharded": "queue", "sharded jobs": "jobs"}
 FINISH_AND_POP = {
     "count": 4, "assigned_users": ["alice"], "steal_targets": ["bob"], "worker_id": "w1",

@@ -378,16 +378,22 @@ class AsyncQueue(AsyncClosing):
         ttl: float,
         *,
         rewrite: bool = True,
+        longest_wait: float = 30.0,
         names: Sequence[str] | None = None,
     ) -> WorkerUpkeep:
         """A worker's upkeep in one call per namespace: keeps it registered for ``ttl``
         seconds (its record written unless ``rewrite`` is False and it is registered),
         and tells when work comes due without a push, whether a lane of its task
         ``names`` (None: any) may be served now, and whether a maintenance round is due
-        (workers do this, and run :meth:`maintain` when it is)."""
+        (workers do this, and run :meth:`maintain` when it is). A worker that then waits
+        until work comes due, ``longest_wait`` seconds at most, is woken by work added
+        meanwhile that comes due sooner."""
         return await self.executor.run(
-            self.plans.each(merge_upkeep, workers.upkeep, worker, ttl, rewrite=rewrite, names=names)
-        )
+            self.plans.each(
+                merge_upkeep, workers.upkeep, worker, ttl,
+                rewrite=rewrite, longest_wait=longest_wait, names=names,
+            )
+        )  # fmt: skip
 
     async def unregister_worker(self, worker_id: str) -> None:
         """Takes a stopping worker out of the registry."""

@@ -28,20 +28,19 @@ def upkeep(
     ttl: float,
     *,
     rewrite: bool,
+    longest_wait: float,
     names: Sequence[str] | None,
 ) -> Call[WorkerUpkeep]:
     """A worker's upkeep (``queue/upkeep.lua``): keeps it registered for ``ttl`` seconds
     (its record written if it was not registered, or with ``rewrite``), and tells when
     work comes due, whether a lane of its task ``names`` (None: any) may be served now,
-    and whether a maintenance round is due."""
+    and whether a maintenance round is due. The worker then waits until work comes due,
+    ``longest_wait`` seconds at most: work added meanwhile that comes due sooner wakes
+    it."""
+    check_positive(longest_wait, "longest_wait", 3600.0)
     record = _record(worker, ttl)
-    args: list[Arg] = [
-        worker.worker_id,
-        record,
-        int(ttl * MICROS),
-        int(rewrite),
-        *checked_names(names),
-    ]
+    args: list[Arg] = [worker.worker_id, record, int(ttl * MICROS), int(rewrite),
+                       int(longest_wait * MICROS), *checked_names(names)]  # fmt: skip
 
     def parse(reply: list[int]) -> WorkerUpkeep:
         due = int(reply[1])

@@ -61,8 +61,11 @@ class Upkeep:
         """How long an idle worker may wait after its upkeep found ``found``: the poll
         interval, less if work comes due sooner, and never as long as its registry
         entry lives."""
-        longest = min(self.config.poll_interval_seconds, self.registry_ttl / 2)
+        longest = self._longest_wait()
         return longest if found.next_due is None else min(longest, found.next_due)
+
+    def _longest_wait(self) -> float:
+        return min(self.config.poll_interval_seconds, self.registry_ttl / 2)
 
     async def before_idle_wait(self, queue: AsyncQueue) -> WorkerUpkeep:
         """The upkeep of a worker about to wait for work: keeps it registered (its record

@@ -52,6 +52,7 @@ local function undefer(id, now)
     redis.call('HSET', key, 'state', 'scheduled')
     redis.call('ZADD', K.scheduled, execute_after, id)
     note_due(execute_after, now)
+    due_in_lane(f[6] or '', execute_after)
   else
     local start_time = next_tick(now)
     redis.call('HSET', key, 'state', 'queued', 'start_time', start_time)
@@ -80,7 +81,7 @@ end
 -- remain, else FAILED. Returns the new state.
 local function retry_or_fail(id, now, reason, retry)
   local key = task_key(id)
-  local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time')
+  local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time', 'name')
   local tenant, attempts, max_retries = f[1], (tonumber(f[2]) or 0) + 1, tonumber(f[3])
   if retry and (max_retries < 0 or attempts <= max_retries) then
     local delay = setting('retry_backoff_base') * 2 ^ (attempts - 1)
@@ -90,6 +91,7 @@ local function retry_or_fail(id, now, reason, retry)
       'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)
     redis.call('ZADD', K.scheduled, ready_at, id)
     note_due(ready_at, now)
+    due_in_lane(f[5] or '', ready_at)
     count('retried', tenant)
     return 'scheduled'
   end

@@ -137,6 +137,7 @@ local function push_rows(values, rows, payload_at)
       state, time_field, time_value = 'scheduled', 'execute_after', execute_after
       append('ZADD', K.scheduled, execute_after, id)
       note_due(execute_after, now)
+      due_in_lane(name, execute_after)
     else
       -- A task due in the past has been ready since then; that counts as waiting time.
       state, time_field, time_value = 'queued', 'start_time', execute_after or next_tick(now)

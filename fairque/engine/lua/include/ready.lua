@@ -84,6 +84,19 @@ local function lane_servable(lane)
   end
 end
 
+-- Idle workers wait for a token of their lanes, or until work comes due as their upkeep
+-- found it before the wait (queue/upkeep.lua); K['wakeups:until'] holds the end of the
+-- latest wait begun, and expires then. Work added that comes due before then (a delayed
+-- task, a retry's backoff, a task handed over, a rate window) wakes the workers of its
+-- lane at the call's end, so that one looks again at when to wake: a wake-up that finds
+-- nothing ready yet, which its pop takes away (pop.lua). One GET per call, and only in
+-- calls that add such work.
+local waits_end = nil
+local function due_in_lane(lane, when)
+  if waits_end == nil then waits_end = tonumber(redis.call('GET', K['wakeups:until']) or 0) end
+  if when < waits_end then lane_servable(lane) end
+end
+
 -- Puts `tenant` where its ready counts and shares say: in the ring of each lane where it
 -- has ready tasks (joining at the back where it was not), asleep until its rate window
 -- opens, or in no ring (no ready work, paused, at its concurrency limit). Returns true if
@@ -97,6 +110,7 @@ local function place(tenant, now)
     if opens then
       redis.call('ZADD', K.sleeping, opens, tenant)
       note_due(opens, now)
+      for _, lane in ipairs(lanes) do due_in_lane(lane, opens) end
     else
       redis.call('ZREM', K.sleeping, tenant)
     end
@@ -146,7 +160,10 @@ end
 -- be served now.
 local function flush_ready(now)
   flush_appends()
-  if ready_order == nil then return end
+  if ready_order == nil then
+    wake_workers() -- for work due before idle workers would look again (due_in_lane)
+    return
+  end
   local total = 0
   for i = 1, #ready_order, 2 do
     local lane, tenant = ready_order[i], ready_order[i + 1]

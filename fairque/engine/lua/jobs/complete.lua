@@ -1,6 +1,6 @@
 -- jobs/complete: the outcomes of leased strict-policy jobs (seed 003 result objects),
 -- each on its own: a lost lease or a refused result leaves the others recorded.
--- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of outcomes n
 -- ARGV[3] MessagePack array of n rows (id, lease token, kind, retry, message, result

@@ -3,7 +3,7 @@
 -- on the namespace's `abort` channel for the worker that runs it. Its dependents can
 -- never run, so they are canceled too, with the reason recorded, and the dependency sets
 -- are cleaned in both directions (seed 000, design section 7).
--- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] 1 to abort a running task, 0 to leave it

@@ -1,5 +1,5 @@
 -- retry: run a FAILED record again now (see requeue in include/ending.lua).
--- KEYS: stats clock state:failed strict:partitions constraints running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: stats clock state:failed strict:partitions constraints running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- Returns the state the record was in; only failed ones are retried.

@@ -1,5 +1,5 @@
 -- fail: an attempt failed; retry with backoff while attempts remain, else FAILED.
--- KEYS: scheduled leases stats clock state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the id
 -- ARGV[3] the lease token

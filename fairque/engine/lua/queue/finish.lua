@@ -1,5 +1,5 @@
 -- finish: acknowledge leased tasks as FINISHED, keeping results that were asked for.
--- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows (id, lease token, result slot) one after the

@@ -3,7 +3,7 @@
 -- of the two calls in turn, with one call's fixed cost (its clock, housekeeping reads,
 -- counter flush and round trip) instead of two. The finishes come first: the pop's
 -- housekeeping applies the leases they ended, so it sees the slots and limits they freed.
--- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any workers:functions names:running names:defaults maintenance:quiet
+-- KEYS: scheduled leases stats clock state:deferred state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any wakeups:until workers:functions names:running names:defaults maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n to finish
 -- ARGV[3] MessagePack array of n rows (id, lease token, result slot) one after the

@@ -3,7 +3,7 @@
 -- that a worker that serves its function takes it; when no live worker has served it for
 -- `grace`, it fails for good ("no live worker serves NAME") instead of waiting forever.
 -- Counted: handed_over, and unserved for those no live worker serves.
--- KEYS: scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled workers workers:expiry workers:functions settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows (id, lease token) one after the other
@@ -38,6 +38,7 @@ local handed = each_held_lease(rows, 2, wanted, function(row, f)
   redis.call('HSET', key, 'state', 'scheduled', 'execute_after', now + delay)
   redis.call('ZADD', K.scheduled, now + delay, id)
   note_due(now + delay, now)
+  due_in_lane(name, now + delay)
   count('handed_over')
   if since ~= nil then count('unserved') end -- no live worker serves its name
 end)

@@ -9,7 +9,7 @@
 -- ones), then written back once: the result is the same as popping one task at a time.
 -- A tenant's turn is its own across lanes: when it ends, the tenant goes to the back of
 -- the ring of every lane where it has ready tasks.
--- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any workers:functions names:running names:defaults maintenance:quiet
+-- KEYS: scheduled leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total ready:tenants lanes stats:tenants wakeups:any wakeups:until workers:functions names:running names:defaults maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] count

@@ -1,6 +1,6 @@
 -- push: store tasks and make each ready, scheduled or deferred; all of them or none.
 -- One blob instead of ten arguments per task keeps client-side packing cheap.
--- KEYS: scheduled stats clock state:deferred strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running names:defaults maintenance:quiet
+-- KEYS: scheduled stats clock state:deferred strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running names:defaults maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of the n rows one after the other (a row is not an array of

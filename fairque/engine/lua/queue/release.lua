@@ -1,6 +1,6 @@
 -- release: hand leased tasks back to the queue now (a worker shutting down), without
 -- counting an attempt; each goes back to its place in line (its start_time is kept).
--- KEYS: leases stats clock strict:partitions constraints running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: leases stats clock strict:partitions constraints running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of tasks n
 -- ARGV[3] MessagePack array of n rows (id, lease token) one after the other

@@ -1,6 +1,6 @@
 -- retry_failed: queue the FAILED tasks of one tenant again, a slice of the failed
 -- registry at a time (the caller loops until the cursor is 0).
--- KEYS: stats clock state:failed strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: stats clock state:failed strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the tenant
 -- ARGV[3] the cursor (0 first)

@@ -1,7 +1,7 @@
 -- queue/tenant: read or change a tenant's shares (include/shares.lua): weight,
 -- concurrency limit, rate limit and paused flag. A change applies at once: the tenant
 -- leaves or rejoins the ring as its new shares say, keeping its place if it stays.
--- KEYS: shares running sleeping turns clock ready:tenants wakeups:any maintenance:quiet stats stats:tenants
+-- KEYS: shares running sleeping turns clock ready:tenants wakeups:any wakeups:until maintenance:quiet stats stats:tenants
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the operation: 'get', 'set' or 'list'
 -- ARGV[3..] its arguments:

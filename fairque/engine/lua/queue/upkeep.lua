@@ -8,13 +8,15 @@
 -- the server this call and one wait per poll interval (and a round when one is due).
 -- Small on purpose: a script's every include adds to each of its calls' start. Workers
 -- whose registration expired are dropped by the round, and when the registry is read.
--- KEYS: workers workers:expiry workers:functions scheduled leases sleeping maintenance wakeups:any
+-- KEYS: workers workers:expiry workers:functions scheduled leases sleeping maintenance wakeups:any wakeups:until
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the worker id
 -- ARGV[3] its record (MessagePack, as queue/workers' beat)
 -- ARGV[4] how long its registration lives (us)
 -- ARGV[5] 1 to write the record even if the worker is registered, else 0
--- ARGV[6..] the task names the worker serves (none: any), whose lanes' tokens it reads
+-- ARGV[6] how long the worker waits at most if nothing comes due sooner (us): writers
+--   that add work due before its wait ends wake it (ready.lua's due_in_lane)
+-- ARGV[7..] the task names the worker serves (none: any), whose lanes' tokens it reads
 -- Returns {1 if the worker was registered before, us until work comes due without a push
 -- (-1: nothing will), 1 if a tenant may be served in its lanes, 1 if a round is due}.
 --@include workers
@@ -25,12 +27,17 @@ local known = beat(ARGV[2], ARGV[3], tonumber(ARGV[4]), now, ARGV[5] == '1')
 if type(known) == 'table' then return known end
 local round_due = now >= tonumber(redis.call('HGET', K.maintenance, 'next_at') or 0)
 local due = earliest_due(true)
+local longest = tonumber(ARGV[6])
+local wait_end = now + (due == nil and longest or math.min(longest, math.max(0, due - now)))
+if wait_end > tonumber(redis.call('GET', K['wakeups:until']) or 0) then
+  redis.call('SET', K['wakeups:until'], int(wait_end), 'PXAT', math.ceil(wait_end / 1000))
+end
 local ready
-if #ARGV < 6 then
+if #ARGV < 7 then
   ready = redis.call('EXISTS', K['wakeups:any'])
 else
   local tokens = {}
-  for i = 6, #ARGV do tokens[#tokens + 1] = lane_key(ARGV[i], 'wakeups') end
+  for i = 7, #ARGV do tokens[#tokens + 1] = lane_key(ARGV[i], 'wakeups') end
   ready = redis.call('EXISTS', unpack(tokens))
 end
 return {known and 1 or 0, due == nil and -1 or math.max(0, due - now), ready > 0 and 1 or 0,

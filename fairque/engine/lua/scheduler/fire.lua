@@ -5,7 +5,7 @@
 -- expired meanwhile. Each run stands alone: a stale or refused one does not stop the
 -- others; a refused run changes nothing and keeps its lock (the caller records the
 -- failure with scheduler/failed, which releases it).
--- KEYS: scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running names:defaults maintenance:quiet scheduler:lock:<id>...
+-- KEYS: scheduled stats clock state:deferred strict:partitions constraints schedules:next schedules:status settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running names:defaults maintenance:quiet scheduler:lock:<id>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2..] per run, RUN_ARGS in a row (its lock is the next variadic key): the schedule
 --   id, the lock token, the version, the next run read under the lock (us), the run's

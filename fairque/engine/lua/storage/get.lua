@@ -2,7 +2,7 @@
 -- first (seed 004 GetTask). Each is leased for the visibility timeout: no other caller
 -- gets it until then, and if it is neither done nor retried by then it comes back
 -- (attempts + 1). Expired leases are reaped first, so no separate reaper is needed.
--- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet storage:queue:<n>...
+-- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet storage:queue:<n>...
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the queue number (its key is the one variadic key)
 -- ARGV[3] count

@@ -2,7 +2,7 @@
 -- (seed 004 RetryTask): attempts + 1, prev_start_time = the start time they were taken
 -- at. Tasks that are not taken (not storage tasks, gone, or already back after their
 -- visibility timeout: expired leases are reaped first) are left alone.
--- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of retries n
 -- ARGV[3] MessagePack array of n rows (id, next start time (us)) one after the other

@@ -1,7 +1,7 @@
 -- storage/stat: per numbered queue, tasks held, ready, taken and delayed (seed 004
 -- GetStat). Expired leases are reaped first, so a task past its visibility timeout
 -- counts as ready, not taken.
--- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints storage:queues settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any names:running maintenance:quiet
+-- KEYS: leases stats clock state:finished state:failed state:canceled strict:partitions constraints storage:queues settings running shares sleeping turns ready:total stats:tenants lanes ready:tenants wakeups:any wakeups:until names:running maintenance:quiet
 -- ARGV[1] the key prefix (include/base.lua)
 -- Returns a flat list: queue number, total, ready, taken, delayed, for each queue.
 --@include storage
