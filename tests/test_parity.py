@@ -196,7 +196,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("reap", (50,), {}),
         ("maintain", (5.0,), {}),
         ("register_worker", (WORKER, 10.0), {}),
-        ("upkeep", (WORKER, 10.0), {"rewrite": False, "names": ["render"]}),
+        ("upkeep", (WORKER, 10.0), {"longest_wait": 5.0, "rewrite": False, "names": ["render"]}),
         ("unregister_worker", ("w1",), {}),
         ("workers", (), {}),
         ("tenant", ("alice",), {}),

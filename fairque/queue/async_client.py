@@ -377,8 +377,8 @@ class AsyncQueue(AsyncClosing):
         worker: WorkerInfo,
         ttl: float,
         *,
+        longest_wait: float | None,
         rewrite: bool = True,
-        longest_wait: float = 30.0,
         names: Sequence[str] | None = None,
     ) -> WorkerUpkeep:
         """A worker's upkeep in one call per namespace: keeps it registered for ``ttl``
@@ -386,8 +386,8 @@ class AsyncQueue(AsyncClosing):
         and tells when work comes due without a push, whether a lane of its task
         ``names`` (None: any) may be served now, and whether a maintenance round is due
         (workers do this, and run :meth:`maintain` when it is). A worker that then waits
-        until work comes due, ``longest_wait`` seconds at most, is woken by work added
-        meanwhile that comes due sooner."""
+        until work comes due, ``longest_wait`` seconds at most (None: a busy worker, which
+        does not wait), is woken by work added meanwhile that comes due sooner."""
         return await self.executor.run(
             self.plans.each(
                 merge_upkeep, workers.upkeep, worker, ttl,

@@ -28,19 +28,22 @@ def upkeep(
     ttl: float,
     *,
     rewrite: bool,
-    longest_wait: float,
+    longest_wait: float | None,
     names: Sequence[str] | None,
 ) -> Call[WorkerUpkeep]:
     """A worker's upkeep (``queue/upkeep.lua``): keeps it registered for ``ttl`` seconds
     (its record written if it was not registered, or with ``rewrite``), and tells when
     work comes due, whether a lane of its task ``names`` (None: any) may be served now,
     and whether a maintenance round is due. The worker then waits until work comes due,
-    ``longest_wait`` seconds at most: work added meanwhile that comes due sooner wakes
-    it."""
-    check_positive(longest_wait, "longest_wait", 3600.0)
+    ``longest_wait`` seconds at most (None: a busy worker, which does not wait): work
+    added meanwhile that comes due sooner wakes it."""
+    wait: Arg = ""
+    if longest_wait is not None:
+        check_positive(longest_wait, "longest_wait", 3600.0)
+        wait = int(longest_wait * MICROS)
     record = _record(worker, ttl)
     args: list[Arg] = [worker.worker_id, record, int(ttl * MICROS), int(rewrite),
-                       int(longest_wait * MICROS), *checked_names(names)]  # fmt: skip
+                       wait, *checked_names(names)]  # fmt: skip
 
     def parse(reply: list[int]) -> WorkerUpkeep:
         due = int(reply[1])

@@ -71,19 +71,23 @@ class Upkeep:
         """The upkeep of a worker about to wait for work: keeps it registered (its record
         written again if its tasks in flight changed), tidies the namespace if a round
         is due, and says when work comes due."""
-        found = await self._upkeep(queue, rewrite=False)
+        found = await self._upkeep(queue, rewrite=False, longest_wait=self._longest_wait())
         self.idle = True
         return found
 
-    async def _upkeep(self, queue: AsyncQueue, rewrite: bool) -> WorkerUpkeep:
+    async def _upkeep(
+        self, queue: AsyncQueue, rewrite: bool, longest_wait: float | None = None
+    ) -> WorkerUpkeep:
         """One upkeep call (its record written with ``rewrite`` or when its tasks in
-        flight changed), then the maintenance round if one is due."""
+        flight changed; ``longest_wait``: see ``AsyncQueue.upkeep``), then the
+        maintenance round if one is due."""
         interval = self.config.maintenance_interval_seconds
         record = self._record()
         rewrite = rewrite or record.in_flight != self._in_flight_written
         found = await queue.upkeep(
-            record, self.registry_ttl, rewrite=rewrite, names=self.names or None
-        )
+            record, self.registry_ttl, rewrite=rewrite,
+            longest_wait=longest_wait, names=self.names or None,
+        )  # fmt: skip
         self._in_flight_written = record.in_flight
         if found.round_due:
             done = await queue.maintain(interval)

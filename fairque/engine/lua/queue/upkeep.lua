@@ -14,8 +14,9 @@
 -- ARGV[3] its record (MessagePack, as queue/workers' beat)
 -- ARGV[4] how long its registration lives (us)
 -- ARGV[5] 1 to write the record even if the worker is registered, else 0
--- ARGV[6] how long the worker waits at most if nothing comes due sooner (us): writers
---   that add work due before its wait ends wake it (ready.lua's due_in_lane)
+-- ARGV[6] how long the worker waits next at most, if nothing comes due sooner (us):
+--   writers that add work due before its wait ends wake it (ready.lua's due_in_lane);
+--   '' for a busy worker, which does not wait
 -- ARGV[7..] the task names the worker serves (none: any), whose lanes' tokens it reads
 -- Returns {1 if the worker was registered before, us until work comes due without a push
 -- (-1: nothing will), 1 if a tenant may be served in its lanes, 1 if a round is due}.
@@ -28,9 +29,11 @@ if type(known) == 'table' then return known end
 local round_due = now >= tonumber(redis.call('HGET', K.maintenance, 'next_at') or 0)
 local due = earliest_due(true)
 local longest = tonumber(ARGV[6])
-local wait_end = now + (due == nil and longest or math.min(longest, math.max(0, due - now)))
-if wait_end > tonumber(redis.call('GET', K['wakeups:until']) or 0) then
-  redis.call('SET', K['wakeups:until'], int(wait_end), 'PXAT', math.ceil(wait_end / 1000))
+if longest then
+  local wait_end = now + (due == nil and longest or math.min(longest, math.max(0, due - now)))
+  if wait_end > tonumber(redis.call('GET', K['wakeups:until']) or 0) then
+    redis.call('SET', K['wakeups:until'], int(wait_end), 'PXAT', math.ceil(wait_end / 1000))
+  end
 end
 local ready
 if #ARGV < 7 then
