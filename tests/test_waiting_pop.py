@@ -4,6 +4,7 @@ what it returns, on every engine (a cluster client sends the wait, then the pop)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import threading
 import time
@@ -14,7 +15,16 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 
-from fairque import AsyncFairQueue, FairQueue, InvalidInput, LeasedTask, Task, TaskState
+from fairque import (
+    AsyncFairQueue,
+    FairQueue,
+    InvalidInput,
+    LeasedTask,
+    QueueSettings,
+    Task,
+    TaskState,
+)
+from fairque.queue.models import WorkerInfo
 from fairque.servers.embedded import LocalServer
 from tests.conftest import REDIS, namespace_keys, until, wait_for
 
@@ -243,3 +253,90 @@ def test_a_waiting_pop_woken_for_due_work_it_cannot_take_waits_on(
     waiting.join(timeout=30)
     assert [task.task_id for task in got[0]] == [pushed]
     other.finish(running)
+
+
+# An idle worker's wait (fairque/runners/fair_worker/fetch.py): its upkeep says when work
+# comes due, then it waits that long at most, here far longer than any test.
+IDLE = WorkerInfo("idle-1", "host", 1, ("job",), 1, 0, 0.0)
+LONG_WAIT = 3600.0
+
+
+def idle_wait(queue: FairQueue) -> threading.Thread:
+    """Starts an idle worker's wait as the worker makes it, in a thread."""
+    found = queue.upkeep(IDLE, 60.0, longest_wait=LONG_WAIT, rewrite=False, names=["job"])
+    assert not found.ready  # nothing to take, and nothing due for long (a busy lease)
+    assert found.next_due is None or found.next_due > LONG_WAIT / 2
+    wait = LONG_WAIT if found.next_due is None else found.next_due
+    waiting = threading.Thread(
+        target=lambda: queue.pop_after_wait(wait, 1, worker_id="idle-1", names=["job"])
+    )
+    waiting.start()
+    wait_for(lambda: blocked(queue))
+    return waiting
+
+
+# Each way work comes due without a push of ready work: what comes before the wait, and
+# what happens during it (another client's call).
+def delayed_push(queue: FairQueue) -> Callable[[], object]:
+    return lambda: queue.push(Task(user_id="a", name="job", delay=0.5))
+
+
+def retry_after_backoff(queue: FairQueue) -> Callable[[], object]:
+    queue.push(Task(user_id="a", name="job"))
+    [leased] = queue.pop(worker_id="busy", names=["job"], lease_seconds=3000)
+    return lambda: queue.fail(leased, "boom")  # retried after its backoff, 0.5 s
+
+
+def rate_window(queue: FairQueue) -> Callable[[], object]:
+    queue.set_tenant("a", rate=1, period=5.0)
+    queue.push(Task(user_id="a", name="job"))
+    queue.pop(worker_id="busy", names=["job"], lease_seconds=3000)  # the window's one start
+    return lambda: queue.push(Task(user_id="a", name="job"))  # ready when the window opens
+
+
+@pytest.mark.parametrize("case", [delayed_push, retry_after_backoff, rate_window])
+def test_work_coming_due_before_an_idle_workers_wait_ends_wakes_it(
+    make_queue: Callable[..., FairQueue], case: Callable[[FairQueue], Callable[[], object]]
+) -> None:
+    # Added by another client while the worker waits: without a wake-up, the worker would
+    # see it only after its wait (an hour here).
+    waiter = make_queue()
+    other = make_queue(settings=QueueSettings(retry_backoff_base=0.5))
+    during_the_wait = case(other)
+    waiting = idle_wait(waiter)
+    during_the_wait()
+    waiting.join(timeout=20)
+    assert not waiting.is_alive()  # woken: the wait ended long before its hour
+    found = waiter.upkeep(IDLE, 60.0, longest_wait=LONG_WAIT, rewrite=False, names=["job"])
+    assert found.next_due is not None
+    assert found.next_due <= 5.0  # the next wait ends then
+
+
+def test_an_idle_worker_is_not_woken_for_work_due_after_its_wait(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    waiter, other = make_queue(), make_queue()
+    found = waiter.upkeep(IDLE, 60.0, longest_wait=1.0, rewrite=False, names=["job"])
+    assert found.next_due is None
+    other.push(Task(user_id="a", name="job", delay=60))  # after the wait's end
+    assert waiter.redis.llen(waiter.namespace.lane_key("job", "wakeups")) == 0
+    other.push(Task(user_id="a", name="job", delay=0.5))  # before it
+    assert waiter.redis.llen(waiter.namespace.lane_key("job", "wakeups")) == 1
+
+
+def test_an_upkeep_keeps_a_worker_registered_and_writes_its_record_once(
+    queue: FairQueue,
+) -> None:
+    first = queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False, names=["job"])
+    assert not first.registered  # registered now, with its record
+    [listed] = queue.workers()
+    assert (listed.worker_id, listed.functions) == ("idle-1", ("job",))
+    busier = dataclasses.replace(IDLE, in_flight=3)
+    assert queue.upkeep(busier, 60.0, longest_wait=None, rewrite=False).registered
+    [again] = queue.workers()
+    assert again.in_flight == 0  # the record stays: only its expiry moved
+    assert again.seen_at >= listed.seen_at  # seen at the last upkeep
+    queue.upkeep(busier, 60.0, longest_wait=None, rewrite=True)
+    assert queue.workers()[0].in_flight == 3
+    queue.unregister_worker("idle-1")
+    assert not queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False).registered

@@ -446,6 +446,34 @@ async def test_an_idle_worker_wakes_on_push(
     await asyncio.wait_for(run, 10)
 
 
+async def test_an_idle_worker_makes_no_call_while_it_waits(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    # Before a wait, one upkeep call; during it, nothing: no beat, no round, no poll. Its
+    # maintenance interval would have it beat every 0.1 s if it were busy.
+    settings = {"poll_interval_seconds": 3600, "maintenance_interval_seconds": 0.1}
+    worker = Worker(config(server, namespace, **settings), functions)
+    run = asyncio.create_task(worker.run_async())
+    node = await pusher.executor.client_for(pusher.namespace.wake_channel)
+
+    async def calls() -> int:
+        stats = await node.info("commandstats")
+        return sum(int(entry["calls"]) for name, entry in stats.items() if "fcall" in name)
+
+    async def waiting() -> bool:
+        return bool((await node.info("clients"))["blocked_clients"])
+
+    await until(waiting)
+    before = await calls()
+    await asyncio.sleep(1.0)  # an observation window (ten maintenance intervals), not a wait
+    assert await calls() == before
+    assert [w.worker_id for w in await pusher.workers()] == [worker.config.id]  # registered
+    await pusher.push(add.build(user_id="u", args=[1, 2], delay=0.3))  # due during the wait
+    await until(lambda: finished(pusher, 1), timeout=10)  # far less than the hour
+    worker.stop()
+    await asyncio.wait_for(run, 10)
+
+
 @pytest.mark.one_engine
 async def test_a_worker_whose_server_refuses_its_wait_still_runs_tasks(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str

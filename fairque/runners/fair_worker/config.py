@@ -5,7 +5,7 @@ worker:
   id: "worker-001"
   assigned_users: ["user:1", "user:3"]
   steal_targets: ["user:2", "user:4"]
-  poll_interval_seconds: 1.0
+  poll_interval_seconds: 30.0
   task_timeout_seconds: 300
 redis:
   url: "redis://localhost:6379/0"   # or host / port / db / username / password
@@ -49,7 +49,10 @@ class WorkerConfig(BaseModel):
     id: str = Field(default_factory=default_worker_id, min_length=1, max_length=256)
     assigned_users: list[str] | None = None  # these tenants first ...
     steal_targets: list[str] | None = None  # ... then these (work stealing)
-    poll_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
+    # The longest an idle worker waits before it looks again, a safety net: work that
+    # arrives or comes due wakes it at once (fetch.py). Its registry entry lives twice as
+    # long, so a dead idle worker leaves the registry within two intervals.
+    poll_interval_seconds: float = Field(default=30.0, gt=0, le=3600)
     task_timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_TIMEOUT_SECONDS)
     concurrency: int = Field(default=10, ge=1, le=10_000)  # tasks run at once
     # Extended by heartbeat while running.
