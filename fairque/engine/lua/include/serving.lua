@@ -87,6 +87,7 @@ local function offer(lane)
     local stolen, first_stolen = in_ring_order(ring, asked.steal)
     lane_state.groups, lane_state.first = {mine, stolen}, first or first_stolen or false
   end
+  if lane_state.first then settings_held() end
   local limits = lane_state.first and limits_of(lane)
   if limits then -- its name's limits: how many it may start now
     local room, opens = name_room(lane, limits, pop_clock())
