@@ -13,6 +13,7 @@ call, pop and finish 100 per call) and one task per call (pops without names, an
 worker makes them, naming its task names), a call's fixed cost (a pop
 that finds nothing, a finish of no task), pop + finish in a worker's cycle (pop 100 or
 10, finish them, again; and with each finish in the next pop's call, as a worker sends
+them; and one task a call naming its task names, as a worker at concurrency 1 sends
 them), and beside them the same batches and single calls made of only the
 commands a task's life needs (``bench_floor.py``'s functions); asserts nothing. A
 server under valgrind runs ~50x slower: the figures are counts, never rates.
@@ -122,37 +123,48 @@ def batches(server: CountedServer, tenants: int) -> dict[str, float]:
     return {name: count / BATCH_TASKS for name, count in figures.items()}
 
 
-def cycles(server: CountedServer, tenants: int, count: int, combined: bool = False) -> float:
+def cycles(
+    server: CountedServer,
+    tenants: int,
+    count: int,
+    combined: bool = False,
+    *,
+    names: list[str] | None = None,
+    tasks: int = BATCH_TASKS,
+) -> float:
     """Pop + finish per task in a worker's cycle: pop ``count``, finish them, again. Unlike
     the batches above, at most ``count`` leases are held at once, as with a worker. With
     ``combined``, each cycle's finish rides in the next pop (``finish_and_pop``), as a
     worker sends them: one call per cycle instead of two (the last finishes the last
-    tasks, and its pop finds nothing)."""
+    tasks, and its pop finds nothing). With ``names``, the pops name the task names, as a
+    worker's do; ``tasks`` are pushed and drained."""
     namespace = f"cycles_{count}_combined" if combined else f"cycles_{count}"
+    if names is not None:
+        namespace += "_named"
     queue = FairQueue(server.url, namespace)
-    for first in range(0, BATCH_TASKS, 1000):
-        queue.push_many([task(i, tenants) for i in range(first, first + 1000)])
+    for first in range(0, tasks, 1000):
+        queue.push_many([task(i, tenants) for i in range(first, min(first + 1000, tasks))])
     done = 0
 
     def turns() -> None:
         nonlocal done
-        for _ in range(BATCH_TASKS // count):
-            leased = queue.pop(count=count, worker_id="bench")
+        for _ in range(tasks // count):
+            leased = queue.pop(count=count, worker_id="bench", names=names)
             queue.finish_many(leased, [None] * len(leased))
             done += len(leased)
 
     def combined_turns() -> None:
         nonlocal done
-        leased = queue.pop(count=count, worker_id="bench")
+        leased = queue.pop(count=count, worker_id="bench", names=names)
         while leased:
-            _, more = queue.finish_and_pop(leased, count=count, worker_id="bench")
+            _, more = queue.finish_and_pop(leased, count=count, worker_id="bench", names=names)
             done += len(leased)
             leased = more
 
     count = server.measure(namespace, combined_turns if combined else turns)
-    assert done == BATCH_TASKS, "every task pushed was popped"
+    assert done == tasks, "every task pushed was popped"
     queue.close()
-    return count / BATCH_TASKS
+    return count / tasks
 
 
 def one_per_call(
@@ -268,19 +280,26 @@ def main() -> None:
                     (f"finish + pop {count} in one call", True),
                 )
             }
+            # A worker at concurrency 1: one task a call, its task names named.
+            for label, combined in (("pop 1 (names), finish it", False),
+                                    ("finish + pop 1 (names), one call", True)):  # fmt: skip
+                turns[f"{label}, in turns"] = cycles(
+                    server, options.tenants, 1, combined, names=["send_email"],
+                    tasks=SINGLE_TASKS * 2,
+                )  # fmt: skip
             rows["the commands alone, batches"] = floor_figures(server, BATCH_TASKS, 1000, 100)
             rows["the commands alone, one per call"] = floor_figures(server, SINGLE_TASKS, 1, 1)
         finally:
             server.stop()
     print(f"{Path(binary).name}, {options.tenants} tenants: server instructions per task")
-    print(f"{'':38}{'push':>10}{'pop':>10}{'finish':>10}{'all':>10}")
+    print(f"{'':44}{'push':>10}{'pop':>10}{'finish':>10}{'all':>10}")
     for label, figures in rows.items():
         cells = "".join(f"{figures[name] / 1000:>9.1f}k" for name in ("push", "pop", "finish"))
-        print(f"{label:38}{cells}{sum(figures.values()) / 1000:>9.1f}k")
-    print(f"{'empty call (per call)':38}{'':>10}{empty['pop'] / 1000:>9.1f}k"
+        print(f"{label:44}{cells}{sum(figures.values()) / 1000:>9.1f}k")
+    print(f"{'empty call (per call)':44}{'':>10}{empty['pop'] / 1000:>9.1f}k"
           f"{empty['finish'] / 1000:>9.1f}k")  # fmt: skip
     for label, figure in turns.items():
-        print(f"{label:38}{'':>30}{figure / 1000:>9.1f}k")
+        print(f"{label:44}{'':>30}{figure / 1000:>9.1f}k")
 
 
 if __name__ == "__main__":

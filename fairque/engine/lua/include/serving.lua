@@ -87,6 +87,7 @@ local function offer(lane)
     local stolen, first_stolen = in_ring_order(ring, asked.steal)
     lane_state.groups, lane_state.first = {mine, stolen}, first or first_stolen or false
   end
+  if lane_state.first then settings_held() end
   local limits = lane_state.first and limits_of(lane)
   if limits then -- its name's limits: how many it may start now
     local room, opens = name_room(lane, limits, pop_clock())
@@ -213,7 +214,8 @@ local function take_task(lane, tenant, backlog)
   return best_id
 end
 
-local function lease(id, tenant, lane_state, seat)
+-- Leases task `id` of `tenant` from lane `lane_state`; returns its lease token.
+local function lease(id, tenant, lane_state)
   local key = task_key(id)
   local f = redis.call('HMGET', key, 'priority', 'name', 'payload', 'attempts', 'timeout',
     'max_retries', 'created_at', 'start_time', 'prev_start_time', 'headers')
@@ -242,12 +244,11 @@ local function lease(id, tenant, lane_state, seat)
     note_start(tenant, asked.now - (tonumber(f[8]) or asked.now))
   end
   taken = taken + 1
-  local started = seat.tokens
-  started[#started + 1] = token
   if lane_state.limits then
     lane_state.room = lane_state.room - 1
     lane_state.lane_tokens[#lane_state.lane_tokens + 1] = token
   end
+  return token
 end
 
 -- Reads what the tenants of `group` may take in the lane: their ready entries there,
@@ -306,7 +307,8 @@ local function serve(lane_state)
         repeat
           local id = take_task(lane, tenant, backlog)
           if id then
-            lease(id, tenant, lane_state, seat)
+            local started = seat.tokens
+            started[#started + 1] = lease(id, tenant, lane_state)
             backlog.remaining = backlog.remaining - 1
             backlog.started = backlog.started + 1
             seat.room = seat.room - 1
@@ -470,6 +472,47 @@ local function write_leases()
   end
 end
 
+-- A pop of one task (a worker at concurrency 1 makes one per task) whose first lane's
+-- first tenant has ready tasks there and no shares, in a lane without limits: the
+-- common case, served and written back without the tables of serve() and write_back()
+-- (a record per lane, tenant and group, the rounds' lists), which cost such a pop more
+-- than its commands did. It takes what serve() would (that tenant's next task, as the
+-- only one wanted) and writes what write_back() would. Returns false, having written
+-- nothing, when the case is not this one (the caller then serves as for any count).
+local function pop_one(lane_state)
+  if lane_state.limits or asked.assigned ~= nil then return false end
+  local tenant = lane_state.groups[1][1]
+  if shares_of(tenant) then return false end
+  local lane = lane_state.lane
+  local ready = lane_key(lane, 'ready')
+  local remaining, mask = split_ready(redis.call('ZSCORE', ready, tenant))
+  if remaining <= 0 then return false end
+  local backlog = {mask = mask}
+  local id = take_task(lane, tenant, backlog)
+  if id == nil then return false end -- a count without queued ids: serve() repairs it
+  lease(id, tenant, lane_state)
+  -- Its turn (weight 1) is over: to the back of the rings of its lanes. Those are this
+  -- one, unless its count over all lanes says it has ready tasks elsewhere.
+  local served_tick = next_tick(asked.now)
+  remaining = remaining - 1
+  if remaining > 0 then
+    redis.call('ZADD', ready, remaining * LEVELS + backlog.mask, tenant)
+    lane_state.kept = true
+  end
+  redis.call('DECRBY', K['ready:total'], 1)
+  redis.call('HINCRBY', K.running, tenant, 1)
+  local total = ready_taken(tenant, 1)
+  if remaining <= 0 then leave_lane(tenant, lane) end
+  if total > remaining then
+    for _, other in ipairs(redis.call('SMEMBERS', lanes_of_key(tenant))) do
+      redis.call('ZADD', lane_key(other, 'ring'), 'XX', served_tick, tenant)
+    end
+  elseif remaining > 0 then
+    redis.call('ZADD', lane_state.ring, 'XX', served_tick, tenant)
+  end
+  return true
+end
+
 -- The pop of queue/pop.lua, its arguments from ARGV[first] on (that script's ARGV[2..]),
 -- at `now` (nil: pop_clock reads it when needed): adds its reply's rows to `reply` (what
 -- the call replies before them: copying the rows after it cost a worker's cycle of pops
@@ -496,8 +539,16 @@ local function pop_tasks(now, first, reply)
   end
 
   pop_clock()
-  serve_lanes(serving, spare, reply)
-  write_back()
+  if asked.wanted == 1 then
+    leased, taken, lease_entries = reply, 0, {}
+    if not pop_one(serving[1] or spare[1]) then
+      serve_lanes(serving, spare, reply)
+      write_back()
+    end
+  else
+    serve_lanes(serving, spare, reply)
+    write_back()
+  end
   wake_workers()
   keep_tokens()
   write_leases()

@@ -130,6 +130,16 @@ local function defaults_of(name)
   return d
 end
 
+-- A pop of a task asks both whether anyone has shares or limits and whether a task name
+-- has defaults: one EXISTS of the two hashes answers both when neither has any (the
+-- common case), where their HLENs were two commands (~4k instructions more).
+local function settings_held()
+  if any_shares == nil and any_defaults == nil
+    and redis.call('EXISTS', K.shares, K['names:defaults']) == 0 then
+    any_shares, any_defaults = false, false
+  end
+end
+
 -- Forgets what this call read of task name `name`'s limits and defaults, after a change
 -- of them.
 local function forget_limits(name)

@@ -24,5 +24,9 @@ end
 local rows, refused = finish_rows(ARGV[2], ARGV[3], 5, results)
 if rows == nil then return refused end
 local now = clock_now()
-local finished = #rows > 0 and finish_held(rows, 5, now) or {}
+local finished = {}
+if #rows > 0 then
+  settings_held() -- the finish's limits and the pop's defaults, asked at once
+  finished = finish_held(rows, 5, now)
+end
 return flush(now, pop_tasks(now, 5 + results, finished))
