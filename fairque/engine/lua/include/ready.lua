@@ -86,7 +86,7 @@ end
 
 -- Idle workers wait for a token of their lanes, or until work comes due as their upkeep
 -- found it before the wait (queue/upkeep.lua); K['wakeups:until'] holds the end of the
--- latest wait begun, and expires then. Work added that comes due before then (a delayed
+-- latest wait begun (a time gone by wakes no one). Work added that comes due before then (a delayed
 -- task, a retry's backoff, a task handed over, a rate window) wakes the workers of its
 -- lane at the call's end, so that one looks again at when to wake: a wake-up that finds
 -- nothing ready yet, which its pop takes away (pop.lua). One GET per call, and only in

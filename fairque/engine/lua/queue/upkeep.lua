@@ -32,7 +32,9 @@ local longest = tonumber(ARGV[6])
 if longest then
   local wait_end = now + (due == nil and longest or math.min(longest, math.max(0, due - now)))
   if wait_end > tonumber(redis.call('GET', K['wakeups:until']) or 0) then
-    redis.call('SET', K['wakeups:until'], int(wait_end), 'PXAT', math.ceil(wait_end / 1000))
+    -- No expiry: a time gone by wakes no one, and a key with one costs the server's
+    -- expiry cycle work ten times a second while it lives.
+    redis.call('SET', K['wakeups:until'], int(wait_end))
   end
 end
 local ready
