@@ -5,9 +5,15 @@
 -- Ticks are strictly increasing per namespace and never behind the server clock: they
 -- order tasks that become ready in the same microsecond (FIFO within a priority), and
 -- serve as ring positions and lease tokens.
-local last_tick = nil
+-- K.clock holds the last tick as an integer; a call that took ticks moves it by INCRBY
+-- from the value it read (`read_tick`): a SET of the new value cost ~3k instructions more
+-- (the string is made anew, where INCRBY changes the integer in place).
+local last_tick, read_tick = nil, nil
 local function next_tick(now)
-  if last_tick == nil then last_tick = tonumber(redis.call('GET', K.clock) or '0') end
+  if last_tick == nil then
+    read_tick = tonumber(redis.call('GET', K.clock) or '0')
+    last_tick = read_tick
+  end
   if now > last_tick then last_tick = now else last_tick = last_tick + 1 end
   return last_tick
 end
@@ -149,5 +155,5 @@ end
 local function flush_writes()
   flush_appends()
   flush_counters()
-  if last_tick ~= nil then redis.call('SET', K.clock, last_tick) end
+  if last_tick ~= nil then redis.call('INCRBY', K.clock, last_tick - read_tick) end
 end
