@@ -105,7 +105,7 @@ local function push_rows(values, rows, payload_at)
     end
   elseif rows == 1 then
     one_key = task_key(values[1 + PUSH_ROW.task_id])
-    if redis.call('EXISTS', one_key) == 1 then
+    if exists_noting_defaults(one_key) then
       return nil, redis.error_reply('DUPLICATE ' .. values[1 + PUSH_ROW.task_id])
     end
   end
