@@ -75,6 +75,13 @@ end
 -- counter (counted) cost an empty pop ~2.5k instructions.
 local function any_counted() return count_name ~= nil end
 
+-- The name and count of the one thing this call counted, if it counted one name for
+-- one tenant (else nil).
+local function only_counted()
+  if counts == nil then return count_name, count_n end
+  return nil
+end
+
 -- How many `name` counted in this call, over all tenants; nil if none.
 local function counted(name)
   if counts == nil then
