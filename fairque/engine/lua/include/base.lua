@@ -77,9 +77,10 @@ end
 -- go through int().
 local function int(n) return string.format('%d', n) end
 
+-- (Lua turns the two strings into numbers itself: two tonumber calls cost ~2k more.)
 local function clock_now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * MICROS + tonumber(t[2])
+  return t[1] * MICROS + t[2]
 end
 
 -- Calls `command key a1 a2 ...` over `values` (from its `from`th, default the first),

@@ -131,6 +131,18 @@ end
 -- once: one command, as a record would be.
 local function note_history(now)
   if not any_counted() then return end
+  local only, n = only_counted()
+  if only then -- one counter of one tenant (a one-task call): asking `counted` of each of
+    -- the three cost a one-task push ~2.7k instructions
+    for i = 1, #HISTORY_COUNTERS do
+      if HISTORY_COUNTERS[i] == only then
+        local all = figures_key(math.floor(now / (60 * MICROS)), 'all')
+        if redis.call('HINCRBY', all, only, n) == n then redis.call('EXPIRE', all, FIGURES_TTL) end
+        return
+      end
+    end
+    return
+  end
   local all = nil
   for i = 1, #HISTORY_COUNTERS do -- ipairs would cost a call per counter, as counted does
     local name = HISTORY_COUNTERS[i]

@@ -35,31 +35,46 @@ end
 
 -- Ready tasks added in this call, per lane and tenant, as count * LEVELS + the levels
 -- they were added to; and the lanes and tenants in the order they first appeared (lane,
--- tenant, lane, tenant...).
+-- tenant, lane, tenant...). The first lane and tenant of a call are kept in ready_lane,
+-- ready_tenant and ready_entry, and the tables are made only for a second (a one-task
+-- push adds one: its three tables cost it ~6k).
 local ready_added, ready_order = nil, nil
+local ready_lane, ready_tenant, ready_entry = nil, nil, 0
+
+-- `entry` (count * LEVELS + levels) with one more task, at `priority`.
+local function entry_with(entry, priority)
+  return entry + LEVELS - entry % LEVELS + bit.bor(entry % LEVELS, level_bit(priority))
+end
 
 -- Queues record `id` as ready since `start_time` (the caller sets its hash): a strict
 -- job in its partition, a fair task in its tenant's queues in the lane of its name
 -- (`lane`), where a critical task handed back (`first`) goes to the head of its list.
 local function queue_ready(id, kind, tenant, lane, priority, start_time, first)
   if kind == 'job' then return queue_strict(id) end
-  if ready_added == nil then ready_added, ready_order = {}, {} end
-  local added = ready_added[lane]
-  if added == nil then
-    added = {}
-    ready_added[lane] = added
-  end
   if priority == CRITICAL then
     append(first and 'LPUSH' or 'RPUSH', critical_key(tenant, lane), id)
   else
     append('ZADD', normal_key(tenant, priority, lane), start_time, id)
+  end
+  if ready_order == nil then
+    if ready_lane == nil then ready_lane, ready_tenant, ready_entry = lane, tenant, 0 end
+    if lane == ready_lane and tenant == ready_tenant then
+      ready_entry = entry_with(ready_entry, priority)
+      return
+    end
+    ready_added, ready_order = {[ready_lane] = {[ready_tenant] = ready_entry}}, {ready_lane, ready_tenant}
+  end
+  local added = ready_added[lane]
+  if added == nil then
+    added = {}
+    ready_added[lane] = added
   end
   local entry = added[tenant]
   if entry == nil then
     entry = 0
     ready_order[#ready_order + 1], ready_order[#ready_order + 2] = lane, tenant
   end
-  added[tenant] = entry + LEVELS - entry % LEVELS + bit.bor(entry % LEVELS, level_bit(priority))
+  added[tenant] = entry_with(entry, priority)
 end
 
 -- The ring, the ready entries, the running counts and the tenants' counters are written
@@ -155,48 +170,59 @@ local function wake_workers()
   woken, woken_order = nil, nil
 end
 
+-- Writes one lane and tenant's ready entry of this call (`entry`: count * LEVELS + the
+-- levels added to), and the ring if the tenant came back to the lane (it joins at the
+-- back). Returns the count added.
+local function flush_ready_entry(lane, tenant, entry, now)
+  local added, added_levels = split_ready(entry)
+  local lane_ready = lane_key(lane, 'ready')
+  local ready, levels = split_ready(redis.call('ZINCRBY', lane_ready, added * LEVELS, tenant))
+  local missing = bit.band(added_levels, bit.bnot(levels))
+  if missing ~= 0 then redis.call('ZINCRBY', lane_ready, missing, tenant) end
+  redis.call('ZINCRBY', K['ready:tenants'], added, tenant)
+  -- Only a tenant that had no ready task in the lane can change what its workers may
+  -- serve: one that had some is in its ring already (or held by its shares, which this
+  -- does not change), and workers were woken when it came in.
+  if ready == added then
+    redis.call('SADD', lanes_of_key(tenant), lane)
+    redis.call('SADD', K.lanes, lane)
+    if not shares_of(tenant) then
+      local ring = lane_key(lane, 'ring')
+      -- A ring as wide as a wide pop's leaves its listpacks as that pop would: pops of
+      -- one task each never reach WIDE tenants, yet pay a scan of them per write.
+      if redis.call('ZADD', ring, 'NX', next_tick(now), tenant) == 1
+        and redis.call('ZCARD', ring) == WIDE then
+        unpack_tenant_keys(lane)
+      end
+      lane_servable(lane)
+    else
+      place(tenant, now)
+    end
+  end
+  return added
+end
+
 -- Writes the queued ids, the ready entries, and the rings for tenants that came back to
--- a lane (they join at the back of its ring), and wakes idle workers if any of those may
--- be served now.
+-- a lane, and wakes idle workers if any of those may be served now.
 local function flush_ready(now)
   flush_appends()
-  if ready_order == nil then
+  if ready_lane == nil then
     wake_workers() -- for work due before idle workers would look again (due_in_lane)
     return
   end
-  local total = 0
-  for i = 1, #ready_order, 2 do
-    local lane, tenant = ready_order[i], ready_order[i + 1]
-    local added, added_levels = split_ready(ready_added[lane][tenant])
-    total = total + added
-    local lane_ready = lane_key(lane, 'ready')
-    local ready, levels = split_ready(redis.call('ZINCRBY', lane_ready, added * LEVELS, tenant))
-    local missing = bit.band(added_levels, bit.bnot(levels))
-    if missing ~= 0 then redis.call('ZINCRBY', lane_ready, missing, tenant) end
-    redis.call('ZINCRBY', K['ready:tenants'], added, tenant)
-    -- Only a tenant that had no ready task in the lane can change what its workers may
-    -- serve: one that had some is in its ring already (or held by its shares, which this
-    -- does not change), and workers were woken when it came in.
-    if ready == added then
-      redis.call('SADD', lanes_of_key(tenant), lane)
-      redis.call('SADD', K.lanes, lane)
-      if not shares_of(tenant) then
-        local ring = lane_key(lane, 'ring')
-        -- A ring as wide as a wide pop's leaves its listpacks as that pop would: pops of
-        -- one task each never reach WIDE tenants, yet pay a scan of them per write.
-        if redis.call('ZADD', ring, 'NX', next_tick(now), tenant) == 1
-          and redis.call('ZCARD', ring) == WIDE then
-          unpack_tenant_keys(lane)
-        end
-        lane_servable(lane)
-      else
-        place(tenant, now)
-      end
+  local total
+  if ready_order == nil then
+    total = flush_ready_entry(ready_lane, ready_tenant, ready_entry, now)
+  else
+    total = 0
+    for i = 1, #ready_order, 2 do
+      local lane, tenant = ready_order[i], ready_order[i + 1]
+      total = total + flush_ready_entry(lane, tenant, ready_added[lane][tenant], now)
     end
   end
   redis.call('INCRBY', K['ready:total'], total)
   wake_workers()
-  ready_added, ready_order = nil, nil
+  ready_added, ready_order, ready_lane = nil, nil, nil
 end
 
 -- A task name whose limits may let a task start again: its lane's workers wake, if its

@@ -15,13 +15,21 @@ local DEFAULT_SETTINGS = {
   xcom_ttl = 86400.0,
 }
 
-local stored_settings = nil
+-- Most calls read one setting (a push its payload limit): the first read is kept in
+-- first_setting and first_value, and the table of the others is made by a second (it
+-- cost a one-task push ~2k instructions).
+local first_setting, first_value, stored_settings = nil, nil, nil
 local function setting(name)
-  if stored_settings == nil then stored_settings = {} end
-  local value = stored_settings[name]
+  if name == first_setting then return first_value end
+  local value = stored_settings and stored_settings[name]
   if value == nil then
     value = tonumber(redis.call('HGET', K.settings, name)) or DEFAULT_SETTINGS[name]
-    stored_settings[name] = value
+    if first_setting == nil then
+      first_setting, first_value = name, value
+    else
+      stored_settings = stored_settings or {}
+      stored_settings[name] = value
+    end
   end
   return value
 end

@@ -119,6 +119,19 @@ local function defaults_exist()
   return any_defaults
 end
 
+-- Whether `key` exists, asking in the same EXISTS whether any name has defaults (a push
+-- asks both: one command instead of two, ~3k instructions less for one task). Only
+-- where the two answers cannot be told apart (one of the two exists) does it ask again.
+local function exists_noting_defaults(key)
+  local found = redis.call('EXISTS', key, K['names:defaults'])
+  if found ~= 1 then
+    any_defaults = found == 2
+    return any_defaults
+  end
+  any_defaults = redis.call('EXISTS', K['names:defaults']) == 1
+  return not any_defaults
+end
+
 local function defaults_of(name)
   if not name or name == '' or not defaults_exist() then return false end
   if defaults_read == nil then defaults_read = {} end
