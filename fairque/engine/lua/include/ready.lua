@@ -104,12 +104,12 @@ end
 -- latest wait begun (a time gone by wakes no one). Work added that comes due before then (a delayed
 -- task, a retry's backoff, a task handed over, a rate window) wakes the workers of its
 -- lane at the call's end, so that one looks again at when to wake: a wake-up that finds
--- nothing ready yet, which its pop takes away (pop.lua). One GET per call, and only in
--- calls that add such work.
-local waits_end = nil
+-- nothing ready yet, which its pop takes away (pop.lua). One GET for each such task until
+-- its lane is to wake (kept in no per-call variable: a script's main function may reach
+-- at most 60 variables outside it, and finish_pop's is at that bound).
 local function due_in_lane(lane, when)
-  if waits_end == nil then waits_end = tonumber(redis.call('GET', K['wakeups:until']) or 0) end
-  if when < waits_end then lane_servable(lane) end
+  if woken and woken[lane] then return end -- its workers wake at this call's end anyway
+  if when < tonumber(redis.call('GET', K['wakeups:until']) or 0) then lane_servable(lane) end
 end
 
 -- Puts `tenant` where its ready counts and shares say: in the ring of each lane where it
