@@ -90,6 +90,22 @@ def test_a_pop_that_waits_for_nothing_returns_empty_after_its_wait(queue: FairQu
     assert namespace_keys(queue.redis, queue.namespace.name) == before
 
 
+def test_a_wait_has_no_timeout_on_the_server_the_client_ends_it(
+    make_queue: Callable[..., FairQueue],
+) -> None:
+    # A client blocked with a timeout costs the server a look at its timeouts at every
+    # turn of its event loop; one blocked for ever, none. The client ends the wait.
+    consumer, other = make_queue(), make_queue()
+    waiting = threading.Thread(target=lambda: consumer.pop(wait=0.5))
+    waiting.start()
+    wait_for(lambda: blocked(other))
+    node = other.executor.client_for(other.namespace.key("ring"))
+    assert int(node.info("clients")["clients_in_timeout_table"]) == 0
+    waiting.join(timeout=20)
+    assert not waiting.is_alive()  # ended by the client after its half second
+    assert not blocked(other)
+
+
 def test_stop_waiting_ends_a_wait_at_once(make_queue: Callable[..., FairQueue]) -> None:
     consumer, other = make_queue(), make_queue()
     got: list[list[LeasedTask]] = []

@@ -45,6 +45,7 @@ from fairque.engine.sending import (
     Lock,
     borrowed,
     connection_ids,
+    ended_after,
     executor_client,
     failed_after_wait,
     gather,
@@ -71,6 +72,9 @@ class Executor:
         # The connections waiting for a signal: (their node's address, their id).
         self._blocked: set[tuple[str, int]] = set()
         self._stops = 0  # calls of stop_waits: a wait that saw one come ends itself
+        # Per node address: whether this client may end waits itself (CLIENT ID and
+        # UNBLOCK), asked before its first wait there (see waiting_commands).
+        self._ends_waits: dict[str, bool] = {}
 
     @classmethod
     def connect(cls, url: str | None = None) -> Executor:
@@ -230,22 +234,45 @@ class Executor:
     def _send_after(self, node: SyncNode, call: Call[T], wait: Wait, stops: int) -> T:
         """Sends ``call`` after its wait, in a pipeline behind the ``BLPOP``. ``stops`` is
         the count of :meth:`stop_waits` calls when the call began: one made since, before
-        the server had the wait, could not end it, so the wait ends itself."""
+        the server had the wait, could not end it, so the wait ends itself. Where the
+        client may end waits, the wait has no timeout on the server: the client ends it
+        when its time is up."""
+        ends_waits = self._may_end_waits(node)
         with borrowed(node.client.connection_pool) as connection:
-            connection.send_packed_command(connection.pack_commands(waiting_commands(call, wait)))
+            connection.send_packed_command(
+                connection.pack_commands(waiting_commands(call, wait, ends_waits))
+            )
             ids = connection_ids(read_reply(connection))
             blocked = {(node.address, i) for i in ids}
             self._blocked |= blocked
             try:
                 if self._stops != stops:
                     self._unblock(blocked)
-                read_reply(connection, wait.seconds + WAIT_GRACE_SECONDS)
+                if ends_waits:
+                    with ended_after(wait.seconds, lambda: self._unblock(blocked)):
+                        read_reply(connection, wait.seconds + WAIT_GRACE_SECONDS)
+                else:
+                    read_reply(connection, wait.seconds + WAIT_GRACE_SECONDS)
             finally:
                 self._blocked -= blocked
             reply = read_reply(connection)
         if failed_after_wait(reply):
             return self._send(node, call)  # loads the library and sends the call now
         return call.parse(reply)
+
+    def _may_end_waits(self, node: SyncNode) -> bool:
+        """Whether this client may end its waits on ``node`` (``CLIENT ID`` and ``CLIENT
+        UNBLOCK``; an ACL may refuse them), asked once."""
+        known = self._ends_waits.get(node.address)
+        if known is None:
+            try:
+                node.client.client_id()
+                node.client.client_unblock(0)  # no such client: refused or 0
+                known = True
+            except ResponseError:
+                known = False
+            self._ends_waits[node.address] = known
+        return known
 
     def stop_waits(self) -> None:
         """Ends the waits of this executor's calls in progress now (``CLIENT UNBLOCK``):
@@ -255,11 +282,17 @@ class Executor:
         self._unblock(set(self._blocked))
 
     def _unblock(self, blocked: set[tuple[str, int]]) -> None:
-        try:
+        """Ends the waits of ``blocked`` (their node's address, their connection's id), on
+        the node's direct connection where there is one (the pool's is waiting). A wait
+        that could not be ended this way ends by its reply's read timeout."""
+        with contextlib.suppress(ResponseError, *SERVER_AWAY):
             for at, client_id in blocked:
-                self.route.node(at).client.client_unblock(client_id)
-        except ResponseError:
-            pass
+                node = self.route.node(at)
+                direct = node.direct
+                if direct is not None and direct.usable():
+                    direct.command("CLIENT", "UNBLOCK", client_id)
+                else:
+                    node.client.client_unblock(client_id)
 
     @staticmethod
     def _send_pipelined(node: SyncNode, sent: Pipelined[T]) -> T:
