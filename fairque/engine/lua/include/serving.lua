@@ -527,6 +527,18 @@ local function pop_tasks(now, first, reply)
   flush_ready(now)
   flush_running(now)
 
+  -- No lane holds a ready task (an idle worker's pop after its wait, most often): no
+  -- tenant to look at, and no wake-up token may stay.
+  if redis.call('EXISTS', K.lanes) == 0 then
+    if asked.names_count == 0 then
+      redis.call('DEL', K['wakeups:any'])
+    else
+      local tokens = {}
+      for i, name in ipairs(asked.names) do tokens[i] = lane_key(name, 'wakeups') end
+      redis.call('DEL', unpack(tokens))
+    end
+    return reply, asked.now
+  end
   pop_lanes = {}
   local serving = offering(asked.names_count > 0 and asked.names or redis.call('SMEMBERS', K.lanes))
 
