@@ -24,7 +24,7 @@ import json
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -39,38 +39,58 @@ HERE = Path(__file__).resolve().parent
 TENANTS = 50  # fairque spreads the jobs over this many tenants; the others use one queue
 WARM_JOBS = 3  # jobs an idle worker runs before its window
 EVERY = 0.5  # seconds between two polls of the jobs' counter
+Figure = Callable[[], tuple[float, dict[str, float]]]  # a figure, and calls per job or second
 ROWS = ["enqueue", "bulk", "process10", "process1", "life", "idle"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the servers did from a :meth:`Meter.on` to its :meth:`Meter.off`."""
+
+    instructions: float  # less the bare servers' own over the same wall time
+    seconds: float
+    calls: dict[str, int]  # by command (``INFO commandstats``: the scripts' commands too)
 
 
 @dataclass
 class Meter:
     """Counts the servers' instructions around some work, less the bare servers' ``idle``
-    rate (instructions per second) times the work's wall time."""
+    rate (instructions per second) times the work's wall time; ``clients`` (one per server)
+    read their calls."""
 
     counting: Counting
+    clients: list[redis.Redis]
     idle: float = 0.0
     labels: itertools.count[int] = field(default_factory=itertools.count)
+    before: list[dict[str, int]] = field(default_factory=list)
 
     def on(self) -> None:
+        self.before = [commands(client) for client in self.clients]
         self.counting.on()
 
-    def off(self) -> tuple[float, float]:
-        """(instructions less the idle servers', seconds)."""
+    def off(self) -> Window:
         count, seconds = self.counting.off(f"window{next(self.labels)}")
-        return count - self.idle * seconds, seconds
+        calls: dict[str, int] = {}
+        for client, earlier in zip(self.clients, self.before, strict=True):
+            for name, total in commands(client).items():
+                calls[name] = calls.get(name, 0) + total - earlier.get(name, 0)
+        return Window(count - self.idle * seconds, seconds, calls)
 
     def measure_idle(self, seconds: float) -> float:
-        """Sets (and returns) the servers' rate with nothing running."""
+        """Sets (and returns) the servers' own rate, with nothing running."""
+        self.idle = 0.0
         self.on()
         time.sleep(seconds)  # the window measured, not a wait for state
-        count, elapsed = self.counting.off(f"idle{next(self.labels)}")
-        self.idle = count / elapsed
+        self.idle = self.off().instructions / seconds
         return self.idle
 
-
-def per_job(count: Callable[[int], float], jobs: int) -> float:
-    """``(count(2 * jobs) - count(jobs)) / jobs``: a start-up's and a stop's cost cancel."""
-    return (count(2 * jobs) - count(jobs)) / jobs
+    def idle_worker(self, seconds: float) -> tuple[float, dict[str, float]]:
+        """Counts ``seconds`` of wall time of a warmed-up idle worker: instructions per
+        second, and calls per second."""
+        self.on()
+        time.sleep(seconds)  # the window measured, not a wait for state
+        window = self.off()
+        return window.instructions / window.seconds, per(window.calls, window.seconds)
 
 
 def commands(client: redis.Redis) -> dict[str, int]:
@@ -83,20 +103,29 @@ def commands(client: redis.Redis) -> dict[str, int]:
     }
 
 
-def idle_window(
-    meter: Meter, clients: Sequence[redis.Redis], seconds: float
-) -> tuple[float, dict[str, float]]:
-    """Counts ``seconds`` of wall time of whatever runs (a warmed-up idle worker): its
-    instructions per second on the servers of ``clients``, and its calls per second."""
-    before = [commands(client) for client in clients]
-    meter.on()
-    time.sleep(seconds)  # the window measured, not a wait for state
-    count, elapsed = meter.off()
-    calls: dict[str, float] = {}
-    for client, earlier in zip(clients, before, strict=True):
-        for name, total in commands(client).items():
-            calls[name] = calls.get(name, 0.0) + (total - earlier.get(name, 0)) / elapsed
-    return count / elapsed, {name: rate for name, rate in sorted(calls.items()) if rate}
+def per(calls: dict[str, int], divisor: float) -> dict[str, float]:
+    return {name: count / divisor for name, count in sorted(calls.items()) if count}
+
+
+def per_job(count: Callable[[int], Window], jobs: int) -> Figure:
+    """Instructions and calls per job, for 2N jobs less those for N (``jobs``): a start-up's
+    and a stop's cost cancel. Before its first count, ``jobs // 10`` jobs are run and not
+    counted: what a server does once (loading a library of scripts) lands in no window."""
+    warm = [max(1, jobs // 10)]
+
+    def figure() -> tuple[float, dict[str, float]]:
+        while warm:
+            count(warm.pop())
+        return difference(count(jobs), count(2 * jobs), jobs)
+
+    return figure
+
+
+def difference(one: Window, two: Window, jobs: int) -> tuple[float, dict[str, float]]:
+    print(f"  {one.instructions:,.0f} in {one.seconds:.1f} s, "
+          f"{two.instructions:,.0f} in {two.seconds:.1f} s", flush=True)  # fmt: skip
+    calls = {name: total - one.calls.get(name, 0) for name, total in two.calls.items()}
+    return (two.instructions - one.instructions) / jobs, per(calls, jobs)
 
 
 @dataclass
@@ -110,29 +139,29 @@ class Rows:
         timeout = 120 + jobs * 0.5  # a server under valgrind runs ~50x slower
         self.harness.wait(lambda: self.harness.count() >= jobs, timeout, started, EVERY)
 
-    def enqueue(self, jobs: int, bulk: bool) -> float:
+    def enqueue(self, jobs: int, bulk: bool) -> Window:
         self.harness.reset()
         self.meter.on()
         self.harness.push(jobs, bulk=bulk)
-        return self.meter.off()[0]
+        return self.meter.off()
 
-    def process(self, jobs: int, concurrency: int | None) -> float:
+    def process(self, jobs: int, concurrency: int | None) -> Window:
         """The jobs pushed first (not counted), then the worker from its start to the last job."""
         self.harness.reset()
         self.harness.push(jobs, bulk=self.harness.peer.bulk_api is not None)
         self.meter.on()
         with self.harness.running("process", 1, concurrency=concurrency) as started:
             self.done(jobs, started)
-            return self.meter.off()[0]
+            return self.meter.off()
 
-    def life(self, jobs: int) -> float:
+    def life(self, jobs: int) -> Window:
         """One-call pushes while the default worker runs them, from its start to the last."""
         self.harness.reset()
         self.meter.on()
         with self.harness.running("life", 1) as started:
             self.harness.push(jobs, bulk=False)
             self.done(jobs, started)
-            return self.meter.off()[0]
+            return self.meter.off()
 
     def idle(self, seconds: float) -> tuple[float, dict[str, float]]:
         """A warmed-up idle worker: instructions per second, and its calls per second."""
@@ -141,18 +170,21 @@ class Rows:
             for warm in range(1, WARM_JOBS + 1):
                 self.harness.peer.enqueue([""])
                 self.done(warm, started)
-            return idle_window(self.meter, [self.harness.client], seconds)
+            return self.meter.idle_worker(seconds)
 
 
 def outcome() -> dict[str, Any]:
-    """Figures, idle workers' calls and errors by row; what ran; the bare servers' rates."""
-    return {"figures": {}, "idle_calls": {}, "errors": {}, "about": {}, "idle_server": {}}
+    """By row: its figures, calls per job (per second for an idle worker: the last count's)
+    and errors; what ran; the bare servers' rates."""
+    return {"figures": {}, "calls": {}, "errors": {}, "about": {}, "idle_server": {}}
 
 
-def attempt(result: dict[str, Any], row: str, figure: Callable[[], float], repeat: int) -> None:
+def attempt(result: dict[str, Any], row: str, figure: Figure, repeat: int) -> None:
     """``figure()`` ``repeat`` times into ``result``; a failure is reported, not fatal."""
     try:
-        result["figures"][row] = [figure() for _ in range(repeat)]
+        for _ in range(repeat):
+            value, result["calls"][row] = figure()
+            result["figures"].setdefault(row, []).append(value)
     except Exception as error:  # kept for the report; the next row runs
         result["errors"][row] = f"{type(error).__name__}: {error}"
         traceback.print_exc()
@@ -164,24 +196,19 @@ def measure(
 ) -> dict[str, Any]:
     """Each wanted row of a peer's (bulk where it has it), ``repeat`` times."""
     result = outcome()
-
-    def idle() -> float:
-        rate, result["idle_calls"]["idle"] = rows.idle(seconds)
-        return rate
-
-    counts: dict[str, Callable[[int], float]] = {
-        "enqueue": lambda n: rows.enqueue(n, bulk=False),
-        "process10": lambda n: rows.process(n, 10),
-        "process1": lambda n: rows.process(n, 1),
+    counts: dict[str, Callable[[int], Window]] = {
+        "enqueue": partial(rows.enqueue, bulk=False),
+        "process10": partial(rows.process, concurrency=10),
+        "process1": partial(rows.process, concurrency=1),
         "life": rows.life,
     }
     if rows.harness.peer.bulk_api is not None:
-        counts["bulk"] = lambda n: rows.enqueue(n, bulk=True)
+        counts["bulk"] = partial(rows.enqueue, bulk=True)
     for row in wanted:
         if row == "idle":
-            attempt(result, row, idle, repeat)
+            attempt(result, row, partial(rows.idle, seconds), repeat)
         elif row in counts:
-            attempt(result, row, partial(per_job, counts[row], jobs), repeat)
+            attempt(result, row, per_job(counts[row], jobs), repeat)
     return result
 
 
@@ -203,7 +230,7 @@ def main() -> None:
     client = redis.Redis.from_url(server.url)
     refuse_unless_throwaway(client, server.url)
     options.logs.mkdir(parents=True, exist_ok=True)
-    meter = Meter(Counting([server]))
+    meter = Meter(Counting([server]), [client])
     rows = Rows(Harness(peer, client, options.logs, "count"), meter)
     try:
         idle = meter.measure_idle(options.idle_seconds)

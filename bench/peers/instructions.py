@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench_floor.p
 import redis
 from bench_floor import FLOOR_LIBRARY, floor_finish, floor_pop, floor_push
 from callgrind import CountedServer, Counting
-from counting import Meter, attempt, idle_window, outcome, per_job
+from counting import Figure, Meter, Window, attempt, outcome, per_job
 from driver import SERVER_DIR_PREFIX, stop
 from fairque_noops import NAMES_VARIABLE
 from peers_job import KEYS, RECORD
@@ -77,6 +77,7 @@ LABELS = {
     "idle_names": "an idle worker serving 5 task names, per second",
 }
 SHARDS, NAMES = 3, 5
+SCRIPT_CALLS = {"fcall", "fcall_ro", "evalsha", "eval", "evalsha_ro", "eval_ro"}
 
 
 @contextmanager
@@ -134,7 +135,7 @@ def bare(options: argparse.Namespace) -> dict[str, Any]:
         client = redis.Redis.from_url(server.url)
         client.function_load(FLOOR_LIBRARY, replace=True)  # FLUSHALL keeps functions
         record = client.register_script(RECORD)
-        meter = Meter(Counting([server.counted]))
+        meter = Meter(Counting([server.counted]), [client])
         result = outcome()
         result["idle_server"]["rows"] = meter.measure_idle(options.idle_seconds)
 
@@ -156,16 +157,16 @@ def bare(options: argparse.Namespace) -> dict[str, Any]:
                 floor_push(client, 1)
                 run(floor_pop(client, 1))
 
-        def counted(work: Callable[[int], object], queued: bool = False) -> Callable[[], float]:
-            def count(jobs: int) -> float:
+        def counted(work: Callable[[int], object], queued: bool = False) -> Figure:
+            def count(jobs: int) -> Window:
                 client.flushall()
                 if queued:
                     push(jobs, 1000)
                 meter.on()
                 work(jobs)
-                return meter.off()[0]
+                return meter.off()
 
-            return lambda: per_job(count, options.jobs)
+            return per_job(count, options.jobs)
 
         rows = {
             "enqueue": counted(partial(push, batch=1)),
@@ -187,24 +188,19 @@ def fairque_idle(options: argparse.Namespace) -> dict[str, Any]:
     for row, shards, names in (("idle_shards", SHARDS, 1), ("idle_names", 1, NAMES)):
         if row in options.rows.split(","):
             with counted_servers(shards, cluster=shards > 1) as servers:
-                meter = Meter(Counting([server.counted for server in servers]))
+                clients = [redis.Redis.from_url(server.url) for server in servers]
+                meter = Meter(Counting([server.counted for server in servers]), clients)
                 result["idle_server"][row] = meter.measure_idle(options.idle_seconds)
-                figure = partial(
-                    idle_worker, result, row, servers, names, meter=meter, options=options
-                )
+                figure = partial(idle_worker, row, servers, names, meter, options)
                 attempt(result, row, figure, options.repeat)
+                for client in clients:
+                    client.close()
     return result
 
 
 def idle_worker(
-    result: dict[str, Any],
-    row: str,
-    servers: list[CountedServer],
-    names: int,
-    *,
-    meter: Meter,
-    options: argparse.Namespace,
-) -> float:
+    row: str, servers: list[CountedServer], names: int, meter: Meter, options: argparse.Namespace
+) -> tuple[float, dict[str, float]]:
     """``fairque worker`` of ``names`` task names (``fairque_noops.py``) on ``servers`` (a
     namespace of a shard on each, when more than one), warmed up, then counted idle."""
     shards = len(servers)
@@ -220,7 +216,6 @@ def idle_worker(
     # A task of each name for a tenant on each shard: the warm-up visits every one.
     tenants = {zlib.crc32(f"t{i}".encode()) % shards: f"t{i}" for i in range(100)}
     queue = ShardedQueue(url, namespace, shards=shards) if shards > 1 else FairQueue(url, namespace)
-    clients = [redis.Redis.from_url(server.url) for server in servers]
     with (options.logs / f"fairque-{row}.log").open("ab") as log:
         process = subprocess.Popen(
             command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -235,13 +230,10 @@ def idle_worker(
                         if time.monotonic() > deadline or process.poll() is not None:
                             raise RuntimeError(f"the warm-up did not run (see {log.name})")
                         time.sleep(0.1)
-            rate, result["idle_calls"][row] = idle_window(meter, clients, options.idle_seconds)
+            return meter.idle_worker(options.idle_seconds)
         finally:
             stop([process], log, grace=60)
             queue.close()
-            for client in clients:
-                client.close()
-    return rate
 
 
 def finished(queue: FairQueue | ShardedQueue) -> int:
@@ -362,9 +354,16 @@ def notes(results: dict[str, dict[str, Any]]) -> list[str]:
                          for group, rate in result["idle_server"].items())  # fmt: skip
         model = result["about"].get("model", "one loop in the harness")
         lines.append(f"- {QUEUES[queue]}: {model}; the bare idle server: {idle}")
-        for row, calls in result["idle_calls"].items():
-            listed = ", ".join(f"{name} {rate:.1f}" for name, rate in calls.items())
-            lines.append(f"  - {LABELS[row]}: commands per second (scripts' too): {listed}")
+        scripts = []
+        for row, calls in result["calls"].items():
+            if row.startswith("idle"):
+                listed = ", ".join(f"{name} {rate:.1f}" for name, rate in calls.items())
+                lines.append(f"  - {LABELS[row]}: commands per second (scripts' too): {listed}")
+            else:
+                called = sum(count for name, count in calls.items() if name in SCRIPT_CALLS)
+                scripts.append(f"{row} {called:.2f}")
+        if scripts:
+            lines.append(f"  - script calls per job (the job's own too): {', '.join(scripts)}")
     return lines
 
 
