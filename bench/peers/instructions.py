@@ -357,7 +357,7 @@ def notes(results: dict[str, dict[str, Any]]) -> list[str]:
         scripts = []
         for row, calls in result["calls"].items():
             if row.startswith("idle"):
-                listed = ", ".join(f"{name} {rate:.1f}" for name, rate in calls.items())
+                listed = ", ".join(f"{name} {rate:.2f}" for name, rate in calls.items())
                 lines.append(f"  - {LABELS[row]}: commands per second (scripts' too): {listed}")
             else:
                 called = sum(count for name, count in calls.items() if name in SCRIPT_CALLS)
