@@ -35,7 +35,6 @@ from callgrind import Counted, Counting
 from driver import Harness, Peer, refuse_unless_throwaway
 from peers_job import SPREAD_VARIABLE, URL_VARIABLE
 
-HERE = Path(__file__).resolve().parent
 TENANTS = 50  # fairque spreads the jobs over this many tenants; the others use one queue
 WARM_JOBS = 3  # jobs an idle worker runs before its window
 EVERY = 0.5  # seconds between two polls of the jobs' counter

@@ -26,7 +26,9 @@ commands run it too: ``bench_floor.py``'s functions (only the commands a job's l
 needs) pushing, popping and finishing, one worker loop in this process. fairque's idle
 worker is also counted on a namespace sharded over a cluster of 3 masters (3 counted
 servers, summed) and serving 5 task names (``fairque_noops.py``). A server under
-valgrind runs ~50x slower: the figures are counts, never rates.
+valgrind runs ~50x slower: the figures are counts, never rates. A run with the defaults
+takes ~20 minutes on a 2-core VM; each window's raw counts and every worker's log are
+kept under ``~/.cache/fairque-bench-peers/instructions-<time>/``.
 """
 
 from __future__ import annotations
