@@ -22,17 +22,14 @@ server under valgrind runs ~50x slower: the figures are counts, never rates.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import redis
 from bench_floor import FLOOR_LIBRARY, floor_finish, floor_pop, floor_push
+from callgrind import CountedServer
 
 from fairque import FairQueue, Task
 from fairque.queue.models import LeasedTask
@@ -40,61 +37,6 @@ from fairque.servers.embedded import free_port, valkey_binary
 
 BATCH_TASKS = 4_000
 SINGLE_TASKS = 300
-
-
-class CountedServer:
-    """A server under callgrind that counts only between :meth:`measure`'s on and off."""
-
-    def __init__(self, binary: str, folder: Path) -> None:
-        self.port = free_port()
-        self.folder = folder
-        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                    f"--callgrind-out-file={folder / 'callgrind.out'}"]  # fmt: skip
-        server = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--dir", str(folder)]  # fmt: skip
-        self.process = subprocess.Popen(
-            valgrind + server, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 120  # valgrind starts the server slowly
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError("the server did not start under valgrind") from None
-                time.sleep(0.2)
-            finally:
-                client.close()
-
-    def _control(self, *arguments: str) -> None:
-        subprocess.run(
-            ["callgrind_control", *arguments, str(self.process.pid)],
-            check=True,
-            capture_output=True,
-        )
-
-    def measure(self, label: str, work: Callable[[], object]) -> int:
-        """Instructions the server executed while ``work`` ran."""
-        self._control("-z")
-        self._control("-i", "on")
-        work()
-        self._control("-i", "off")
-        self._control("-d", label)
-        for dump in self.folder.glob("callgrind.out.*"):
-            text = dump.read_text(errors="replace")
-            if re.search(rf"^desc: Trigger: dump {label}$", text, re.M):
-                totals = re.search(r"^totals: (\d+)", text, re.M)
-                dump.unlink()
-                if totals:
-                    return int(totals.group(1))
-        raise RuntimeError(f"callgrind wrote no dump for {label}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=60)
 
 
 def task(i: int, tenants: int) -> Task:
@@ -261,7 +203,7 @@ def main() -> None:
         print("bench_instructions: redis-server is not installed", file=sys.stderr)
         raise SystemExit(2)
     with tempfile.TemporaryDirectory() as folder:
-        server = CountedServer(binary, Path(folder))
+        server = CountedServer(binary, Path(folder), free_port())
         try:
             warm_up(server, options.tenants)
             rows = {

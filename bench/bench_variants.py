@@ -31,14 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_instructions import CountedServer
+from callgrind import CountedServer
 
 from fairque import FairQueue, Task
 from fairque.engine.calls import Call
 from fairque.engine.scripts import Script, load
 from fairque.queue.calls import leases, push
 from fairque.queue.models import LeasedTask
-from fairque.servers.embedded import valkey_binary
+from fairque.servers.embedded import free_port, valkey_binary
 
 TENANTS = 50
 NAME = "send_email"
@@ -140,7 +140,7 @@ def main() -> None:
         scripts[label] = variant_of(load(name), replacements)
     counts: dict[str, list[float]] = {label: [] for label in scripts}
     with tempfile.TemporaryDirectory() as folder:
-        server = CountedServer(str(valkey_binary()), Path(folder))
+        server = CountedServer(str(valkey_binary()), Path(folder), free_port())
         try:
             for round_number in range(options.rounds):
                 for i, (label, script) in enumerate(scripts.items()):

@@ -65,7 +65,11 @@ class Peer(Protocol):
     def enqueue_bulk(self, entries: Sequence[str], tenant: str | None = None) -> None:
         """One bulk call for all ``entries`` (only when ``bulk_api``)."""
 
-    def workers(self, processes: int, tenants: Sequence[str] | None = None) -> Workers: ...
+    def workers(
+        self, processes: int, tenants: Sequence[str] | None = None, concurrency: int | None = None
+    ) -> Workers:
+        """The worker commands, at the peer's default concurrency; only fairque's, BullMQ's
+        and Dramatiq's take ``concurrency`` (for instructions.py)."""
 
     def close(self) -> None: ...
 
@@ -100,10 +104,18 @@ class Harness:
 
     @contextmanager
     def running(
-        self, phase: str, processes: int, tenants: Sequence[str] | None = None
+        self,
+        phase: str,
+        processes: int,
+        tenants: Sequence[str] | None = None,
+        concurrency: int | None = None,
     ) -> Iterator[list[subprocess.Popen[bytes]]]:
         """Starts the peer's worker(s), each in a session of its own, and stops them by PID."""
-        spec = self.peer.workers(processes, tenants)
+        spec = (
+            self.peer.workers(processes, tenants)
+            if concurrency is None
+            else self.peer.workers(processes, tenants, concurrency)
+        )
         env = {**os.environ, **spec.env, URL_VARIABLE: url()}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
         if tenants:
@@ -133,8 +145,9 @@ class Harness:
         probe: Callable[[], bool],
         timeout: float,
         processes: Sequence[subprocess.Popen[bytes]] = (),
+        every: float = 0.02,
     ) -> None:
-        if not self.wait_until(probe, timeout, processes):
+        if not self.wait_until(probe, timeout, processes, every):
             raise TimeoutError(f"not done after {timeout:.0f} s (see {self.logs})")
 
     def wait_kind(
@@ -148,8 +161,10 @@ class Harness:
         probe: Callable[[], bool],
         timeout: float,
         processes: Sequence[subprocess.Popen[bytes]] = (),
+        every: float = 0.02,
     ) -> bool:
-        """Polls ``probe`` every 20 ms; False after ``timeout`` s; fails if a worker died."""
+        """Polls ``probe`` every ``every`` s (20 ms); False after ``timeout`` s; fails if a
+        worker died."""
         deadline = time.monotonic() + timeout
         while not probe():
             dead = [p for p in processes if p.poll() is not None]
@@ -157,7 +172,7 @@ class Harness:
                 raise RuntimeError(f"worker exited with {dead[0].returncode} (see {self.logs})")
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.02)
+            time.sleep(every)
         return True
 
     def progress(self) -> tuple[int, float, float]:
@@ -344,6 +359,13 @@ def measure(
     return {"figures": flat, "errors": errors}
 
 
+def refuse_unless_throwaway(client: redis.Redis, url: str) -> None:
+    """Exits unless ``url`` is a benchmark's throwaway server: the harness FLUSHes it."""
+    server_dir = str(client.config_get("dir").get("dir", ""))
+    if SERVER_DIR_PREFIX not in server_dir:
+        raise SystemExit(f"{url} is not a benchmark's throwaway server (dir {server_dir!r})")
+
+
 def prefixed(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
     return {f"{prefix}_{key}": value for key, value in values.items()}
 
@@ -364,9 +386,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
     sys.path.insert(0, str(HERE))
     client = redis.Redis.from_url(options.url)
-    server_dir = str(client.config_get("dir").get("dir", ""))
-    if SERVER_DIR_PREFIX not in server_dir:
-        raise SystemExit(f"{options.url} is not run.py's throwaway server (dir {server_dir!r})")
+    refuse_unless_throwaway(client, options.url)
     module = importlib.import_module(f"peer_{options.peer}")
     peer: Peer = module.make_peer(options.url)
     options.logs.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ HERE = Path(__file__).resolve().parent / "bullmq"
 QUEUE = "peers"  # as in bullmq/common.js
 LATENCY = "lat "  # the latency run's entries: "lat <push time>" (driver.Harness.latency)
 SCRIPT_VARIABLE, KEYS_VARIABLE = "PEERS_RECORD_SCRIPT", "PEERS_RECORD_KEYS"
+CONCURRENCY_VARIABLE = "PEERS_CONCURRENCY"  # worker.js's, 10 where unset
 ANSWER_TIMEOUT = 300.0  # seconds for one producer call (thousands of Queue.add calls)
 START_TIMEOUT = 60.0  # seconds for the producer to connect and say it is ready
 
@@ -160,9 +161,14 @@ class BullmqPeer:
     def enqueue_bulk(self, entries: Sequence[str], tenant: str | None = None) -> None:
         self.producer.call("bulk", entries)
 
-    def workers(self, processes: int, tenants: Sequence[str] | None = None) -> Workers:
+    def workers(
+        self, processes: int, tenants: Sequence[str] | None = None, concurrency: int | None = None
+    ) -> Workers:
         command = [node(), str(HERE / "worker.js")]
-        return Workers([command] * processes, env=node_env(self.url), grace=10.0)
+        env = node_env(self.url)
+        if concurrency is not None:
+            env[CONCURRENCY_VARIABLE] = str(concurrency)
+        return Workers([command] * processes, env=env, grace=10.0)
 
     def close(self) -> None:
         self.producer.stop()

@@ -52,9 +52,14 @@ class DramatiqPeer:
     def enqueue_bulk(self, entries: Sequence[str], tenant: str | None = None) -> None:
         raise NotImplementedError
 
-    def workers(self, processes: int, tenants: Sequence[str] | None = None) -> Workers:
-        command = str(Path(sys.executable).parent / "dramatiq")
-        return Workers([[command, "peer_dramatiq", "--processes", str(processes)]])
+    def workers(
+        self, processes: int, tenants: Sequence[str] | None = None, concurrency: int | None = None
+    ) -> Workers:
+        command = [str(Path(sys.executable).parent / "dramatiq"), "peer_dramatiq",
+                   "--processes", str(processes)]  # fmt: skip
+        if concurrency is not None:
+            command += ["--threads", str(concurrency)]
+        return Workers([command])
 
     def close(self) -> None:
         broker.close()

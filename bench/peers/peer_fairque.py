@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from peers_job import Workers, arecord
+from peers_job import Workers, arecord, spread
 
 from fairque import FairQueue, task
 
@@ -35,37 +35,42 @@ class FairquePeer:
         self.version = version("fairque")
         self.url = url
         self.queue = FairQueue(url, NAMESPACE)
+        self.spread = spread()
+        self.pushed = 0
 
     def prepare(self) -> None:
         """Nothing to declare."""
 
+    def users(self, count: int, tenant: str | None) -> list[str]:
+        """``tenant`` for each job; without one, "default", or round-robin over
+        ``PEERS_SPREAD`` tenants where that is set."""
+        if tenant or not self.spread:
+            return [tenant or "default"] * count
+        first, self.pushed = self.pushed, self.pushed + count
+        return [f"t{(first + i) % self.spread}" for i in range(count)]
+
     def enqueue(self, entries: Sequence[str], tenant: str | None = None) -> None:
-        user = tenant or "default"
-        for entry in entries:
+        for entry, user in zip(entries, self.users(len(entries), tenant), strict=True):
             self.queue.push(job.build(user_id=user, args=[entry]))
 
     def enqueue_bulk(self, entries: Sequence[str], tenant: str | None = None) -> None:
-        user = tenant or "default"
-        self.queue.push_many([job.build(user_id=user, args=[entry]) for entry in entries])
-
-    def workers(self, processes: int, tenants: Sequence[str] | None = None) -> Workers:
-        command = str(Path(sys.executable).parent / "fairque")
-        return Workers(
+        users = self.users(len(entries), tenant)
+        self.queue.push_many(
             [
-                [
-                    command,
-                    "worker",
-                    "--tasks",
-                    "peer_fairque",
-                    "--url",
-                    self.url,
-                    "--namespace",
-                    NAMESPACE,
-                    "--processes",
-                    str(processes),
-                ]
+                job.build(user_id=user, args=[entry])
+                for entry, user in zip(entries, users, strict=True)
             ]
         )
+
+    def workers(
+        self, processes: int, tenants: Sequence[str] | None = None, concurrency: int | None = None
+    ) -> Workers:
+        command = [str(Path(sys.executable).parent / "fairque"), "worker", "--tasks",
+                   "peer_fairque", "--url", self.url, "--namespace", NAMESPACE,
+                   "--processes", str(processes)]  # fmt: skip
+        if concurrency is not None:
+            command += ["--concurrency", str(concurrency)]
+        return Workers([command])
 
     def close(self) -> None:
         self.queue.close()

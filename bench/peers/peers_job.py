@@ -21,6 +21,9 @@ import redis
 
 URL_VARIABLE = "PEERS_REDIS_URL"
 TENANTS_VARIABLE = "PEERS_TENANTS"  # set for fairness workers: the tenant queues to serve
+# Set by instructions.py: a queue with tenants (fairque) spreads the jobs pushed without a
+# tenant round-robin over this many; the others keep one plain queue.
+SPREAD_VARIABLE = "PEERS_SPREAD"
 COUNT, FIRST, LAST = "peers:count", "peers:first", "peers:last"
 LOG, KINDS = "peers:log", "peers:kinds"
 KEYS = [COUNT, FIRST, LAST, LOG, KINDS]
@@ -52,6 +55,11 @@ def tenants_listened() -> list[str]:
     """The tenant queues a fairness worker serves ([] for the other runs)."""
     value = os.environ.get(TENANTS_VARIABLE, "")
     return value.split(",") if value else []
+
+
+def spread() -> int:
+    """Tenants to spread untenanted jobs over (0: none, one "default" tenant)."""
+    return int(os.environ.get(SPREAD_VARIABLE, "0"))
 
 
 @dataclass

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -246,19 +246,60 @@ def sweep(token: str) -> list[int]:
     return killed
 
 
+def run_in_venv(
+    queue: str,
+    python: Path,
+    arguments: Sequence[str],
+    *,
+    cache: Path,
+    log: Path,
+    timeout: float,
+    pythonpath: Sequence[Path] = (HERE,),
+) -> tuple[int, list[int]]:
+    """Runs ``python arguments`` (a script of this folder) in ``queue``'s venv, in a session
+    of its own, bounded by ``timeout``; then SIGKILLs, by PID, whatever it left running.
+    (Its exit code, the PIDs killed.)"""
+    token = uuid.uuid4().hex
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(map(str, pythonpath)),
+            TOKEN_VARIABLE: token,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if queue in NODE_PEERS:  # the driver's Node processes (workers, producer) inherit it
+        env["NODE_PATH"] = str(node_modules(queue, cache))
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(python), *arguments],
+            cwd=HERE,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGTERM)  # the driver stops its workers, then exits
+            try:
+                code = process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                code = process.wait(timeout=10)
+        finally:
+            left = sweep(token)
+    return code, left
+
+
 def drive(
     queue: str, python: Path, url: str, options: argparse.Namespace, *, label: str, folder: Path
 ) -> dict[str, Any]:
     """One driver run (every figure once) in ``queue``'s venv, bounded by ``--timeout``."""
     out = folder / f"{queue}-{label}.json"
     out.unlink(missing_ok=True)
-    token = uuid.uuid4().hex
-    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
-    env.update({"PYTHONPATH": str(HERE), TOKEN_VARIABLE: token, "PYTHONUNBUFFERED": "1"})
-    if queue in NODE_PEERS:  # the driver's Node processes (workers, producer) inherit it
-        env["NODE_PATH"] = str(node_modules(queue, options.cache))
-    command = [
-        str(python),
+    arguments = [
         str(HERE / "driver.py"),
         "--peer",
         queue,
@@ -277,21 +318,14 @@ def drive(
         "--out",
         str(out),
     ]
-    with (folder / "logs" / f"{queue}-{label}-driver.log").open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            code = process.wait(timeout=options.timeout)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGTERM)  # the driver stops its workers, then exits
-            try:
-                code = process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                code = process.wait(timeout=10)
-        finally:
-            left = sweep(token)
+    code, left = run_in_venv(
+        queue,
+        python,
+        arguments,
+        cache=options.cache,
+        log=folder / "logs" / f"{queue}-{label}-driver.log",
+        timeout=options.timeout,
+    )
     if out.exists():
         outcome: dict[str, Any] = json.loads(out.read_text())
     else:

@@ -1,5 +1,6 @@
 // BullMQ's worker in fairque's benchmark of peers: one process, one BullMQ Worker at
-// concurrency 10 on the benchmark's queue, running the no-op job (common.record).
+// concurrency 10 (PEERS_CONCURRENCY, if set) on the benchmark's queue, running the no-op
+// job (common.record).
 //
 //   PEERS_REDIS_URL=... PEERS_RECORD_SCRIPT=... PEERS_RECORD_KEYS=... node worker.js
 //
@@ -10,7 +11,7 @@
 const { Worker } = require('bullmq');
 const { QUEUE, connection, record, closeRecorder } = require('./common');
 
-const CONCURRENCY = 10;
+const CONCURRENCY = Number(process.env.PEERS_CONCURRENCY || 10);
 
 const worker = new Worker(QUEUE, async job => record(job.data.entry), {
   connection: connection(),
