@@ -185,3 +185,40 @@ async def test_a_task_process_is_killed(server: LocalServer, namespace: str) -> 
         queue, Worker(config, functions, hooks=hooks), hooks, "waits_in_process"
     )
     await queue.close()
+
+
+async def abort_subscribers(queue: AsyncQueue, count: int) -> bool:
+    """Whether ``count`` clients subscribe to the namespace's abort channel."""
+    channel = queue.abort_channels[0]
+    node = await queue.executor.client_for(channel)
+    return int((await node.pubsub_shardnumsub(channel))[0][1]) == count
+
+
+@pytest.mark.one_engine  # the worker's side: the same on every engine
+async def test_an_idle_worker_lets_its_abort_subscription_go_and_makes_it_again(
+    server: LocalServer, namespace: str
+) -> None:
+    # Idle for a poll interval with no run: no subscription (a connection the server pays
+    # for every second); a task leased makes it again, and its abort stops the run.
+    queue = open_async_queue(server.url, namespace, 1)
+    hooks = Noting()
+    config = WorkerConfig(redis_url=server.url, namespace=namespace, poll_interval_seconds=0.3)
+    worker = Worker(config, functions, hooks=hooks)
+    running = asyncio.create_task(worker.run_async())
+    try:
+        await until(lambda: abort_subscribers(queue, 1))
+        await until(lambda: abort_subscribers(queue, 0))  # idle for 0.3 s, no run
+        task_id = await queue.push(Task(user_id="u", name="waits_async"))
+        await until(lambda: abort_subscribers(queue, 1))  # leased: listening again
+
+        async def started() -> bool:
+            info = await queue.get(task_id)
+            return info is not None and info.logs == ("started",)
+
+        await until(started)
+        assert await queue.cancel(task_id) is True
+        await until(lambda: noted(hooks, ("cancel", task_id)))
+    finally:
+        worker.stop()
+        await running
+        await queue.close()

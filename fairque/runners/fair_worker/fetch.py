@@ -137,7 +137,7 @@ class Fetcher:
             leased = await self._pop_overlapping(queue, free)
         self._idle_pops = not leased and wake is None  # then the next pop waits for work
         if leased:  # the tasks just leased start before the next pop is built and sent
-            self.upkeep.idle = False
+            self.upkeep.busy()
             await asyncio.sleep(0)
         elif wake is not None:
             await self._idle(queue, wake)

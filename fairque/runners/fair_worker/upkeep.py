@@ -56,6 +56,7 @@ class Upkeep:
         # (idle); the maintenance loop beats again once it is cleared (busy).
         self.idle = False
         self._in_flight_written = -1  # the tasks in flight of the record last written
+        self._listen_again = asyncio.Event()  # set by busy(): subscribe to aborts again
 
     def idle_wait(self, found: WorkerUpkeep) -> float:
         """How long an idle worker may wait after its upkeep found ``found``: the poll
@@ -165,21 +166,47 @@ class Upkeep:
             started_at=self.started_at,
         )
 
+    def busy(self) -> None:
+        """The fetch loop leased tasks: the worker is no longer idle (its maintenance loop
+        beats again, and it listens for aborts again if it had stopped)."""
+        self.idle = False
+        self._listen_again.set()
+
     async def listen_for_aborts(self, queue: AsyncQueue, tried: asyncio.Event) -> None:
         """Stops the runs of tasks canceled while they run, as ``cancel`` announces them
         on the ``abort`` channels; sets ``tried`` once its first subscription is made or
         has failed. Pub/sub is at most once: an abort sent while this listener is away
         (an outage) reaches the run at the next heartbeat instead (its lease is gone, so
-        the extension fails)."""
+        the extension fails). A worker idle for a poll interval, with no run, lets its
+        subscription go (a connection costs the server a little every second) and makes
+        it again when it leases tasks: an abort of one of those sent before the
+        subscription is back reaches its run at the next heartbeat too."""
         backoff = Backoff()
         while not self.stopping.is_set():
             try:
                 async with AsyncListener(queue.executor, *queue.abort_channels) as listener:
                     tried.set()
                     backoff.reset()
-                    while not self.stopping.is_set():
-                        for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
-                            self.runs.abort(task_id)
-            except OUTAGE:  # noqa: PERF203 - said by the fetch loop; again when it is back
+                    await self._abort_runs(listener)
+            except OUTAGE:
                 tried.set()
                 await wait_event(self.stopping, backoff.next())
+                continue
+            while not (self._listen_again.is_set() or self.stopping.is_set()):
+                await wait_event(self._listen_again, WAKE_CHECK_SECONDS)
+
+    async def _abort_runs(self, listener: AsyncListener) -> None:
+        """Aborts the runs ``listener`` names until the worker stops, or has been idle
+        with no run for a poll interval."""
+        loop = asyncio.get_running_loop()
+        idle_since: float | None = None
+        while not self.stopping.is_set():
+            for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
+                self.runs.abort(task_id)
+            if self.runs.running or not self.idle:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = loop.time()
+                self._listen_again.clear()
+            elif loop.time() - idle_since >= self.config.poll_interval_seconds:
+                return
