@@ -18,7 +18,7 @@ import socket
 import time
 
 from fairque.engine.notify import AsyncListener
-from fairque.engine.outage import OUTAGE, Backoff, OutageLog
+from fairque.engine.outage import OUTAGE, SETTLE_SECONDS, Backoff, OutageLog
 from fairque.engine.waiting import wait_event
 from fairque.errors import LeaseLost
 from fairque.queue.async_client import AsyncQueue
@@ -63,6 +63,8 @@ class Upkeep:
         interval, less if work comes due sooner, and never as long as its registry
         entry lives."""
         longest = self._longest_wait()
+        if self.outage.since is not None:  # back from an outage: say so soon, not a poll later
+            longest = min(longest, SETTLE_SECONDS)
         return longest if found.next_due is None else min(longest, found.next_due)
 
     def _longest_wait(self) -> float:
@@ -90,6 +92,7 @@ class Upkeep:
             longest_wait=longest_wait, names=self.names or None,
         )  # fmt: skip
         self._in_flight_written = record.in_flight
+        self.outage.answered()  # said now, not after the wait that follows
         if found.round_due:
             done = await queue.maintain(interval)
             rounds = 1

@@ -530,13 +530,9 @@ local function pop_tasks(now, first, reply)
   -- No lane holds a ready task (an idle worker's pop after its wait, most often): no
   -- tenant to look at, and no wake-up token may stay.
   if redis.call('EXISTS', K.lanes) == 0 then
-    if asked.names_count == 0 then
-      redis.call('DEL', K['wakeups:any'])
-    else
-      local tokens = {}
-      for i, name in ipairs(asked.names) do tokens[i] = lane_key(name, 'wakeups') end
-      redis.call('DEL', unpack(tokens))
-    end
+    local tokens = {K['wakeups:any']}
+    for _, name in ipairs(asked.names) do tokens[#tokens + 1] = lane_key(name, 'wakeups') end
+    redis.call('DEL', unpack(tokens))
     return reply, asked.now
   end
   pop_lanes = {}
