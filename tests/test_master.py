@@ -63,6 +63,14 @@ def send(client: TestClient[Any], method: str, path: str, body: Any = None) -> A
     return response.status_code, msgspec.msgpack.decode(response.content)
 
 
+def decoded(response: Any) -> Any:
+    """A response's body, decoded as its Content-Type says (MessagePack or JSON)."""
+    if response.headers["content-type"].startswith("application/msgpack"):
+        return msgspec.msgpack.decode(response.content)
+    assert response.headers["content-type"].startswith("application/json")
+    return msgspec.json.decode(response.content)
+
+
 def nested(levels: int) -> Any:
     """``levels`` arrays, one inside the other."""
     value: Any = None
@@ -187,7 +195,7 @@ def test_malformed_bodies_get_a_4xx_and_change_nothing(  # noqa: PLR0917
         before = namespace_keys(queue.redis, namespace)
         response = client.post("/jobs", content=content, headers=headers)
         assert response.status_code == status
-        assert "message" in msgspec.msgpack.decode(response.content)
+        assert "message" in decoded(response)
         assert namespace_keys(queue.redis, namespace) == before
 
 
@@ -231,8 +239,9 @@ def test_unreadable_bodies_get_a_400_naming_what_is_wrong(  # noqa: PLR0917
             path, content=content, headers={"content-type": f"application/{kind}"}
         )
         assert response.status_code == 400, response.content
-        assert response.headers["content-type"].startswith("application/msgpack")
-        error = msgspec.msgpack.decode(response.content)
+        # Without an Accept, the answer is in the type the request was sent in.
+        assert response.headers["content-type"].startswith(f"application/{kind}")
+        error = decoded(response)
         assert error["error"] == "invalid_input"
         assert error["field"].startswith(field), error
         assert namespace_keys(queue.redis, namespace) == before
@@ -243,13 +252,13 @@ def test_json_numbers_without_a_fraction_are_integers(client: TestClient[Any]) -
     # float is a type of its own, refused where an integer is expected: see above.)
     response = client.post("/jobs", json={"name": "n", "priority": 3.0, "argument": [2.0, 2.5]})
     assert response.status_code == 201
-    detail = send(client, "GET", f"/jobs/{msgspec.msgpack.decode(response.content)['id']}")[1]
+    detail = send(client, "GET", f"/jobs/{decoded(response)['id']}")[1]
     assert (detail["priority"], detail["argument"]) == (3, [2, 2.5])
     assert client.post("/jobs", json={"name": "n", "priority": 3.5}).status_code == 400
     # 1e300 is an integer too, beyond the 64 bits a MessagePack integer has.
     response = client.post("/jobs", json={"name": "n", "argument": [1e300]})
     assert response.status_code == 400
-    assert msgspec.msgpack.decode(response.content)["field"] == "argument"
+    assert decoded(response)["field"] == "argument"
 
 
 def test_values_round_trip_exactly(client: TestClient[Any], jobs: JobQueue) -> None:
@@ -375,13 +384,49 @@ def test_workers_register_heartbeat_and_leave(client: TestClient[Any]) -> None:
 
 
 @pytest.mark.one_engine  # the HTTP layer: the same on every engine
+@pytest.mark.parametrize(
+    ("accept", "content_type", "answer"),
+    [
+        (None, None, "json"),  # a generated client's GET: no Accept, no body
+        (None, "application/json", "json"),  # a generated client's POST
+        (None, "application/msgpack", "msgpack"),  # answered in the type it was sent in
+        ("*/*", "application/x-msgpack", "msgpack"),
+        ("application/json", "application/msgpack", "json"),
+        ("application/msgpack", "application/json", "msgpack"),
+        ("application/json, application/msgpack", None, "msgpack"),  # a tie: the fast path
+        ("application/json;q=0.9, application/vnd.msgpack;q=0.5", None, "json"),
+        ("application/msgpack;q=0, application/json", None, "json"),
+        ("text/html, */*;q=0.8", "application/msgpack", "msgpack"),  # names neither
+        ("application/json;q=oops, application/msgpack;q=0.1", None, "msgpack"),
+    ],
+)
+def test_answers_are_in_the_type_the_client_prefers(
+    client: TestClient[Any], accept: str | None, content_type: str | None, answer: str
+) -> None:
+    headers = {"accept": accept} if accept else {}
+    if content_type:
+        headers["content-type"] = content_type
+        codec = msgspec.json if content_type.endswith("json") else msgspec.msgpack
+        response = client.post("/jobs", content=codec.encode({"name": "n"}), headers=headers)
+        assert response.status_code == 201
+    else:
+        response = client.get("/overview", headers=headers)
+        assert response.status_code == 200
+    assert response.headers["content-type"].startswith(f"application/{answer}")
+    assert decoded(response)
+    # An error is answered the same way.
+    error = client.get("/jobs/nope", headers=headers)
+    assert (error.status_code, error.headers["content-type"]) == (404, response.headers["content-type"])
+
+
+@pytest.mark.one_engine  # the HTTP layer: the same on every engine
 def test_a_token_guards_every_route(config: MasterConfig) -> None:
     app = create_master(MasterConfig(**{**config.__dict__, "token": "s3cret"}))
     with TestClient(app) as client:
         for path in ("/overview", "/schema/openapi.json"):
             response = client.get(path)
             assert response.status_code == 401
-            assert msgspec.msgpack.decode(response.content)["error"] == "unauthorized"
+            assert decoded(response)["error"] == "unauthorized"
             assert client.get(path, headers={"authorization": "Bearer wrong"}).status_code == 401
             assert client.get(path, headers={"authorization": "Bearer s3cret"}).status_code == 200
 
@@ -473,7 +518,7 @@ def test_unsupported_methods_get_405_with_allow(client: TestClient[Any]) -> None
     response = client.request("PATCH", "/constraints/c1")
     assert response.status_code == 405
     assert set(response.headers["allow"].split(", ")) == {"PUT", "DELETE", "OPTIONS"}
-    assert msgspec.msgpack.decode(response.content)["error"] == "method_not_allowed"
+    assert decoded(response)["error"] == "method_not_allowed"
     # OPTIONS lists every method of the path, not only those of one handler.
     options = client.options("/jobs")
     assert set(options.headers["allow"].split(", ")) == {"GET", "POST", "OPTIONS"}

@@ -70,8 +70,8 @@ def test_overview_counts_states_tenants_and_throughput(
         assert get(client, "/tenants/" + "x" * 300, 400)["field"] == "user_id"
         rate = overview["throughput"][-1]
         assert set(rate) == {"at", "pushed", "finished", "failed"}
-        # MessagePack for a client that does not ask for JSON, like the rest of the API.
-        raw = client.get("/ui/api/tenants")
+        # MessagePack for a client that asks for it, like the rest of the API.
+        raw = client.get("/ui/api/tenants", headers={"accept": "application/msgpack"})
         assert msgspec.msgpack.decode(raw.content)["tenants"] == overview["tenants"]
 
 

@@ -3,7 +3,8 @@ asked for), error bodies naming the field, bearer-token auth, OpenAPI media type
 
 Request bodies are decoded by their Content-Type (``application/msgpack``, also
 ``application/x-msgpack`` and ``application/vnd.msgpack``, or ``application/json``);
-responses are MessagePack unless the client accepts JSON and not MessagePack. Times go
+responses are in the type ``Accept`` prefers, else in the request body's type, else JSON
+(:func:`wants_json`). Times go
 out as ISO 8601 strings in both encodings (the result's ``finished_at``).
 """
 
@@ -76,10 +77,42 @@ class ErrorBody(msgspec.Struct):
     field: str | None = None
 
 
+def _accepted(accept: str) -> dict[str, float]:
+    """The media ranges of an ``Accept`` header by their quality (``q``, 1 when not given)."""
+    ranges: dict[str, float] = {}
+    for item in accept.split(","):
+        kind, *parameters = (part.strip() for part in item.split(";"))
+        quality = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = min(max(float(value), 0.0), 1.0)
+                except ValueError:
+                    quality = 0.0  # a malformed weight: not a type the client asked for
+        if kind:
+            kind = kind.lower()
+            ranges[kind] = max(quality, ranges.get(kind, 0.0))
+    return ranges
+
+
 def wants_json(request: Request[Any, Any, Any]) -> bool:
-    """True when the client accepts JSON but not MessagePack."""
-    accept = request.headers.get("accept", "")
-    return JSON in accept and not any(kind in accept for kind in MSGPACK_TYPES)
+    """Whether the answer is JSON rather than MessagePack. ``Accept`` decides when it names
+    either type (the higher ``q`` wins; MessagePack, the fast path, on a tie). Otherwise (no
+    ``Accept``, ``*/*``, or types of neither) the answer is in the request body's type,
+    and JSON for a request without a MessagePack body: what a client generated from the
+    OpenAPI document, which sends JSON and no ``Accept``, reads."""
+    ranges = _accepted(request.headers.get("accept", ""))
+    json_quality = ranges.get(JSON)
+    msgpack_quality = max((ranges[kind] for kind in MSGPACK_TYPES if kind in ranges), default=None)
+    if json_quality is None and msgpack_quality is None:
+        return request_media_type(request) not in MSGPACK_TYPES
+    return (json_quality or 0.0) > (msgpack_quality or 0.0)
+
+
+def request_media_type(request: Request[Any, Any, Any]) -> str:
+    """The request body's media type, lowercased, without parameters ("" without one)."""
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
 def encode_body(content: Any, as_json: bool) -> bytes:
@@ -118,7 +151,7 @@ class WireRequest(Request[Any, Any, Any]):
     own conversion of a decoded body is lax; it receives the typed value and keeps it.)"""
 
     async def json(self) -> Any:
-        kind = self.headers.get("content-type", "").partition(";")[0].strip().lower()
+        kind = request_media_type(self)
         body = await self.body()
         field = self.route_handler.parsed_data_field
         target: Any = Any if field is None else field.annotation
