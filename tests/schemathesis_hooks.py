@@ -10,11 +10,11 @@ import schemathesis
 
 
 def _integers(value: Any) -> Any:
-    """The generated value with JSON Schema's integers as integers: ``3.0`` (or ``1e300``)
-    is an integer to JSON Schema, which has one number type, so it goes out as a
-    MessagePack int (where an integer field refuses a float), or not at all if it is too
-    large for one (see below)."""
-    if isinstance(value, float) and value.is_integer():
+    """The generated value with JSON Schema's integers as integers: ``3.0`` is an integer
+    to JSON Schema, which has one number type, so it goes out as a MessagePack int (where
+    an integer field refuses a float). One too large for 64 bits (``1e300``) stays a
+    float, as the master reads it in JSON."""
+    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**64:
         return int(value)
     if isinstance(value, list):
         return [_integers(item) for item in value]

@@ -9,9 +9,10 @@ from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import RedocRenderPlugin
-from litestar.types import ControllerRouterHandler, Message, Scope
+from litestar.types import ControllerRouterHandler, Message, Method, Scope
 
 from fairque.engine.outage import OutageLog
 from fairque.http.openapi import Document
@@ -24,6 +25,15 @@ from fairque.http.wire import (
     WireResponse,
     bearer_guard,
 )
+
+
+def _operation_id(handler: HTTPRouteHandler, _method: Method, _path: list[Any]) -> str:
+    """A handler's operation id: its function's name in camelCase (``jobDetail``), with
+    ``ui`` before the Web UI's (whose names may be the API's: ``uiOverview``). A generated
+    client names its functions by them."""
+    first, *rest = handler.handler_name.split("_")
+    name = first + "".join(word.title() for word in rest)
+    return "ui" + name[0].upper() + name[1:] if "Web UI" in (handler.tags or ()) else name
 
 
 async def _allow_every_method(message: Message, scope: Scope) -> None:
@@ -70,6 +80,7 @@ def create_app(
             description=description,
             path=OPENAPI_PATH,
             render_plugins=[document.json_plugin(), RedocRenderPlugin(path="/")],
+            operation_id_creator=_operation_id,
             **auth,  # type: ignore[arg-type]
         ),
         state=State({"outage": outage, "document": document}),

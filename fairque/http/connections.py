@@ -70,23 +70,29 @@ class Connections:
         self._targets: dict[str, Target] = {}
         self._tls: ssl.SSLContext | None = None
 
-    async def post(self, url: str, body: bytes, endpoint: str = "run") -> tuple[int, bytes]:
+    async def post(
+        self, url: str, body: bytes, endpoint: str = "run", headers: Mapping[str, str] = {}
+    ) -> tuple[int, bytes]:
         """POSTs ``body`` to ``endpoint`` under ``url``: the answer's status and body.
         Raises :class:`Unreachable` if no connection could be made, :class:`Broken` if
         the exchange failed after that."""
-        async with self.request(url, body, endpoint) as answer:
+        async with self.request(url, body, endpoint, headers) as answer:
             return answer.status, await answer.read()
 
     @asynccontextmanager
-    async def request(self, url: str, body: bytes, endpoint: str) -> AsyncIterator[Answer]:
-        """POSTs ``body`` to ``endpoint`` under ``url`` and yields the answer once its
-        head has arrived, for its body to be read as it comes. The connection is kept
-        for another request only if the body was read to its end."""
+    async def request(
+        self, url: str, body: bytes, endpoint: str, headers: Mapping[str, str] = {}
+    ) -> AsyncIterator[Answer]:
+        """POSTs ``body`` to ``endpoint`` under ``url``, with ``headers`` besides those
+        of every request, and yields the answer once its head has arrived, for its body
+        to be read as it comes. The connection is kept for another request only if the
+        body was read to its end."""
         target = self._target(url)
         connection = await self._connection(target.origin)
+        more = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         request = (
             f"POST {target.path}/{endpoint} HTTP/1.1\r\nhost: {target.host_header}\r\n"
-            f"{self._headers}content-length: {len(body)}\r\n\r\n"
+            f"{self._headers}{more}content-length: {len(body)}\r\n\r\n"
         ).encode("latin-1") + body
         answer: Answer | None = None
         try:
@@ -167,9 +173,10 @@ class Answer:
 
     def __init__(
         self, status: int, reader: asyncio.StreamReader, keep: bool, length: int | None,
-        chunked: bool,
+        chunked: bool, *, media_type: str = "",
     ) -> None:  # fmt: skip
         self.status = status
+        self.media_type = media_type  # its Content-Type, lowercased, without parameters
         self.keep = keep  # the connection may carry another request once this is read
         self.ended = False  # the body was read to its end
         self._reader = reader
@@ -220,11 +227,14 @@ async def _read_head(reader: asyncio.StreamReader) -> Answer:
     keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
     chunked = "chunked" in headers.get("transfer-encoding", "").lower()
     length = headers.get("content-length")
+    media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
     if chunked or length is not None:
-        return Answer(status, reader, keep, None if chunked else int(length or 0), chunked)
+        size = None if chunked else int(length or 0)
+        return Answer(status, reader, keep, size, chunked, media_type=media_type)
     if status in (204, 304):
-        return Answer(status, reader, keep, 0, chunked=False)
-    return Answer(status, reader, keep, None, chunked=False)  # up to the end of the connection
+        return Answer(status, reader, keep, 0, chunked=False, media_type=media_type)
+    # Up to the end of the connection.
+    return Answer(status, reader, keep, None, chunked=False, media_type=media_type)
 
 
 async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:

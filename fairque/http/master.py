@@ -1,8 +1,8 @@
 """The JQ master: an ASGI app for pushers, workers and a Web UI.
 
 Run it with ``fairque master``, or serve :func:`create_master` with any ASGI server.
-Bodies are MessagePack (JSON when asked for); the OpenAPI document is served at
-``/schema/openapi.json`` and committed as ``docs/openapi.json``.
+Bodies are JSON or MessagePack (see :data:`~fairque.http.wire.MEDIA_TYPES`); the OpenAPI
+document is served at ``/schema/openapi.json`` and committed as ``docs/openapi.json``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import litestar
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 from litestar.di import NamedDependency, Provide
 from litestar.params import Body, PathParameter, QueryParameter
 
@@ -45,7 +45,7 @@ from fairque.http.protocol import (
     WorkerStatus,
 )
 from fairque.http.ui import Dashboard, LimitsUpdate, SharesUpdate, UiConfig
-from fairque.http.wire import MSGPACK, WireOperation
+from fairque.http.wire import MEDIA_TYPES, MSGPACK, WireOperation, request_media_type
 from fairque.http.worker import worker_api
 from fairque.jobs import (
     Constraint,
@@ -294,9 +294,12 @@ RegistrationBody = Annotated[WorkerRegistration, Body(media_type=MSGPACK)]
 
 @put("/workers/{worker_id:str}", summary="Register a worker, or heartbeat")
 async def register_worker(
-    master: NamedDependency[Master], worker_id: WorkerId, data: RegistrationBody
+    master: NamedDependency[Master],
+    worker_id: WorkerId,
+    data: RegistrationBody,
+    request: Request[Any, Any, Any],
 ) -> WorkerAck:
-    master.dispatcher.register(worker_id, data)
+    master.dispatcher.register(worker_id, data, request_media_type(request))
     return WorkerAck(master.config.heartbeat)
 
 
@@ -366,6 +369,13 @@ MASTER_TYPES = (
 )  # fmt: skip
 
 
+MASTER_DESCRIPTION = f"""The JQ master: push jobs, follow them, and run them on HTTP workers
+that register here (the worker's API is this document's webhooks, and its own document).
+Served by `fairque master`; docs/http.md tells the rest.
+
+{MEDIA_TYPES}"""
+
+
 def create_master(config: MasterConfig | None = None) -> Litestar:
     """The master app. It connects to the server when it starts, not before (so the
     OpenAPI document can be made without one)."""
@@ -385,7 +395,7 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
     )
     return create_app(
         "fairque JQ master",
-        __doc__,
+        MASTER_DESCRIPTION,
         config.token,
         [api, ui.router(), *health_routes(ui.ping)],
         [master.running, ui.running],

@@ -51,6 +51,8 @@ class Document:
                 components[name] = finish(components[name])
         schemas.update(components)
         schemas.update(copy.deepcopy(self.schemas))
+        for schema in schemas.values():
+            _defaults_in_words(schema)
         if self.webhooks is not None:
             other = openapi_document(self.webhooks())
             for path, item in other["paths"].items():
@@ -64,6 +66,19 @@ class Document:
     def json_plugin(self) -> JsonRenderPlugin:
         """Serves the finished document at ``openapi.json``, as ``application/json``."""
         return _FinishedJson(self)
+
+
+def _defaults_in_words(schema: dict[str, Any]) -> None:
+    """Moves the ``default`` of each property of ``schema`` (and of its variants) into the
+    property's description. openapi-typescript types a property with a default as always
+    present (openapi-ts/openapi-typescript#2489), so a request body that leaves it out,
+    as the server allows, would not type-check."""
+    for variant in [schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())]:
+        for prop in variant.get("properties", {}).values():
+            if "default" in prop:
+                default = msgspec.json.encode(prop.pop("default")).decode()
+                said = prop.get("description", "").rstrip()
+                prop["description"] = f"{said} Default: `{default}`.".lstrip()
 
 
 def _sort_headers(document: dict[str, Any]) -> None:

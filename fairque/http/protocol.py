@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -47,6 +47,9 @@ class WorkerRegistration(msgspec.Struct, forbid_unknown_fields=True):
     capacity: Annotated[int, Meta(ge=1, le=1000)] = 1  # jobs it runs at once
     # Jobs it takes in one POST {url}/runs; 1: it serves /run only (one job per request).
     batch: Annotated[int, Meta(ge=1, le=MAX_RUNS)] = 1
+    # The type of the bodies the master sends it and reads from it; null: the type of this
+    # registration's own body.
+    media_type: Literal["application/msgpack", "application/json"] | None = None
 
 
 class WorkerAck(msgspec.Struct):

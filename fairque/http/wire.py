@@ -68,6 +68,16 @@ TOKEN_ENV = "FAIRQUE_MASTER_TOKEN"  # noqa: S105 - the variable's name, not a se
 
 log = logging.getLogger("fairque.http")
 
+# How bodies are typed, for the OpenAPI documents (docs/http.md says the same).
+MEDIA_TYPES = f"""**Media types.** A request body is JSON (`{JSON}`) or MessagePack
+(`{MSGPACK}`; `application/x-msgpack` and `application/vnd.msgpack` are read too), as its
+`Content-Type` says. An answer is in the type `Accept` prefers when it names either (the
+higher `q` wins; MessagePack on a tie); otherwise (no `Accept`, or `*/*`) in the type of
+the request's body, and JSON for a request without one. A client generated from this
+document, which sends JSON and no `Accept`, is answered in JSON; MessagePack is the fast
+path for clients that ask for it. Times are ISO 8601 strings; MessagePack binary is
+base64 in JSON answers. Every error is an `ErrorBody`."""
+
 
 class ErrorBody(msgspec.Struct):
     """Every error response: what went wrong and, for bad input, which field."""
@@ -101,10 +111,12 @@ def wants_json(request: Request[Any, Any, Any]) -> bool:
     either type (the higher ``q`` wins; MessagePack, the fast path, on a tie). Otherwise (no
     ``Accept``, ``*/*``, or types of neither) the answer is in the request body's type,
     and JSON for a request without a MessagePack body: what a client generated from the
-    OpenAPI document, which sends JSON and no ``Accept``, reads."""
+    OpenAPI document, which sends JSON and no ``Accept``, reads. (:data:`FRAMES`, a
+    worker's streamed MessagePack answer, counts as MessagePack.)"""
     ranges = _accepted(request.headers.get("accept", ""))
     json_quality = ranges.get(JSON)
-    msgpack_quality = max((ranges[kind] for kind in MSGPACK_TYPES if kind in ranges), default=None)
+    msgpack_types = (*MSGPACK_TYPES, FRAMES)
+    msgpack_quality = max((ranges[kind] for kind in msgpack_types if kind in ranges), default=None)
     if json_quality is None and msgpack_quality is None:
         return request_media_type(request) not in MSGPACK_TYPES
     return (json_quality or 0.0) > (msgpack_quality or 0.0)
@@ -123,23 +135,32 @@ def encode_body(content: Any, as_json: bool) -> bytes:
 
 def _json_number(text: str) -> int | float:
     """A JSON number with no fraction is an integer, as JSON Schema reads it (JSON has one
-    number type): ``3.0`` is the integer 3, and ``1e300`` an integer too large to keep
-    (MessagePack integers have 64 bits). In MessagePack, where a float is a type of its
-    own, it stays a float, and an integer field refuses it."""
+    number type): ``3.0`` is the integer 3. One beyond the 64 bits of a MessagePack
+    integer (``1e300``, a large JavaScript number) stays a float, as JSON readers in other
+    languages keep it. In MessagePack, where a float is a type of its own, it stays a
+    float, and an integer field refuses it."""
     value = float(text)
-    return int(value) if value.is_integer() else value
+    if value.is_integer() and -(2**63) <= value < 2**64:
+        return int(value)
+    return value
 
 
 _json_decoder = msgspec.json.Decoder(float_hook=_json_number)
 _msgpack_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 
-def _msgpack_decoder(target: Any) -> msgspec.msgpack.Decoder[Any]:
-    """The MessagePack decoder for ``target``, made once."""
-    decoder = _msgpack_decoders.get(target)
-    if decoder is None:
-        decoder = _msgpack_decoders[target] = msgspec.msgpack.Decoder(target)
-    return decoder
+def decode_body(body: bytes, kind: str, target: Any) -> Any:
+    """``body``, of media type ``kind`` (MessagePack or JSON), decoded strictly into
+    ``target``. Raises msgspec's DecodeError / ValidationError, UnicodeDecodeError,
+    RecursionError, or ValueError for a media type that is neither."""
+    if kind in MSGPACK_TYPES:
+        decoder = _msgpack_decoders.get(target)
+        if decoder is None:
+            decoder = _msgpack_decoders[target] = msgspec.msgpack.Decoder(target)
+        return decoder.decode(body)
+    if kind == JSON:  # read as plain values first, for their numbers' sake
+        return msgspec.convert(_json_decoder.decode(body), target)
+    raise ValueError(f"a body of type {kind or 'none'}, not {MSGPACK} or {JSON}")
 
 
 class WireRequest(Request[Any, Any, Any]):
@@ -152,14 +173,16 @@ class WireRequest(Request[Any, Any, Any]):
 
     async def json(self) -> Any:
         kind = request_media_type(self)
+        if kind not in MSGPACK_TYPES and kind != JSON:
+            raise HTTPException(
+                f"send the body as {MSGPACK} or {JSON}, not {kind or 'no content type'}",
+                status_code=415,
+            )
         body = await self.body()
         field = self.route_handler.parsed_data_field
         target: Any = Any if field is None else field.annotation
         try:
-            if kind in MSGPACK_TYPES:
-                return _msgpack_decoder(target).decode(body)
-            if kind == JSON:  # read as plain values first, for their numbers' sake
-                return msgspec.convert(_json_decoder.decode(body), target)
+            return decode_body(body, kind, target)
         except msgspec.ValidationError as exc:
             raise invalid(exc) from None
         except msgspec.DecodeError as exc:
@@ -168,10 +191,6 @@ class WireRequest(Request[Any, Any, Any]):
             raise InvalidInput("body", f"holds a string that is not UTF-8: {exc}") from None
         except RecursionError:  # far deeper than MAX_DEPTH, which the ops refuse anyway
             raise InvalidInput("body", "is nested too deeply to read") from None
-        raise HTTPException(
-            f"send the body as {MSGPACK} or {JSON}, not {kind or 'no content type'}",
-            status_code=415,
-        )
 
 
 class WireResponse(Response[Any]):

@@ -17,17 +17,27 @@ does not wait for a slow one's, and the HTTP cost of a request is paid once for 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from litestar import Litestar, post
+from litestar import Litestar, Request, Response, post
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Reference, Schema
 from litestar.params import Body
 from litestar.response import Stream
 
 from fairque.errors import InvalidInput
 from fairque.http.app import create_app
 from fairque.http.openapi import Document
-from fairque.http.protocol import MAX_RUNS, JobRequest
-from fairque.http.wire import FRAMES, MSGPACK, WireOperation
+from fairque.http.protocol import MAX_RUNS, JobRequest, result_frame
+from fairque.http.wire import (
+    FRAMES,
+    JSON,
+    MEDIA_TYPES,
+    MSGPACK,
+    WireOperation,
+    encode_body,
+    wants_json,
+)
 from fairque.jobs import Failure, JobOutcome, Success
 from fairque.jobs.models import VALUE_SCHEMA
 from fairque.runners.fair_worker.functions import Registry
@@ -35,6 +45,34 @@ from fairque.runners.http_worker import HttpWorkerConfig, Registration, run_job,
 
 # The bodies of the worker API, whose schemas its OpenAPI document carries.
 WORKER_TYPES = (JobRequest, Success, Failure)
+
+
+WORKER_DESCRIPTION = f"""What an HTTP worker serves: the master POSTs each job to `/run`
+(or several to `/runs`, for a worker that registered a `batch` over 1) and reads the result
+object the worker answers with. A worker registers with the master (`PUT /workers/{{id}}`
+of the master's document, again as its heartbeat) with the `media_type` it speaks:
+`application/json` or `application/msgpack` (left out: the type of the registration's
+own body). The master sends it bodies of that type, with an `Accept` naming it, and reads
+its answers by their `Content-Type`. When the master runs with a token, it sends
+`Authorization: Bearer <token>`, and a worker should check it. `fairque http-worker`
+serves this API for `@task` functions.
+
+{MEDIA_TYPES}"""
+
+
+@dataclass
+class RunsOperation(WireOperation):
+    """``/runs``: its answer is also offered as JSON, a list of result objects."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        answer = (self.responses or {}).get("200")
+        if isinstance(answer, OpenAPIResponse) and answer.content is not None:
+            outcome = [
+                Reference(f"#/components/schemas/{kind.__name__}") for kind in (Success, Failure)
+            ]
+            listed = Schema(type=OpenAPIType.ARRAY, items=Schema(one_of=outcome))
+            answer.content[JSON] = OpenAPIMediaType(schema=listed)
 
 
 def create_http_worker(config: HttpWorkerConfig, registry: Registry) -> Litestar:
@@ -72,26 +110,38 @@ def _worker_app(config: HttpWorkerConfig, registry: Registry) -> Litestar:
         "/runs",
         status_code=200,
         media_type=FRAMES,
-        operation_class=WireOperation,
-        summary="Run several jobs; answer each result object as its job ends",
-        response_description="Result frames, one per job as it ends",
+        operation_class=RunsOperation,
+        summary="Run several jobs; answer their result objects",
+        response_description="Result frames, one per job as it ends (MessagePack), or the "
+        "list of the result objects (JSON)",
         description="Only for a worker that registered a `batch` over 1, and with at most "
-        "`batch` jobs. The answer is streamed: for each job as it ends, the length of a "
-        "frame (4 bytes, big-endian), then the frame, the MessagePack array `[position of "
-        "the job in the request, result object]`. The master waits up to each job's "
-        "`timeout` seconds for its frame.",
+        f"`batch` jobs. In MessagePack the answer is streamed (`{FRAMES}`): for each job as it "
+        "ends, the length of a frame (4 bytes, big-endian), then the frame, the array "
+        "`[position of the job in the request, result object]`. In JSON it is the list of "
+        "the jobs' result objects, in the request's order, once every job ended. The master "
+        "asks for the type the worker registered with, reads the answer by its "
+        "Content-Type, and waits up to each job's `timeout` seconds for its result.",
     )
     async def runs(
         data: Annotated[
             list[JobRequest],
             Body(media_type=MSGPACK, description="The jobs.", min_items=1, max_items=MAX_RUNS),
         ],
-    ) -> Stream:
-        return Stream(run_jobs(registry, data, slots, registration.reporter), media_type=FRAMES)
+        request: Request[Any, Any, Any],
+    ) -> Stream | Response[bytes]:
+        ended = run_jobs(registry, data, slots, registration.reporter)
+        if wants_json(request):  # a list of result objects, in order
+            outcomes: list[JobOutcome | None] = [None] * len(data)
+            async for results in ended:
+                for position, outcome in results:
+                    outcomes[position] = outcome
+            return Response(encode_body(outcomes, as_json=True), media_type=JSON)
+        frames = (b"".join(result_frame(*result) for result in results) async for results in ended)
+        return Stream(frames, media_type=FRAMES)
 
     return create_app(
         "fairque HTTP worker",
-        __doc__,
+        WORKER_DESCRIPTION,
         config.token,
         [run, runs],
         [registration.running],

@@ -37,18 +37,17 @@ Field = Annotated[str, Meta(pattern=r"^(name|argument(\.[^.]+)*)$", max_length=M
 
 # The values jobs carry (argument, result, error, a matcher's value): what every reader
 # gets back as sent (engine.calls.check_value refuses the rest). JSON Schema of it, for
-# the OpenAPI documents, which hold it as the component "Value".
-# One list of types rather than an anyOf of them: fuzzers read the one as written.
+# the OpenAPI documents, which hold it as the component "Value": a schema with no type
+# (any value), its bounds in words. Written as a list of types whose arrays and maps
+# refer back to it, it was exact, and generators could not read it (openapi-python-client
+# dropped every schema using it; openapi-typescript made it `any`).
 VALUE_REF = {"$ref": "#/components/schemas/Value"}
 VALUE_SCHEMA: dict[str, Any] = {
-    "description": "A MessagePack value: nil, boolean, integer (64-bit), float, string, "
-    "binary (MessagePack only), array, or map whose keys are strings, numbers or binary; at "
-    f"most {MAX_DEPTH} levels deep; no extension types (the timestamp included).",
-    "type": ["null", "boolean", "integer", "number", "string", "array", "object"],
-    "minimum": -(2**63),
-    "maximum": 2**64 - 1,
-    "items": VALUE_REF,
-    "additionalProperties": VALUE_REF,
+    "description": "Any value: null, a boolean, a number, a string, an array or an object "
+    "(in MessagePack also binary, and maps keyed by numbers or binary). Integers from "
+    "-2^63 to 2^64-1 (in JSON, a number with no fraction beyond them is read as a float); "
+    f"at most {MAX_DEPTH} levels deep; no MessagePack extension types (the timestamp "
+    "included). A value outside these bounds is refused (400), naming where it is.",
 }
 Value = Annotated[Any, Meta(extra_json_schema=VALUE_REF)]
 
@@ -106,6 +105,7 @@ class Matcher(msgspec.Struct, forbid_unknown_fields=True):
         values["prefix"] = {"type": "string"}
         variants = [
             {
+                "title": f"{op.title()}Matcher",  # a generated client's class for it
                 **{key: generated[key] for key in ("type", "required", "additionalProperties")},
                 "properties": {**generated["properties"], "op": {"const": op}, "value": value},
             }
@@ -133,12 +133,22 @@ class Constraint(msgspec.Struct, forbid_unknown_fields=True):
     @staticmethod
     def json_schema(generated: dict[str, Any]) -> dict[str, Any]:
         """The schema msgspec ``generated``, with what __post_init__ checks (for the
-        OpenAPI document)."""
-        needs = [
-            {"properties": {"concurrency": {"type": "integer"}}, "required": ["concurrency"]},
-            {"properties": {"rate": {"type": "integer"}}, "required": ["rate"]},
-        ]
-        return {**generated, "anyOf": needs}
+        OpenAPI document): one variant per limit that must be set, each a whole object
+        (generators drop properties written beside an ``anyOf``)."""
+        variants = []
+        for need in ("concurrency", "rate"):
+            properties = dict(generated["properties"])
+            properties[need] = next(  # set: not null
+                kind for kind in properties[need]["anyOf"] if kind.get("type") == "integer"
+            )
+            variants.append({
+                "title": f"{need.title()}Constraint",  # a generated client's class for it
+                **{key: generated[key] for key in ("type", "additionalProperties")},
+                "properties": properties,
+                "required": [*generated["required"], need],
+            })  # fmt: skip
+        return {"title": generated["title"], "description": generated["description"],
+                "anyOf": variants}  # fmt: skip
 
     def __post_init__(self) -> None:
         if self.concurrency is None and self.rate is None:

@@ -31,15 +31,15 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.wire import MSGPACK
+from fairque.http.wire import FRAMES, JSON, MSGPACK, MSGPACK_TYPES, decode_body, encode_body
 from fairque.jobs import JobOutcome, LeasedJob, Success, failure
 from fairque.jobs.async_client import AsyncJobQueue
 from fairque.jobs.batching import completions
 
 log = logging.getLogger("fairque.master")
 
-_outcome = msgspec.msgpack.Decoder(JobOutcome)
-_frame = msgspec.msgpack.Decoder(tuple[int, JobOutcome])
+# What a worker's answer may hold that the master cannot read: it fails the job, saying why.
+UNREADABLE = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError)
 
 
 @dataclass
@@ -52,7 +52,14 @@ class WorkerSlot:
     capacity: int
     batch: int  # jobs it takes in one request (POST {url}/runs); 1: one per POST {url}/run
     seen: float  # time.monotonic() of its last heartbeat
+    media_type: str = MSGPACK  # of the bodies it is sent: MSGPACK or JSON
     running: int = 0
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers of a request to it: a body it reads and the answers it may give."""
+        accept = JSON if self.media_type == JSON else f"{MSGPACK}, {FRAMES}"
+        return {"content-type": self.media_type, "accept": accept}
 
     def status(self, now: float) -> WorkerStatus:
         return WorkerStatus(
@@ -78,26 +85,29 @@ class Dispatcher:
         self.workers: dict[str, WorkerSlot] = {}
         self.wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        headers = {"content-type": MSGPACK, "accept": MSGPACK}
-        if token:
-            headers["authorization"] = f"Bearer {token}"
+        headers = {"authorization": f"Bearer {token}"} if token else {}
         self._http = Connections(headers)  # each call is bounded by its job's timeout
         self._deliveries: set[asyncio.Task[None]] = set()
         self._completions = completions(jobs)  # results that arrive together: one call
 
-    def register(self, worker_id: str, registration: WorkerRegistration) -> None:
+    def register(
+        self, worker_id: str, registration: WorkerRegistration, sent_as: str = MSGPACK
+    ) -> None:
         """Adds a worker, or refreshes it (a heartbeat). A known worker is updated in place:
-        its deliveries in flight hold it and count its running jobs down."""
+        its deliveries in flight hold it and count its running jobs down. It is sent bodies
+        of its registration's ``media_type``, or of the type the registration was
+        ``sent_as``."""
         url, names = registration.url.rstrip("/"), tuple(registration.names)
+        media_type = registration.media_type or (JSON if sent_as == JSON else MSGPACK)
         known = self.workers.get(worker_id)
         if known is None:
             self.workers[worker_id] = WorkerSlot(
                 worker_id, url, names, registration.capacity, registration.batch,
-                time.monotonic(),
+                time.monotonic(), media_type,
             )  # fmt: skip
         else:
             known.url, known.names, known.capacity = url, names, registration.capacity
-            known.batch = registration.batch
+            known.batch, known.media_type = registration.batch, media_type
             known.seen = time.monotonic()
         self.wake.set()
 
@@ -206,19 +216,21 @@ class Dispatcher:
                 self._track(self._record(worker, job, outcome))
             waiting.clear()
 
-        requests = [_request(job) for job in jobs]
+        body = _encode([_request(job) for job in jobs], worker.media_type)
         try:
-            async with self._http.request(worker.url, _encode(requests), "runs") as answer:
+            async with self._http.request(worker.url, body, "runs", worker.headers) as answer:
                 if answer.status != 200:
                     settle(failure("other", f"worker {worker.id} answered HTTP {answer.status}"))
+                    return
+                if answer.media_type == JSON:  # every result at once, in order
+                    results = enumerate(self._listed(worker, await answer.read(), len(jobs)))
+                    for position, outcome in results:
+                        self._recorded(worker, waiting, position, outcome)
                     return
                 frames = ResultFrames()
                 async for piece in answer.pieces():
                     for frame in frames.feed(piece):
-                        position, outcome = self._frame(worker, frame, len(jobs))
-                        job = waiting.pop(position, None)
-                        if job is not None:  # not one that timed out meanwhile
-                            self._track(self._record(worker, job, outcome))
+                        self._recorded(worker, waiting, *self._frame(worker, frame, len(jobs)))
         except Unreachable as exc:
             self._unreachable(worker, exc)
             settle(None)
@@ -227,17 +239,29 @@ class Dispatcher:
         except BadFrame as exc:
             settle(failure("other", f"worker {worker.id} sent no valid result frame: {exc}"))
 
+    def _recorded(
+        self, worker: WorkerSlot, waiting: dict[int, LeasedJob], position: int, outcome: JobOutcome
+    ) -> None:
+        """Records the result of the job at ``position``, if it is still ``waiting`` (not
+        one that timed out meanwhile)."""
+        job = waiting.pop(position, None)
+        if job is not None:
+            self._track(self._record(worker, job, outcome))
+
     def _frame(self, worker: WorkerSlot, frame: bytes, jobs: int) -> tuple[int, JobOutcome]:
         """A frame's job position and its result object (checked as :meth:`_call`'s)."""
-        try:
-            position, outcome = _frame.decode(frame)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-            raise BadFrame(str(exc)) from None
-        except RecursionError:
-            raise BadFrame("nested too deeply") from None
+        position, outcome = _decoded(frame, MSGPACK, tuple[int, JobOutcome])
         if not 0 <= position < jobs:
             raise BadFrame(f"position {position} of a request of {jobs} jobs")
         return position, self._checked(worker, outcome)
+
+    def _listed(self, worker: WorkerSlot, body: bytes, jobs: int) -> list[JobOutcome]:
+        """The result objects of a JSON ``/runs`` answer, one per job in order (checked
+        as :meth:`_call`'s)."""
+        outcomes: list[JobOutcome] = _decoded(body, JSON, list[JobOutcome])
+        if len(outcomes) != jobs:
+            raise BadFrame(f"{len(outcomes)} result objects for a request of {jobs} jobs")
+        return [self._checked(worker, outcome) for outcome in outcomes]
 
     async def _record(self, worker: WorkerSlot, job: LeasedJob, outcome: JobOutcome | None) -> None:
         """Records a job's result (None: it never reached the worker: hand it back)."""
@@ -264,9 +288,7 @@ class Dispatcher:
     async def _call(self, worker: WorkerSlot, job: LeasedJob) -> JobOutcome | None:
         """The worker's result object; None if the job never reached the worker."""
         try:
-            status, content = await within(
-                self._http.post(worker.url, _encode(_request(job))), job.timeout
-            )
+            status, kind, content = await within(self._run(worker, job), job.timeout)
         except asyncio.TimeoutError:
             return timed_out(job)
         except Unreachable as exc:
@@ -276,13 +298,21 @@ class Dispatcher:
             return failure("other", f"worker {worker.id} failed: {exc}")
         if status != 200:
             return failure("other", f"worker {worker.id} answered HTTP {status}")
+        if kind != JSON and kind not in MSGPACK_TYPES:  # unlabelled: what it was sent
+            kind = worker.media_type
         try:
-            outcome: JobOutcome = _outcome.decode(content)
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            outcome: JobOutcome = decode_body(content, kind, JobOutcome)
+        except UNREADABLE as exc:
             return failure("other", f"worker {worker.id} sent no valid result object: {exc}")
         except RecursionError:
             return failure("other", f"worker {worker.id} sent a result nested too deeply")
         return self._checked(worker, outcome)
+
+    async def _run(self, worker: WorkerSlot, job: LeasedJob) -> tuple[int, str, bytes]:
+        """POST {worker}/run: the answer's status, media type and body."""
+        body = _encode(_request(job), worker.media_type)
+        async with self._http.request(worker.url, body, "run", worker.headers) as answer:
+            return answer.status, answer.media_type, await answer.read()
 
     def _checked(self, worker: WorkerSlot, outcome: JobOutcome) -> JobOutcome:
         """``outcome``, or a failure if its value could not be read back as sent."""
@@ -297,6 +327,16 @@ class Dispatcher:
         return outcome
 
 
+def _decoded(body: bytes, kind: str, target: Any) -> Any:
+    """``body`` decoded as ``target``; raises :class:`BadFrame` if it cannot be."""
+    try:
+        return decode_body(body, kind, target)
+    except UNREADABLE as exc:
+        raise BadFrame(str(exc)) from None
+    except RecursionError:
+        raise BadFrame("nested too deeply") from None
+
+
 def _request(job: LeasedJob) -> JobRequest:
     return JobRequest(
         job.id, job.name, job.argument, job.priority, job.attempts + 1, job.timeout,
@@ -304,8 +344,8 @@ def _request(job: LeasedJob) -> JobRequest:
     )  # fmt: skip
 
 
-def _encode(body: JobRequest | list[JobRequest]) -> bytes:
-    return msgspec.msgpack.encode(body)
+def _encode(body: JobRequest | list[JobRequest], media_type: str) -> bytes:
+    return encode_body(body, media_type == JSON)
 
 
 def timed_out(job: LeasedJob) -> JobOutcome:

@@ -21,7 +21,7 @@ from litestar import Litestar
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.context import JobContext, Reporter, SyncJobContext
-from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration, result_frame
+from fairque.http.protocol import JobRequest, WorkerAck, WorkerRegistration
 from fairque.http.wire import MSGPACK
 from fairque.jobs import JobOutcome, Success, failure
 from fairque.runners.fair_worker.functions import Registry, call_arguments
@@ -117,10 +117,14 @@ class Registration:
 
 
 async def run_jobs(
-    registry: Registry, jobs: Sequence[JobRequest], slots: asyncio.Semaphore, reporter: Reporter
-) -> AsyncIterator[bytes]:
-    """Runs ``jobs`` at once (each in a slot) and yields the result frames of those that
-    ended, as they end. Closing it early (the master went away) cancels the rest."""
+    registry: Registry,
+    jobs: Sequence[JobRequest],
+    slots: asyncio.Semaphore,
+    reporter: Reporter,
+) -> AsyncIterator[list[tuple[int, JobOutcome]]]:
+    """Runs ``jobs`` at once (each in a slot) and yields the positions and result objects
+    of those that ended, as they end. Closing it early (the master went away) cancels
+    the rest."""
 
     async def run_in_slot(job: JobRequest) -> JobOutcome:
         async with slots:
@@ -130,7 +134,7 @@ async def run_jobs(
     try:
         while running:
             ended, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            yield b"".join(result_frame(running.pop(job), job.result()) for job in ended)
+            yield [(running.pop(job), job.result()) for job in ended]
     finally:
         for job in running:
             job.cancel()
