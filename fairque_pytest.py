@@ -11,6 +11,9 @@ test run that uses none of its fixtures starts no server and pays nothing.
 - ``fairque_namespace``: a namespace of its own for each test;
 - ``fairque_settings``: the namespace's settings (retries at once, without backoff:
   override the fixture to change them);
+- ``fairque_functions``: the task functions whose declared defaults
+  (``@task(max_retries=...)``) the namespace gets, as a worker serving them sets them
+  when it starts (every ``@task``: override the fixture for a registry of your own);
 - ``fairque_queue`` / ``fairque_async_queue``: a :class:`~fairque.FairQueue` /
   :class:`~fairque.AsyncFairQueue` of that namespace (the asyncio one needs
   pytest-asyncio).
@@ -27,6 +30,7 @@ import pytest
 
 if TYPE_CHECKING:
     from fairque import AsyncFairQueue, FairQueue, QueueSettings
+    from fairque.worker import Registry
 
 URL_OPTION = "--fairque-url"
 URL_ENV = "FAIRQUE_TEST_URL"
@@ -70,13 +74,26 @@ def fairque_settings() -> QueueSettings:
 
 
 @pytest.fixture
+def fairque_functions() -> Registry:
+    """The task functions the tests' namespaces are set up for: every ``@task``."""
+    from fairque.worker import registry
+
+    return registry
+
+
+@pytest.fixture
 def fairque_queue(
-    fairque_url: str, fairque_namespace: str, fairque_settings: QueueSettings
+    fairque_url: str,
+    fairque_namespace: str,
+    fairque_settings: QueueSettings,
+    fairque_functions: Registry,
 ) -> Iterator[FairQueue]:
     """A blocking queue of this test's namespace."""
     from fairque import FairQueue
 
     with FairQueue(fairque_url, fairque_namespace, settings=fairque_settings) as queue:
+        for name, defaults in fairque_functions.declared_defaults():
+            queue.set_limits(name, **defaults)
         yield queue
 
 
@@ -88,7 +105,10 @@ else:
 
     @pytest_asyncio.fixture
     async def fairque_async_queue(
-        fairque_url: str, fairque_namespace: str, fairque_settings: QueueSettings
+        fairque_url: str,
+        fairque_namespace: str,
+        fairque_settings: QueueSettings,
+        fairque_functions: Registry,
     ) -> AsyncIterator[AsyncFairQueue]:
         """An asyncio queue of this test's namespace."""
         from fairque import AsyncFairQueue
@@ -96,4 +116,6 @@ else:
         async with AsyncFairQueue(
             fairque_url, fairque_namespace, settings=fairque_settings
         ) as queue:
+            for name, defaults in fairque_functions.declared_defaults():
+                await queue.set_limits(name, **defaults)
             yield queue
