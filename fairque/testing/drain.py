@@ -26,6 +26,7 @@ from redis.connection import SSLConnection
 from fairque.engine import sentinel
 from fairque.engine.outage import OutageLog
 from fairque.engine.records import TaskState
+from fairque.engine.routes import describe
 from fairque.errors import InvalidInput
 from fairque.queue.async_client import AsyncFairQueue, AsyncQueue
 from fairque.queue.client import Queue
@@ -147,7 +148,7 @@ async def async_drain(
     config = WorkerConfig(redis_url=url, namespace=namespace, concurrency=1)
     recorder = _Recorder()
     counts = Counts()
-    outage = OutageLog(log, url, "the drain stops")
+    outage = OutageLog(log, describe(queue.executor.route), "the drain stops")
     acks = Acknowledgements(counts, outage)
     events = (asyncio.Event(), asyncio.Event(), asyncio.Event())  # stopping, now, look_again
     runs = Runs(config, functions or registry, recorder, None, acks, counts, outage, *events)
@@ -158,11 +159,12 @@ async def async_drain(
             leased = await _next(queue, config.id, deadline)
             if leased is None:
                 break
+            before, finished = len(recorder.ran), counts.finished
             runs.start(queue, leased)
             await runs.running[leased.task_id].job
-            finished = counts.finished
             await acks.flush(queue)
-            if recorder.ran[-1].state == "succeeded" and counts.finished == finished:
+            succeeded = [ran for ran in recorder.ran[before:] if ran.state == "succeeded"]
+            if succeeded and counts.finished == finished:
                 recorder.not_finished(await queue.get(leased.task_id))
     finally:
         await runs.sync.close()
