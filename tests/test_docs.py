@@ -51,8 +51,8 @@ PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob
 # session: every page that holds a block to run, or Python.
 DOCS = [
     ROOT / "docs" / f"{page}.md" for page in (
-        "install", "getting-started", "client", "workers", "scheduler", "storage", "http",
-        "web-ui", "cli", "clusters", "high-availability", "operate", "upgrade",
+        "install", "getting-started", "client", "workers", "testing", "scheduler", "storage",
+        "http", "web-ui", "cli", "clusters", "high-availability", "operate", "upgrade",
     )
 ]  # fmt: skip
 LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}

@@ -45,11 +45,12 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> str:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of what a wheel is built from: the package, the project file, the README."""
+    """A copy of what a wheel is built from: the package, its pytest plugin, the project
+    file, the README."""
     copy = tmp_path_factory.mktemp("checkout") / "fairque"
     shutil.copytree(ROOT / "fairque", copy / "fairque",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    for name in ("pyproject.toml", "README.md", "uv.lock"):
+    for name in ("pyproject.toml", "README.md", "uv.lock", "fairque_pytest.py"):
         shutil.copy(ROOT / name, copy / name)
     return copy
 

@@ -5,7 +5,8 @@ under ``TYPE_CHECKING`` too: a lazy import is a dependency all the same). Each m
 belongs to one layer, top to bottom:
 
 - the package's public face (``fairque`` and ``fairque.worker``: re-exports);
-- adapters: the CLI, the HTTP services, the metrics, the tracing hooks, the demo;
+- adapters: the CLI, the HTTP services, the metrics, the tracing hooks, the demo, the
+  testing helpers;
 - runners (``fairque.runners``): the fair worker, the storage worker, the Manager, the
   scheduler's run loop (with seed 002's ``TaskScheduler``, the schedules' client that
   also runs an instance), the JQ master's dispatcher, what an HTTP worker runs;
@@ -39,7 +40,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("public face", ("fairque", "fairque.worker")),
     (
         "adapters",
-        ("fairque.cli", "fairque.http", "fairque.metrics", "fairque.otel", "fairque.demo"),
+        (
+            "fairque.cli",
+            "fairque.http",
+            "fairque.metrics",
+            "fairque.otel",
+            "fairque.demo",
+            "fairque.testing",
+        ),
     ),
     ("runners", ("fairque.runners",)),
     (

@@ -25,6 +25,7 @@ FILES = {
     "fairque/engine/async_routes.py": "fairque/engine/blocking_routes.py",
     "fairque/runners/fair_worker/context.py": "fairque/runners/fair_worker/sync_context.py",
     "fairque/storage/async_protocol.py": "fairque/storage/protocol.py",
+    "fairque/testing/context.py": "fairque/testing/sync_context.py",
 }
 # What an import names: a generated module's source -> the module, and the modules
 # written by hand in both forms.

@@ -93,6 +93,15 @@ class Registry:
         """The function registered as ``name``, if any."""
         return None if name is None else self.functions.get(name)
 
+    def declared_defaults(self) -> list[tuple[str, dict[str, Any]]]:
+        """The names whose functions declare their tasks' defaults (``@task(timeout=...)``),
+        with those defaults: what a worker that serves them sets on the server."""
+        return [
+            (function.name, function.defaults.given())
+            for function in self.functions.values()
+            if function.defaults is not None
+        ]
+
 
 registry = Registry()
 

@@ -137,11 +137,7 @@ class Upkeep:
         worker's fetch loop does both before each wait (:meth:`before_idle_wait`)."""
         interval = self.config.maintenance_interval_seconds
         # The functions' declared defaults, set once (again at the next beat after an outage).
-        declared = [
-            (function.name, function.defaults.given())
-            for function in self.functions.functions.values()
-            if function.defaults is not None
-        ]
+        declared = self.functions.declared_defaults()
         while True:
             try:
                 while declared:
