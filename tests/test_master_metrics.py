@@ -1,5 +1,5 @@
 """The JQ master's ``/metrics``: requests by route and status, their latency, jobs by
-state; guarded by the master's token as its API is."""
+state, HTTP workers; guarded by the master's token as its API is."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def test_the_master_counts_its_requests_and_jobs(server: LocalServer, namespace:
         job_id = msgspec.msgpack.decode(created.content)["id"]
         assert client.get(f"/jobs/{job_id}").status_code == 200
         assert client.get("/jobs/no-such-job").status_code == 404
+        # A worker of another name: the job stays queued.
+        registration = {"url": "http://127.0.0.1:9/", "names": ["other"], "capacity": 1}
+        put = client.put("/workers/w1", content=msgspec.msgpack.encode(registration),
+                         headers=MSGPACK)  # fmt: skip
+        assert put.status_code == 200
         response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -50,6 +55,7 @@ def test_the_master_counts_its_requests_and_jobs(server: LocalServer, namespace:
     jobs = "fairque_master_jobs"
     assert seen[jobs, (("namespace", namespace), ("state", "queued"))] == 1
     assert seen[jobs, (("namespace", namespace), ("state", "finished"))] == 0
+    assert seen["fairque_master_workers", ()] == 1
 
 
 def test_metrics_ask_for_the_token_and_probes_do_not(server: LocalServer) -> None:

@@ -184,6 +184,9 @@ class Master:
         stats = await self.queue.stats(fairness_top=0)
         return {state.value: count for state, count in stats.states.items()}
 
+    def registered_workers(self) -> int:
+        return len(self.dispatcher.workers)
+
     async def _maintain(self, stopping: asyncio.Event) -> None:
         """Tidies the namespace while the master runs (one round per interval, shared with
         every other process that does so)."""
@@ -384,7 +387,9 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         master.outage,
         token_required=bool(config.token),
     )
-    metrics = MasterMetrics(config.namespace, master.state_counts, master.outage)
+    metrics = MasterMetrics(
+        config.namespace, master.state_counts, master.registered_workers, master.outage
+    )
     api = Router(
         "/",
         route_handlers=[*ROUTES, metrics.route()],

@@ -1,5 +1,5 @@
 """The JQ master's Prometheus metrics at ``GET /metrics``: the HTTP requests it answered
-by route, method and status, their latency, and its jobs by state.
+by route, method and status, their latency, its jobs by state and its HTTP workers.
 
 The jobs are counted once per scrape, with the one stats call the Web UI's overview
 makes; a request adds no server call, only two in-memory updates. The endpoint asks for
@@ -17,7 +17,7 @@ from litestar.enums import ScopeType
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
@@ -53,7 +53,13 @@ class MasterMetrics:
     """The registry behind the master's ``/metrics``, the middleware that feeds it and
     the route that serves it."""
 
-    def __init__(self, namespace: str, read_states: StateCounts, outage: OutageLog) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        read_states: StateCounts,
+        count_workers: Callable[[], int],
+        outage: OutageLog,
+    ) -> None:
         self.read_states, self.outage = read_states, outage
         self.registry = CollectorRegistry()
         # The route label is the path template ("/jobs/{job_id:str}"), never the path:
@@ -72,6 +78,12 @@ class MasterMetrics:
         )
         self.jobs = JobStates(namespace)
         self.registry.register(self.jobs)
+        workers = Gauge(
+            "fairque_master_workers",
+            "HTTP workers registered with the master (from its memory, read at the scrape).",
+            registry=self.registry,
+        )
+        workers.set_function(count_workers)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
