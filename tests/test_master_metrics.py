@@ -11,7 +11,7 @@ from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from fairque.http.master import MasterConfig, create_master
-from fairque.servers.embedded import LocalServer
+from fairque.servers.embedded import LocalServer, free_port
 
 pytestmark = pytest.mark.one_engine  # the HTTP layer: the same on every engine
 
@@ -68,3 +68,15 @@ def test_metrics_ask_for_the_token_and_probes_do_not(server: LocalServer) -> Non
         assert right.status_code == 200
         assert "fairque_master_jobs{" in right.text
         assert client.get("/livez").status_code == 200
+
+
+def test_without_its_server_the_master_still_serves_its_request_metrics() -> None:
+    config = MasterConfig(url=f"redis://127.0.0.1:{free_port()}")  # nothing listens there
+    with TestClient(create_master(config)) as client:
+        assert client.get("/overview").status_code == 503
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    seen = samples(response.text)
+    overview = (("method", "GET"), ("route", "/overview"), ("status", "503"))
+    assert seen["fairque_master_http_requests_total", overview] == 1
+    assert not any(name == "fairque_master_jobs" for name, _ in seen)
