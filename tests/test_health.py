@@ -7,7 +7,6 @@ against a server the test stops and starts again on the same port."""
 from __future__ import annotations
 
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -224,28 +223,3 @@ def test_a_taken_health_port_is_one_line(home: Path) -> None:
         f"error: --health-port {taken.port}: cannot listen on 127.0.0.1:{taken.port} "
         "(Address already in use); choose another port"
     )
-
-
-OPERATE = Path(__file__).resolve().parent.parent / "docs" / "operate.md"
-UNIT_NAME = "fairque-worker.service"
-
-
-def documented_unit() -> str:
-    """The systemd unit operate.md gives (its ``ini`` block that names the file)."""
-    blocks = OPERATE.read_text().split("```ini\n")[1:]
-    return next(block.split("```")[0] for block in blocks if UNIT_NAME in block.splitlines()[0])
-
-
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
-def test_the_documented_systemd_unit_verifies(tmp_path: Path) -> None:
-    unit = tmp_path / UNIT_NAME
-    # It names /usr/local/bin/fairque: verified here against a program that exists.
-    true = shutil.which("true") or "/bin/true"
-    unit.write_text(documented_unit().replace("/usr/local/bin/fairque", true))
-    checked = subprocess.run(
-        ["systemd-analyze", "verify", str(unit)], check=False, capture_output=True, text=True,
-        timeout=60,
-    )  # fmt: skip
-    problems = [line for line in checked.stderr.splitlines() if UNIT_NAME in line]
-    assert checked.returncode == 0, checked.stderr
-    assert problems == []

@@ -4,7 +4,9 @@ every metric the rules and the Grafana dashboard query is one the code exports."
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -15,6 +17,8 @@ import pytest
 import yaml
 
 from fairque import FairQueue, RedisStorage, Task
+from fairque.engine.outage import OutageLog
+from fairque.http.metrics import MasterMetrics
 from fairque.metrics import Metrics
 from fairque.scheduler.metrics import SchedulerMetrics
 from tests.conftest import Server
@@ -48,8 +52,8 @@ def test_the_alert_rules_are_valid_and_pass_their_unit_tests() -> None:
 
 def test_every_alert_has_a_unit_test() -> None:
     rules = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
-    cases = yaml.safe_load(RULE_TESTS.read_text())["tests"][0]["alert_rule_test"]
-    tested = {case["alertname"] for case in cases}
+    blocks = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    tested = {case["alertname"] for block in blocks for case in block["alert_rule_test"]}
     assert {rule["alert"] for rule in rules} == tested
 
 
@@ -82,6 +86,18 @@ def _family(name: str) -> str:
     return name
 
 
+def master_metrics() -> set[str]:
+    """The families of the master's /metrics, with a job counted."""
+
+    async def states() -> dict[str, int]:
+        return {"queued": 1}
+
+    outage = OutageLog(logging.getLogger("test"), "of the queue", "waiting")
+    master = MasterMetrics("n", states, lambda: 0, outage)
+    asyncio.run(master.render())
+    return {family.name for family in master.registry.collect()}
+
+
 def test_every_queried_metric_is_exported(server: Server, namespace: str) -> None:
     metrics = Metrics()
     figures = SchedulerMetrics()
@@ -93,6 +109,7 @@ def test_every_queried_metric_is_exported(server: Server, namespace: str) -> Non
         metrics.watch_queue(queue)
         metrics.watch_storage(store)
         exported = {family.name for family in metrics.registry.collect()}
+    exported |= master_metrics()
     for where, names in queried().items():
         assert names, where
         assert names <= exported, f"{where} queries {sorted(names - exported)}, not exported"

@@ -31,6 +31,7 @@ from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput, TaskNotFound
 from fairque.http.app import create_app
 from fairque.http.health import health_routes
+from fairque.http.metrics import MasterMetrics
 from fairque.http.openapi import Document
 from fairque.http.protocol import (
     ConstraintSaved,
@@ -177,6 +178,14 @@ class Master:
             await self._dispatcher.close()
             await self._queue.close()  # answers the pushes in flight; the pool stays open
             await executor.close()
+
+    async def state_counts(self) -> dict[str, int]:
+        """Jobs per state, as the overview counts them (no per-tenant fairness)."""
+        stats = await self.queue.stats(fairness_top=0)
+        return {state.value: count for state, count in stats.states.items()}
+
+    def registered_workers(self) -> int:
+        return len(self.dispatcher.workers)
 
     async def _maintain(self, stopping: asyncio.Event) -> None:
         """Tidies the namespace while the master runs (one round per interval, shared with
@@ -388,9 +397,12 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         master.outage,
         token_required=bool(config.token),
     )
+    metrics = MasterMetrics(
+        config.namespace, master.state_counts, master.registered_workers, master.outage
+    )
     api = Router(
         "/",
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, metrics.route()],
         dependencies={"master": Provide(lambda: master, use_cache=True, sync_to_thread=False)},
     )
     return create_app(
@@ -402,4 +414,5 @@ def create_master(config: MasterConfig | None = None) -> Litestar:
         document=Document(MASTER_TYPES, {"Value": VALUE_SCHEMA}, worker_api),
         outage=master.outage,
         request_max_body_size=config.max_body,
+        middleware=[metrics.middleware()],
     )
