@@ -75,6 +75,12 @@ def test_the_http_worker_example_registers_again_after_the_master_restarts(
             )  # fmt: skip
         started.append(worker)
         wait_for(registered, timeout=60)
+        # It runs a job, spoken to in JSON (it registered in JSON); no MessagePack library.
+        pushed = httpx.post(f"{master_url}/jobs", json={"name": "add", "argument": [2, 3],
+                                                        "keep_result": True})  # fmt: skip
+        job = f"{master_url}/jobs/{pushed.json()['id']}"
+        wait_for(lambda: httpx.get(job).json()["state"] == "finished", timeout=60)
+        assert httpx.get(f"{job}/result").json()["result"] == 5
         started[0].send_signal(signal.SIGTERM)
         assert started[0].wait(timeout=30) == 0
         wait_for(lambda: "master unreachable" in log.read_text(), timeout=60)
