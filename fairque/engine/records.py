@@ -205,10 +205,11 @@ def error_report(error: str | BaseException | ErrorReport) -> ErrorReport:
 
 @dataclass(frozen=True)
 class AttemptError:
-    """One failed attempt as its task keeps it (the newest ERRORS_KEPT): when it failed
-    (server time, epoch seconds), its number (1 for the first), the worker that held the
-    lease, the exception's qualified type, the error's text and the traceback. An expired
-    lease is one too (``lease expired``, no type or traceback)."""
+    """One failed attempt as its task keeps it (a task keeps its last 5): when it failed
+    (``at``: server time, epoch seconds), its number (1 for the first), the worker that
+    held its lease, the exception's qualified type, the error's text (``last_error``) and
+    the traceback (its last 8 KiB). An expired lease is one too (``lease expired``, no
+    type or traceback)."""
 
     at: float
     attempt: int
