@@ -117,6 +117,11 @@ def test_jobs_run_on_http_workers_and_results_come_back(master: Api) -> None:
         assert master.call("GET", f"/jobs/{echo}/result") is None
         failed = master.ended(boom)
         assert (failed["state"], failed["attempts"]) == ("failed", 2)
+        # Each attempt's error as the HTTP worker reported it, traceback and all.
+        assert [(e["attempt"], e["worker_id"], e["type"]) for e in failed["errors"]] == [
+            (1, "w1", "RuntimeError"), (2, "w1", "RuntimeError")
+        ]  # fmt: skip
+        assert "in boom\n    raise RuntimeError(message)" in failed["errors"][-1]["traceback"]
         result = master.call("GET", f"/jobs/{boom}/result")
         assert result["type"] == "failure"
         assert (result["reason"], result["message"]) == ("other", "RuntimeError: boom")
