@@ -42,9 +42,10 @@ MAX_LOG_LINES = 100  # the newest lines kept
 MAX_LOG_LINE = 1_000  # characters of a line; a longer one is cut
 MAX_PROGRESS_MESSAGE = 200  # characters of a progress message; a longer one is cut
 # What a failed attempt leaves in its record (ErrorReport, AttemptError). The bounds keep
-# a failed task's `errors` field under ERRORS_KEPT * (MAX_TRACEBACK + MAX_ERROR_LENGTH * 4
-# + MAX_ERROR_TYPE + MAX_ID_LENGTH * 4 + ~30) bytes: ~63 KiB at worst, 1-3 KiB a typical
-# traceback (docs/deploy.md's sizing).
+# a task's `errors` field under ERRORS_KEPT * (MAX_TRACEBACK + 4 * (MAX_ERROR_LENGTH +
+# MAX_ERROR_TYPE + MAX_ID_LENGTH) + ~30) bytes, ~130 KB (4-byte characters throughout;
+# ~63 KB with ASCII messages); a typical traceback makes it ~700 bytes an attempt
+# (docs/deploy.md's sizing).
 ERRORS_KEPT = 5  # the newest attempts' errors a task keeps (include/ending.lua keeps as many)
 MAX_TRACEBACK = 8_192  # bytes of a traceback's text: its end (the innermost frames) is kept
 MAX_TRACEBACK_FRAMES = 30  # the innermost frames of a traceback kept
