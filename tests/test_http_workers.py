@@ -620,7 +620,9 @@ def test_a_workers_binary_values_come_back_exactly(master: Api, answer: dict[str
         master.call("PUT", "/workers/raw", {"url": url, "names": ["echo"], "capacity": 1})
         job = master.push(name="echo", keep_result=True)
         master.ended(job)
-        assert master.call("GET", f"/jobs/{job}/result") == answer
+        # A failure's fields past 003's object come back with their defaults.
+        extra = {"error_type": "", "traceback": ""} if answer["type"] == "failure" else {}
+        assert master.call("GET", f"/jobs/{job}/result") == answer | extra
 
 
 def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:
