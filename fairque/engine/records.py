@@ -183,13 +183,9 @@ class ErrorReport:
         """The report as records keep it: the message cut to MAX_ERROR_LENGTH characters,
         the type to MAX_ERROR_TYPE, the traceback to its last MAX_TRACEBACK bytes (the
         innermost frames and the exception's line are at its end)."""
-        raw = self.traceback.encode(errors="replace")
-        cut = raw[-MAX_TRACEBACK:].decode(errors="ignore") if len(raw) > MAX_TRACEBACK else None
-        return ErrorReport(
-            self.message[:MAX_ERROR_LENGTH],
-            self.type[:MAX_ERROR_TYPE],
-            self.traceback if cut is None else cut,
-        )
+        # A cut through a character drops its first bytes (ignored when decoded).
+        kept = self.traceback.encode(errors="replace")[-MAX_TRACEBACK:].decode(errors="ignore")
+        return ErrorReport(self.message[:MAX_ERROR_LENGTH], self.type[:MAX_ERROR_TYPE], kept)
 
 
 def error_report(error: str | BaseException | ErrorReport) -> ErrorReport:
