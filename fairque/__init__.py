@@ -12,7 +12,7 @@ sharded or not, and its :class:`Worker`), strict-policy jobs (:class:`JobQueue`)
 from fairque.config import QueueSettings
 from fairque.engine.async_executor import AsyncExecutor
 from fairque.engine.executor import Executor
-from fairque.engine.records import RecordKind, TaskState
+from fairque.engine.records import AttemptError, ErrorReport, RecordKind, TaskState
 from fairque.errors import (
     DuplicateTask,
     EmbeddedServerError,
@@ -74,10 +74,12 @@ __all__ = [
     "AsyncShardedQueue",
     "AsyncStorage",
     "AsyncTaskScheduler",
+    "AttemptError",
     "ClientHooks",
     "Constraint",
     "DuplicateTask",
     "EmbeddedServerError",
+    "ErrorReport",
     "Executor",
     "FairQueue",
     "FairQueueError",

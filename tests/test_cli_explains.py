@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -472,13 +473,18 @@ def test_tasks_from_the_shell(server: LocalServer, namespace: str) -> None:
         waiting = queue.push(Task(user_id="bob", task_id="later", delay=600, keep_result=True))
         leased = {task.task_id: task for task in queue.pop(count=3)}
         queue.finish(leased[done], result={"sum": 3})
-        queue.fail(leased[failed], "ValueError: no")
+        queue.fail(leased[failed], ValueError("no"))
         queue.fail(leased[other], "ValueError: also no")
     shown = runner.invoke(app, ["task", "get", failed, "--json", *where])
     assert shown.exit_code == 0, shown.output
     info = json.loads(shown.stdout)
     assert (info["kind"], info["state"], info["last_error"]) == ("task", "failed", "ValueError: no")
-    assert "last_error" in runner.invoke(app, ["task", "get", failed, *where]).stdout
+    assert info["errors"][0]["type"] == "ValueError"
+    text = runner.invoke(app, ["task", "get", failed, *where]).stdout
+    assert "last_error" in text
+    # The failed attempts, one line each, then the newest traceback.
+    assert re.search(r"\n  #1  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \S+  ValueError: no\n", text)
+    assert text.endswith("traceback of attempt #1:\nValueError: no\n")
     result = runner.invoke(app, ["task", "result", done, *where])
     assert (result.exit_code, json.loads(result.stdout)) == (0, {"sum": 3})
     lost = runner.invoke(app, ["task", "result", failed, *where])

@@ -117,6 +117,11 @@ def test_jobs_run_on_http_workers_and_results_come_back(master: Api) -> None:
         assert master.call("GET", f"/jobs/{echo}/result") is None
         failed = master.ended(boom)
         assert (failed["state"], failed["attempts"]) == ("failed", 2)
+        # Each attempt's error as the HTTP worker reported it, traceback and all.
+        assert [(e["attempt"], e["worker_id"], e["type"]) for e in failed["errors"]] == [
+            (1, "w1", "RuntimeError"), (2, "w1", "RuntimeError")
+        ]  # fmt: skip
+        assert "in boom\n    raise RuntimeError(message)" in failed["errors"][-1]["traceback"]
         result = master.call("GET", f"/jobs/{boom}/result")
         assert result["type"] == "failure"
         assert (result["reason"], result["message"]) == ("other", "RuntimeError: boom")
@@ -615,7 +620,9 @@ def test_a_workers_binary_values_come_back_exactly(master: Api, answer: dict[str
         master.call("PUT", "/workers/raw", {"url": url, "names": ["echo"], "capacity": 1})
         job = master.push(name="echo", keep_result=True)
         master.ended(job)
-        assert master.call("GET", f"/jobs/{job}/result") == answer
+        # A failure's fields past 003's object come back with their defaults.
+        extra = {"error_type": "", "traceback": ""} if answer["type"] == "failure" else {}
+        assert master.call("GET", f"/jobs/{job}/result") == answer | extra
 
 
 def test_a_result_nobody_could_read_back_fails_the_job(master: Api) -> None:

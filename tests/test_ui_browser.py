@@ -27,7 +27,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fairque import FairQueue, Priority, QueueSettings, Task
+from fairque import ErrorReport, FairQueue, Priority, QueueSettings, Task
 from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher
 from fairque.jobs.client import JobQueue
@@ -211,13 +211,16 @@ def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
     attack = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
     task_id = queue.push(Task(user_id="mallory", payload={"note": attack}, max_retries=0))
     (leased,) = queue.pop()
-    queue.fail(leased, f"<b>boom</b>{attack}")
+    queue.fail(leased, ErrorReport(f"<b>boom</b>{attack}", "Evil", f"Traceback\n{attack}"))
 
     ui("/tasks?state=failed")
     element(browser, f'a[href="#/task/{task_id}"]').click()
-    # The payload shows as JSON text (its quotes escaped), the error as it is.
+    # The payload shows as JSON text (its quotes escaped), the error as it is, and the
+    # failed attempt with its traceback.
     wait(browser, lambda: "<script>window.pwned = 1</script>" in text_of(browser, "#payload"))
     wait(browser, lambda: attack in text_of(browser, "#last-error"))
+    assert text_of(browser, "#traceback") == f"Traceback\n{attack}"
+    assert "Evil" in text_of(browser, "#failed-attempts")
     assert browser.execute_script("return window.pwned") is None
     assert not browser.find_elements(By.CSS_SELECTOR, "#live img, #live script, #live b")
 

@@ -236,6 +236,16 @@ async def test_sync_and_async_functions_and_retries(
     assert double_info.result == 42
     assert (retried_info.result, retried_info.attempts) == ("ok", 1)
     assert retried_info.last_error == "ValueError: first try fails"
+    # A task that finished after a failed attempt keeps that attempt's error.
+    [error] = retried_info.errors
+    assert (error.attempt, error.type, error.message) == (
+        1,
+        "ValueError",
+        "ValueError: first try fails",
+    )
+    assert error.worker_id == retried_info.worker_id  # the one worker ran both attempts
+    assert error.traceback is not None
+    assert 'in flaky\n    raise ValueError("first try fails")' in error.traceback
 
 
 async def test_unknown_functions_and_bad_payloads_fail_without_retry(
@@ -736,11 +746,12 @@ async def test_process_mode_runs_sync_functions_in_task_processes(
     dying = await pusher.push(in_process.build(user_id="u", keep_result=True, max_retries=1))
     unsent = await pusher.push(unsendable.build(user_id="v", max_retries=3))
     summed = await pusher.push(add.build(user_id="w", args=[2, 3], keep_result=True))
+    raised = await pusher.push(add.build(user_id="x", args=[2, None], max_retries=0))
     worker = Worker(config(server, namespace, sync_runner="process", concurrency=2), functions)
 
     async def settled() -> bool:
         counters = (await pusher.stats()).counters
-        return (counters.get("finished", 0), counters.get("failed", 0)) == (2, 1)
+        return (counters.get("finished", 0), counters.get("failed", 0)) == (2, 2)
 
     run = asyncio.create_task(worker.run_async())
     await until(settled, timeout=60)  # starting task processes takes seconds on a busy host
@@ -763,6 +774,13 @@ async def test_process_mode_runs_sync_functions_in_task_processes(
     assert (unsent_info.state, unsent_info.attempts) == (TaskState.FAILED, 1)
     assert unsent_info.last_error is not None
     assert unsent_info.last_error.startswith("result: cannot be serialised with MessagePack")
+    # An exception in a task process reaches the task with its type and traceback.
+    raised_info = await pusher.get(raised)
+    assert raised_info is not None
+    [error] = raised_info.errors
+    assert error.type == "TypeError"
+    assert error.traceback is not None
+    assert "in add\n    return x + y" in error.traceback
 
 
 async def test_process_mode_refuses_functions_it_cannot_import(

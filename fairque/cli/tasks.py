@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -22,7 +22,7 @@ from fairque.cli.common import (
     on_queue,
 )
 from fairque.cli.listing import Listing, print_json, when
-from fairque.engine.records import RecordKind, TaskState
+from fairque.engine.records import ERRORS_KEPT, RecordKind, TaskState
 from fairque.errors import TaskFailed
 from fairque.jobs.ops import job_info
 from fairque.queue.calls.tasks import task_info
@@ -74,16 +74,34 @@ def get(
     task_id: str = TASK_ID,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Everything stored about a task (or a JQ master job): state, payload, attempts, errors."""
+    """Everything stored about a task (or a JQ master job): state, payload, attempts, and
+    the errors of its last failed attempts, with the newest traceback."""
     shown = _record(target, task_id)
     if as_json:
         print_json(shown)
         return
+    attempt_errors = shown.pop("errors", ())
     listing = Listing(f"task {task_id}", ("field", "value"))
     for name, value in shown.items():
         if value not in (None, (), [], ""):
             listing.add(name, _shown(name, value))
     listing.print()
+    if attempt_errors:
+        typer.echo(_failed_attempts(attempt_errors))
+
+
+def _failed_attempts(attempt_errors: Sequence[dict[str, Any]]) -> str:
+    """The failed attempts a task keeps, one line each (the oldest first), then the
+    newest traceback whole."""
+    lines = ["", f"failed attempts (the last {ERRORS_KEPT} are kept):"]
+    for one in attempt_errors:
+        worker = one["worker_id"] or "-"
+        lines.append(f"  #{one['attempt']}  {when(one['at'])}  {worker}  {one['message']}")
+    traced = [one for one in attempt_errors if one["traceback"]]
+    if traced:
+        lines += ["", f"traceback of attempt #{traced[-1]['attempt']}:"]
+        lines.append(traced[-1]["traceback"].rstrip("\n"))
+    return "\n".join(lines)
 
 
 @app.command("result")

@@ -194,6 +194,10 @@ LEASED_ROW = Row(
      "headers"),
 )  # fmt: skip
 FINISH_ROW = Row("FINISH_ROW", ("task_id", "lease_token", "result_slot"))
+# One failed attempt as a task's `errors` field keeps it (a MessagePack array of these
+# rows, the newest last): server time (us), the attempt's number (from 1), the worker
+# that held the lease, the exception's type, the error text, the traceback ('' if none).
+ATTEMPT_ERROR = Row("ATTEMPT_ERROR", ("at", "attempt", "worker_id", "type", "message", "traceback"))
 TENANT_SHARES = stored_row("TENANT_SHARES", SHARES)
 # A name's settings as a change and a read carry them; stored in two rows: its limits in
 # the shares' hash (as a tenant's shares, which every release reads), its tasks' defaults
@@ -209,7 +213,7 @@ NEW_TASK = Row(
 )
 
 _TABLES = (
-    PUSH_ROW, LEASED_ROW, FINISH_ROW, TENANT_SHARES, NAME_SETTINGS, NAME_LIMITS, NAME_DEFAULTS,
-    NEW_TASK,
+    PUSH_ROW, LEASED_ROW, FINISH_ROW, ATTEMPT_ERROR, TENANT_SHARES, NAME_SETTINGS, NAME_LIMITS,
+    NAME_DEFAULTS, NEW_TASK,
 )  # fmt: skip
 ROWS: dict[str, Row] = {row.name: row for row in _TABLES}

@@ -11,6 +11,7 @@ the reader that fits.
 from __future__ import annotations
 
 import math
+import traceback
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from fairque.engine.calls import MAX_ERROR_LENGTH
+from fairque.engine.fields import ATTEMPT_ERROR, MICROS
 from fairque.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -36,6 +41,15 @@ LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
 MAX_LOG_LINES = 100  # the newest lines kept
 MAX_LOG_LINE = 1_000  # characters of a line; a longer one is cut
 MAX_PROGRESS_MESSAGE = 200  # characters of a progress message; a longer one is cut
+# What a failed attempt leaves in its record (ErrorReport, AttemptError). The bounds keep
+# a task's `errors` field under ERRORS_KEPT * (MAX_TRACEBACK + 4 * (MAX_ERROR_LENGTH +
+# MAX_ERROR_TYPE + MAX_ID_LENGTH) + ~30) bytes, ~130 KB (4-byte characters throughout;
+# ~63 KB with ASCII messages); a typical traceback makes it ~700 bytes an attempt
+# (docs/deploy.md's sizing).
+ERRORS_KEPT = 5  # the newest attempts' errors a task keeps (include/ending.lua keeps as many)
+MAX_TRACEBACK = 8_192  # bytes of a traceback's text: its end (the innermost frames) is kept
+MAX_TRACEBACK_FRAMES = 30  # the innermost frames of a traceback kept
+MAX_ERROR_TYPE = 200  # characters of an exception's qualified type name
 
 
 class TaskState(str, Enum):
@@ -142,6 +156,87 @@ def read_record(record_id: str, reply: list[Any]) -> Record | None:
         blocked_by=tuple(sorted(member.decode() for member in blocked_by)),
         dependents=tuple(sorted(member.decode() for member in dependents)),
     )
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """What a worker says of an attempt that failed: the error's text (a task's
+    ``last_error``), the exception's qualified type and its traceback, '' when unknown.
+    :meth:`bounded` is what a record keeps of it."""
+
+    message: str
+    type: str = ""
+    traceback: str = ""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ErrorReport:
+        """The report of an exception: ``Type: text``, its qualified type (``module.Name``,
+        the bare name for builtins) and its traceback without locals, bounded."""
+        kind = type(exc)
+        module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+        lines = traceback.format_exception(
+            kind, exc, exc.__traceback__, limit=-MAX_TRACEBACK_FRAMES
+        )
+        return cls(f"{kind.__name__}: {exc}", module + kind.__qualname__, "".join(lines)).bounded()
+
+    def bounded(self) -> ErrorReport:
+        """The report as records keep it: the message cut to MAX_ERROR_LENGTH characters,
+        the type to MAX_ERROR_TYPE, the traceback to its last MAX_TRACEBACK bytes (the
+        innermost frames and the exception's line are at its end)."""
+        # A cut through a character drops its first bytes (ignored when decoded).
+        kept = self.traceback.encode(errors="replace")[-MAX_TRACEBACK:].decode(errors="ignore")
+        return ErrorReport(self.message[:MAX_ERROR_LENGTH], self.type[:MAX_ERROR_TYPE], kept)
+
+
+def error_report(error: str | BaseException | ErrorReport) -> ErrorReport:
+    """An attempt's error as a bounded report: a text, an exception (ErrorReport.of) or a
+    report; InvalidInput for anything else."""
+    if isinstance(error, ErrorReport):
+        return error.bounded()
+    if isinstance(error, BaseException):
+        return ErrorReport.of(error)
+    if isinstance(error, str):
+        return ErrorReport(error).bounded()
+    raise InvalidInput("error", f"must be text or an exception, got {type(error).__name__}")
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    """One failed attempt as its task keeps it (a task keeps its last 5): when it failed
+    (``at``: server time, epoch seconds), its number (1 for the first), the worker that
+    held its lease, the exception's qualified type, the error's text (``last_error``) and
+    the traceback (its last 8 KiB). An expired lease is one too (``lease expired``, no
+    type or traceback)."""
+
+    at: float
+    attempt: int
+    worker_id: str | None
+    type: str | None
+    message: str
+    traceback: str | None
+
+
+def attempt_errors(fields: Mapping[str, bytes]) -> tuple[AttemptError, ...]:
+    """The attempt errors a record keeps, the oldest first (none for a record written
+    before releases kept them)."""
+    raw = fields.get("errors")
+    if not raw:
+        return ()
+    rows = msgspec.msgpack.decode(raw, type=list[tuple[int, int, str, str, str, str]])
+    errors = []
+    for row in rows:
+        one = ATTEMPT_ERROR.unpack(row)
+        errors.append(
+            AttemptError(
+                at=one["at"] / MICROS,
+                attempt=one["attempt"],
+                worker_id=one["worker_id"] or None,
+                type=one["type"] or None,
+                message=one["message"],
+                traceback=one["traceback"] or None,
+            )
+        )
+    return tuple(errors)
 
 
 # Calls every entry point makes on its records (the scripts in lua/namespace/).

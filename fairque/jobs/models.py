@@ -19,7 +19,14 @@ from msgspec import Meta
 
 from fairque.engine.calls import MAX_DEPTH, MAX_ERROR_LENGTH
 from fairque.engine.fields import MAX_TIMEOUT_SECONDS
-from fairque.engine.records import IDENTIFIER_PATTERN, MAX_ID_LENGTH
+from fairque.engine.records import (
+    IDENTIFIER_PATTERN,
+    MAX_ERROR_TYPE,
+    MAX_ID_LENGTH,
+    MAX_TRACEBACK,
+    AttemptError,
+    ErrorReport,
+)
 from fairque.errors import InvalidInput
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -78,15 +85,42 @@ class Failure(msgspec.Struct, tag_field="type", tag="failure", forbid_unknown_fi
     should_retry: bool
     error: Value = None
     message: Annotated[str, Meta(max_length=MAX_ERROR_LENGTH)] = ""
+    # Not in the 003 result object: what a job's `errors` keeps of the attempt besides
+    # its message (a traceback past MAX_TRACEBACK bytes keeps its end).
+    error_type: Annotated[
+        str,
+        Meta(
+            max_length=MAX_ERROR_TYPE,
+            description="The exception's qualified type (`module.Name`), if any.",
+        ),
+    ] = ""
+    traceback: Annotated[
+        str,
+        Meta(
+            description="The failure's traceback, if any; its last "
+            f"{MAX_TRACEBACK} bytes are kept with the job."
+        ),
+    ] = ""
 
 
 JobOutcome = Success | Failure  # what a worker answers for a job
 
 
-def failure(reason: Literal["other", "timeout"], message: str, retry: bool = True) -> Failure:
-    """A failure that happened now, on this side of the wire."""
+def failure(
+    reason: Literal["other", "timeout"], error: str | ErrorReport, retry: bool = True
+) -> Failure:
+    """A failure that happened now, on this side of the wire: its message, or the report
+    of the exception that made it (with its type and traceback)."""
     now = datetime.now(timezone.utc)
-    return Failure(finished_at=now, reason=reason, should_retry=retry, message=message)
+    report = ErrorReport(error) if isinstance(error, str) else error
+    return Failure(
+        finished_at=now,
+        reason=reason,
+        should_retry=retry,
+        message=report.message,
+        error_type=report.type,
+        traceback=report.traceback,
+    )
 
 
 class Matcher(msgspec.Struct, forbid_unknown_fields=True):
@@ -206,6 +240,7 @@ class JobInfo(msgspec.Struct):
     finished_at: datetime | None = None
     worker_id: str | None = None
     last_error: str | None = None
+    errors: tuple[AttemptError, ...] = ()  # the newest attempts' errors, the oldest first
     progress: float | None = None  # what the job last reported (JobQueue.report)
     progress_message: str | None = None
     progress_at: datetime | None = None

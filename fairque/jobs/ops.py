@@ -25,7 +25,14 @@ from fairque.engine.calls import (
 )
 from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
-from fairque.engine.records import Record, RecordKind, TaskState, check_identifier
+from fairque.engine.records import (
+    ErrorReport,
+    Record,
+    RecordKind,
+    TaskState,
+    attempt_errors,
+    check_identifier,
+)
 from fairque.errors import FairQueueError, InvalidInput, from_script_error
 from fairque.jobs.models import (
     JOB_STATES,
@@ -115,20 +122,23 @@ class JobOps:
         kept: list[Arg] = []
         for job, outcome in outcomes:
             if outcome is None:
-                rows += (job.id, job.lease_token, "release", 0, "", 0.0)
+                rows += (job.id, job.lease_token, "release", 0, "", 0.0, "", "")
                 kept.append("")
                 continue
             if isinstance(outcome, Success):
-                kind, retry, message = "success", 0, ""
                 check_value(outcome.result, "result")
+                row: tuple[Any, ...] = ("success", 0, "", float(result_ttl), "", "")
             else:
-                kind, retry, message = "failure", int(outcome.should_retry), outcome.message
                 check_value(outcome.error, "error")
+                report = ErrorReport(outcome.message, outcome.error_type, outcome.traceback)
+                report = report.bounded()
+                row = ("failure", int(outcome.should_retry), report.message, float(result_ttl),
+                       report.type, report.traceback)  # fmt: skip
             # Kept as the worker sent it: binary stays MessagePack bin (to_builtins would
             # make it a base64 string); finished_at becomes its ISO 8601 string.
             plain = msgspec.to_builtins(outcome, builtin_types=(bytes,))
             kept.append(encode(plain, "result", MAX_PAYLOAD_BYTES))
-            rows += (job.id, job.lease_token, kind, retry, message, float(result_ttl))
+            rows += (job.id, job.lease_token, *row)
         args = (len(outcomes), pack(rows), *kept)
         return self.namespace.call("jobs/complete", args, _parse_states)
 
@@ -276,6 +286,7 @@ def job_info(record: Record) -> JobInfo:
         finished_at=_time(f.get("finished_at")),
         worker_id=text(f.get("worker_id")),
         last_error=text(f.get("last_error")),
+        errors=attempt_errors(f),
         progress=None if "progress" not in f else float(f["progress"]),
         progress_message=text(f.get("progress_message")),
         progress_at=_time(f.get("progress_at")),

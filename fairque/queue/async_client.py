@@ -23,7 +23,7 @@ from fairque.engine.calls import Call
 from fairque.engine.connect import AsyncClient
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, AsyncListener
-from fairque.engine.records import Record, TaskState
+from fairque.engine.records import ErrorReport, Record, TaskState
 from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import AsyncPushes
 from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
@@ -203,8 +203,12 @@ class AsyncQueue(AsyncClosing):
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
         return await self.executor.run(self.plans.by_tasks(tasks, leases.release))
 
-    async def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
-        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+    async def fail(
+        self, task: LeasedTask, error: str | BaseException | ErrorReport = "", *, retry: bool = True
+    ) -> TaskState:
+        """Fails an attempt with ``error``: a text, or the exception that ended it (its
+        type and traceback are kept too, see :class:`~fairque.queue.models.TaskInfo`'s
+        ``errors``); returns SCHEDULED (retry after backoff) or FAILED."""
         return await self.executor.execute(
             self.plans.by_tenant(task.user_id, leases.fail, task, error, retry)
         )

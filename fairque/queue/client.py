@@ -24,7 +24,7 @@ from fairque.engine.connect import SyncClient
 from fairque.engine.executor import Closing, Executor
 from fairque.engine.keys import Namespace
 from fairque.engine.notify import RECHECK_SECONDS, Listener
-from fairque.engine.records import Record, TaskState
+from fairque.engine.records import ErrorReport, Record, TaskState
 from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import Pushes
 from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
@@ -202,8 +202,12 @@ class Queue(Closing):
         """Hands leased tasks back now, attempts unchanged; returns ids whose lease was lost."""
         return self.executor.run(self.plans.by_tasks(tasks, leases.release))
 
-    def fail(self, task: LeasedTask, error: str = "", *, retry: bool = True) -> TaskState:
-        """Fails an attempt; returns SCHEDULED (retry after backoff) or FAILED."""
+    def fail(
+        self, task: LeasedTask, error: str | BaseException | ErrorReport = "", *, retry: bool = True
+    ) -> TaskState:
+        """Fails an attempt with ``error``: a text, or the exception that ended it (its
+        type and traceback are kept too, see :class:`~fairque.queue.models.TaskInfo`'s
+        ``errors``); returns SCHEDULED (retry after backoff) or FAILED."""
         return self.executor.execute(
             self.plans.by_tenant(task.user_id, leases.fail, task, error, retry)
         )

@@ -19,7 +19,13 @@ from fairque.engine.fields import (
     MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,
 )
-from fairque.engine.records import TaskState, check_delay, check_identifier, check_moment
+from fairque.engine.records import (
+    AttemptError,
+    TaskState,
+    check_delay,
+    check_identifier,
+    check_moment,
+)
 from fairque.errors import InvalidInput, validated
 
 # Bounds of a task's headers (Task.headers): a few short strings, such as a trace context.
@@ -217,6 +223,9 @@ class TaskInfo:
     last_error: str | None
     finished_at: float | None
     result: Any = None
+    # The newest attempts' errors (records.ERRORS_KEPT), the oldest first: a task that
+    # failed and then finished keeps those of its failed attempts.
+    errors: tuple[AttemptError, ...] = ()
     has_result: bool = False
     blocked_by: tuple[str, ...] = ()  # dependencies that have not finished
     dependents: tuple[str, ...] = ()  # tasks waiting for this one

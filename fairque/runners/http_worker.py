@@ -18,6 +18,7 @@ import httpx
 import msgspec
 from litestar import Litestar
 
+from fairque.engine.records import ErrorReport
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.http.context import JobContext, Reporter, SyncJobContext
@@ -63,7 +64,7 @@ async def run_job(registry: Registry, job: JobRequest, reporter: Reporter) -> Jo
     except asyncio.TimeoutError:
         return failure("timeout", f"timed out after {job.timeout:g} s")
     except Exception as exc:
-        return failure("other", f"{type(exc).__name__}: {exc}")
+        return failure("other", ErrorReport.of(exc))
     return Success(finished_at=datetime.now(timezone.utc), result=result)
 
 

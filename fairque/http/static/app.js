@@ -311,7 +311,7 @@ const pages = {
     const detail = await api(`/tasks/${encodeURIComponent(id)}`);
     const info = detail.task ?? detail.job;
     const payload = detail.task ? info.payload : info.argument;
-    const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "blocked_by", "dependents", "logs", "task_id", "id"].includes(key));
+    const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "errors", "blocked_by", "dependents", "logs", "task_id", "id"].includes(key));
     live.replaceChildren(h(
       "section",
       {},
@@ -321,12 +321,26 @@ const pages = {
       h("h2", {}, detail.job ? "Argument" : "Payload"),
       h("pre", { id: "payload" }, pretty(payload)),
       info.last_error ? [h("h2", {}, "Last error"), h("pre", { id: "last-error", class: "error" }, info.last_error)] : "",
+      info.errors && info.errors.length ? failedAttempts(info.errors) : "",
       info.logs && info.logs.length ? [h("h2", {}, "Log"), h("pre", { id: "logs" }, info.logs.join("\n"))] : "",
       detail.task && detail.task.has_result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(detail.task.result))] : "",
       detail.task ? [h("h2", {}, "Waits for"), idList(info.blocked_by), h("h2", {}, "Dependents"), idList(info.dependents)] : "",
     ))));
   },
 };
+
+// The failed attempts a task keeps (the oldest first), then the newest traceback whole,
+// preformatted and scrollable rather than wrapped, as a terminal shows it.
+function failedAttempts(errors) {
+  const rows = errors.map((e) => [`#${e.attempt}`, when(e.at), e.worker_id ?? "—", e.message, e.type ?? "—"]);
+  const traced = errors.filter((e) => e.traceback);
+  const newest = traced[traced.length - 1];
+  return [
+    h("h2", {}, "Failed attempts"),
+    table(["attempt", "at", "worker", "message", "type"], rows, "", "failed-attempts"),
+    newest ? [h("h2", {}, `Traceback of attempt #${newest.attempt}`), h("pre", { id: "traceback", class: "traceback" }, newest.traceback)] : "",
+  ];
+}
 
 // A task's or job's field as its detail table shows it: a time as a time, a map (the
 // headers) as its entries, nothing as a dash.

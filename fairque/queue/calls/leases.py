@@ -11,7 +11,6 @@ from typing import Any
 from fairque.config import MAX_PAYLOAD_BYTES
 from fairque.engine import records
 from fairque.engine.calls import (
-    MAX_ERROR_LENGTH,
     MAX_POP,
     Arg,
     Call,
@@ -25,7 +24,7 @@ from fairque.engine.calls import (
 )
 from fairque.engine.fields import FINISH_ROW, LEASED_ROW, MAX_TIMEOUT_SECONDS, MICROS
 from fairque.engine.keys import Namespace
-from fairque.engine.records import TaskState, check_identifier
+from fairque.engine.records import ErrorReport, TaskState, check_identifier, error_report
 from fairque.errors import (
     InvalidInput,
     LeaseLost,
@@ -227,10 +226,18 @@ def release(namespace: Namespace, tasks: Sequence[LeasedTask]) -> Call[list[str]
 
 
 def fail(
-    namespace: Namespace, task: LeasedTask | Unreadable, error: str, retry: bool
+    namespace: Namespace,
+    task: LeasedTask | Unreadable,
+    error: str | BaseException | ErrorReport,
+    retry: bool,
 ) -> Call[TaskState]:
-    """Ends an attempt as failed; the reply parses to the task's new state."""
-    args = (task.task_id, task.lease_token, error[:MAX_ERROR_LENGTH], int(retry))
+    """Ends an attempt as failed with ``error`` (a text, or an exception whose type and
+    traceback the task keeps too: records.error_report); the reply parses to the task's
+    new state."""
+    report = error_report(error)
+    args = (
+        task.task_id, task.lease_token, report.message, int(retry), report.type, report.traceback
+    )  # fmt: skip
     return namespace.call("queue/fail", args, lambda reply: TaskState(reply.decode()))
 
 

@@ -13,7 +13,7 @@ from fairque.engine import records
 from fairque.engine.calls import MAX_PAGE, Call, decode, encode, flat_rows, seconds, text
 from fairque.engine.fields import MAX_TIMEOUT_SECONDS, MICROS
 from fairque.engine.keys import Namespace
-from fairque.engine.records import Record, RecordKind, TaskState
+from fairque.engine.records import Record, RecordKind, TaskState, attempt_errors
 from fairque.errors import (
     InvalidInput,
     ResultNotKept,
@@ -207,6 +207,7 @@ def _task_info_of(record: Record) -> TaskInfo:
         last_error=text(fields.get("last_error")),
         finished_at=seconds(fields.get("finished_at")),
         result=None if record.result is None else decode(record.result),
+        errors=attempt_errors(fields),
         has_result=record.result is not None,
         blocked_by=record.blocked_by,
         dependents=record.dependents,

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import msgspec
 
+from fairque.engine.records import ErrorReport
 from fairque.errors import InvalidInput
 from fairque.queue.client import Queue
 from fairque.queue.models import LeasedTask
@@ -65,11 +66,14 @@ class Run(msgspec.Struct, frozen=True):
 
 
 class RunEnded(msgspec.Struct, frozen=True):
-    """How a run ended: its result, or an error and whether the task may be retried."""
+    """How a run ended: its result, or an error (with the exception's type and traceback
+    when one raised) and whether the task may be retried."""
 
     result: Any = None
     error: str | None = None
     retry: bool = True
+    error_type: str = ""
+    traceback: str = ""
 
 
 def frame(body: bytes) -> bytes:
@@ -149,7 +153,9 @@ class Child:
         try:
             return RunEnded(result=function(*args, **kwargs))
         except Exception as exc:
-            return RunEnded(error=f"{type(exc).__name__}: {exc}")
+            report = ErrorReport.of(exc)
+            return RunEnded(error=report.message, error_type=report.type,
+                            traceback=report.traceback)  # fmt: skip
 
 
 def _reply(done: RunEnded) -> bytes:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from fairque.engine.observer import Observer
 from fairque.engine.outage import OUTAGE, OutageLog
-from fairque.engine.records import TaskState
+from fairque.engine.records import ErrorReport, TaskState
 from fairque.errors import InvalidInput, LeaseLost
 from fairque.queue.async_client import AsyncQueue
 from fairque.queue.client import Queue, open_queue
@@ -49,7 +49,7 @@ class Outcome:
     the worker (canceled, or its lease lost: nothing to record)."""
 
     result: Any = None
-    error: str | None = None
+    error: ErrorReport | None = None
     retry: bool = True
     stopped: bool = False
 
@@ -141,12 +141,13 @@ class Runs:
             self._hook(self.hooks.on_success, leased, outcome.result, elapsed)
             self.acks.add(leased, outcome.result)  # the acknowledger wakes in done()
             return
-        log.warning("task %s failed: %s", leased.task_id, outcome.error, extra=leased.log_fields())
+        error = outcome.error
+        log.warning("task %s failed: %s", leased.task_id, error.message, extra=leased.log_fields())
         try:
-            state = await queue.fail(leased, outcome.error, retry=outcome.retry)
+            state = await queue.fail(leased, error, retry=outcome.retry)
             self.counts.failed += 1
             ended = self.hooks.on_failure if state is TaskState.FAILED else self.hooks.on_retry
-            self._hook(ended, leased, outcome.error, elapsed)
+            self._hook(ended, leased, error.message, elapsed)
         except LeaseLost:
             log.warning("task %s: lease lost before its failure was recorded", leased.task_id,
                         extra=leased.log_fields())  # fmt: skip
@@ -180,11 +181,11 @@ class Runs:
         leased = run.leased
         function = self.functions.get(leased.name)
         if function is None:
-            return Outcome(error=f"unknown task function {leased.name!r}", retry=False)
+            return Outcome(error=ErrorReport(f"unknown task function {leased.name!r}"), retry=False)
         try:
             args, kwargs = call_arguments(leased.payload)
         except InvalidInput as exc:
-            return Outcome(error=str(exc), retry=False)
+            return Outcome(error=ErrorReport(str(exc)), retry=False)
         timeout = min(leased.timeout, self.config.task_timeout_seconds)
         try:
             if function.is_async:
@@ -195,11 +196,11 @@ class Runs:
                 # Returns or raises only once the run has really ended (sync_runners).
                 result = await self.sync.call(leased, function, args, kwargs, timeout)
         except asyncio.TimeoutError:
-            return Outcome(error=f"timed out after {timeout:g} s")
+            return Outcome(error=ErrorReport(f"timed out after {timeout:g} s"))
         except RunFailed as exc:  # reported by a task process
-            return Outcome(error=exc.message, retry=exc.retry)
+            return Outcome(error=exc.report, retry=exc.retry)
         except Exception as exc:
-            return Outcome(error=f"{type(exc).__name__}: {exc}")
+            return Outcome(error=ErrorReport.of(exc))
         return Outcome(result=result)
 
     async def _within_timeout(self, run: Awaitable[T], seconds: float) -> T:

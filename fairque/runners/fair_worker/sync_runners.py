@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from fairque.engine.records import ErrorReport
 from fairque.engine.waiting import within
 from fairque.errors import InvalidInput
 from fairque.queue.models import LeasedTask
@@ -62,12 +63,14 @@ CLOSE_SECONDS = 5.0  # an idle task process told to end is killed after this lon
 
 
 class RunFailed(Exception):  # noqa: N818 - reads as "raise RunFailed(...)"
-    """A run in a task process failed: ``message`` is the error to record."""
+    """A run in a task process failed: ``message`` is the error to record, ``report``
+    all that is known of it (the exception's type and traceback, when one raised)."""
 
-    def __init__(self, message: str, retry: bool = True) -> None:
+    def __init__(self, message: str, retry: bool = True, report: ErrorReport | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retry = retry
+        self.report = ErrorReport(message) if report is None else report
 
 
 class SyncRunner(Protocol):
@@ -385,7 +388,8 @@ class ProcessRunner:
         self._idle.append(child)
         done = msgspec.msgpack.decode(reply, type=RunEnded)
         if done.error is not None:
-            raise RunFailed(done.error, done.retry)
+            report = ErrorReport(done.error, done.error_type, done.traceback)
+            raise RunFailed(done.error, done.retry, report)
         return done.result
 
     def _replace(self, child: _Process) -> None:

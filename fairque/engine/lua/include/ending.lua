@@ -79,25 +79,47 @@ local function release_dependents(id, now)
   if links > 0 then redis.call('HINCRBY', K.stats, 'dependency_links', -links) end
 end
 
+-- The failed attempts' errors a task keeps, the newest last: ERRORS_KEPT ATTEMPT_ERROR
+-- rows in its `errors` field (fairque.engine.records keeps the same count).
+local ERRORS_KEPT = 5
+
+-- The `errors` field of a task whose field was `stored` (false: none yet), with attempt
+-- `attempt` failed at `now` on `worker` (false: unknown) added and the oldest dropped past
+-- ERRORS_KEPT. The caller writes it with the writes it makes anyway, so a failure costs
+-- no command more; the text comes bounded by the clients (ErrorReport.bounded).
+local function with_error(stored, now, attempt, worker, kind, message, traceback)
+  local errors = stored and cmsgpack.unpack(stored) or {}
+  local row = {}
+  row[ATTEMPT_ERROR.at + 1], row[ATTEMPT_ERROR.attempt + 1] = now, attempt
+  row[ATTEMPT_ERROR.worker_id + 1], row[ATTEMPT_ERROR.type + 1] = worker or '', kind or ''
+  row[ATTEMPT_ERROR.message + 1], row[ATTEMPT_ERROR.traceback + 1] = message, traceback or ''
+  errors[#errors + 1] = row
+  while #errors > ERRORS_KEPT do table.remove(errors, 1) end
+  return cmsgpack.pack(errors)
+end
+
 -- A failed attempt: retry after base * 2^(attempts - 1) seconds (capped) while attempts
--- remain, else FAILED. Returns the new state.
-local function retry_or_fail(id, now, reason, retry)
+-- remain, else FAILED. Its error (`reason`, and the exception's type and traceback when
+-- known) joins the task's `errors` (with_error). Returns the new state.
+local function retry_or_fail(id, now, reason, retry, kind, traceback)
   local key = task_key(id)
-  local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time', 'name')
+  local f = redis.call('HMGET', key, 'tenant', 'attempts', 'max_retries', 'start_time', 'name',
+    'worker_id', 'errors')
   local tenant, attempts, max_retries = f[1], (tonumber(f[2]) or 0) + 1, tonumber(f[3])
+  local errors = with_error(f[7], now, attempts, f[6], kind, reason, traceback)
   if retry and (max_retries < 0 or attempts <= max_retries) then
     local delay = setting('retry_backoff_base') * 2 ^ (attempts - 1)
     if delay > setting('retry_backoff_max') then delay = setting('retry_backoff_max') end
     local ready_at = now + math.floor(delay * MICROS)
     redis.call('HSET', key, 'state', 'scheduled', 'attempts', attempts,
-      'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at)
+      'prev_start_time', f[4], 'last_error', reason, 'execute_after', ready_at, 'errors', errors)
     redis.call('ZADD', K.scheduled, ready_at, id)
     note_due(ready_at, now)
     due_in_lane(f[5] or '', ready_at)
     count('retried', tenant)
     return 'scheduled'
   end
-  redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[4])
+  redis.call('HSET', key, 'attempts', attempts, 'prev_start_time', f[4], 'errors', errors)
   end_task(id, tenant, 'failed', now, reason)
   return 'failed'
 end

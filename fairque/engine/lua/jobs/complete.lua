@@ -4,16 +4,17 @@
 -- ARGV[1] the key prefix (include/base.lua)
 -- ARGV[2] the number of outcomes n
 -- ARGV[3] MessagePack array of n rows (id, lease token, kind, retry, message, result
---   ttl) one after the other: kind is success, failure, or release (back to the queue, attempts unchanged: it
+--   ttl, error type, traceback) one after the other: kind is success, failure, or release (back to the queue, attempts unchanged: it
 --   never reached a worker); retry is 1 if a failure may be retried; the result object
---   is kept for result ttl seconds when the job asked for it (0: never)
+--   is kept for result ttl seconds when the job asked for it (0: never); a failure's
+--   error type and traceback ('' if none) join the job's `errors` with its message
 -- ARGV[4..] the n result objects (MessagePack)
 -- Returns per outcome the job's new state, or '!' and the error of that outcome
 -- ('!LEASE_LOST <id>' if the caller no longer held the lease).
 --@include ending
 --@include lease
 
-local WIDTH = 6
+local WIDTH = 8
 local rows = read_rows(ARGV[2], WIDTH, ARGV[3], true)
 if rows == nil then return redis.error_reply('INVALID outcomes do not match their count') end
 
@@ -21,9 +22,9 @@ local now = clock_now()
 
 local function complete(row, result)
   local id, token, kind, retry = row[1], row[2], row[3], row[4] == 1
-  local message, result_ttl = row[5], tonumber(row[6])
+  local message, result_ttl, error_type, traceback = row[5], tonumber(row[6]), row[7], row[8]
   if type(id) ~= 'string' or type(token) ~= 'string' or type(message) ~= 'string'
-      or result_ttl == nil then
+      or result_ttl == nil or type(error_type) ~= 'string' or type(traceback) ~= 'string' then
     return '!INVALID outcome malformed'
   end
   if not holds_lease(id, token) then return '!LEASE_LOST ' .. id end
@@ -42,7 +43,7 @@ local function complete(row, result)
     end_task(id, false, 'finished', now, nil)
     if f[3] then release_dependents(id, now) end
   else
-    state = retry_or_fail(id, now, message, retry)
+    state = retry_or_fail(id, now, message, retry, error_type, traceback)
   end
   -- Only a final outcome is kept: the pusher gets the last attempt's.
   if f[2] == '1' and (state == 'finished' or state == 'failed') and result_ttl > 0 then
