@@ -52,17 +52,18 @@ PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob
 DOCS = [
     ROOT / "docs" / f"{page}.md" for page in (
         "install", "getting-started", "client", "workers", "testing", "scheduler", "storage",
-        "http", "web-ui", "cli", "clusters", "high-availability", "operate", "upgrade",
+        "http", "other-languages", "web-ui", "cli", "clusters", "high-availability",
+        "operate", "upgrade",
     )
 ]  # fmt: skip
-LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini"}
+LANGUAGES = {"python", "bash", "sh", "yaml", "lua", "json", "text", "pycon", "ini", "typescript"}
 RUNNABLE = {"python", "bash", "sh"}
 FLAGS = {"no-run", "long-running", "redis-conf"}
 # Runnable blocks a document holds at least (5 unless named here).
 RUNNABLE_AT_LEAST = {
     "install.md": 1, "workers.md": 1, "scheduler.md": 2, "storage.md": 1,
     "http.md": 1, "web-ui.md": 1, "cli.md": 1, "clusters.md": 0, "high-availability.md": 1,
-    "operate.md": 2, "upgrade.md": 2,
+    "operate.md": 2, "upgrade.md": 2, "other-languages.md": 4,
 }  # fmt: skip
 PORTS = ("3301", "8080", "8081", "8082", "8090", "9102", "9110")
 PORT_ENV = {"8080": "FAIRQUE_MASTER_PORT", "8081": "FAIRQUE_DASHBOARD_PORT",

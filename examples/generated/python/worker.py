@@ -80,5 +80,6 @@ def heartbeat() -> None:
 
 threading.Thread(target=heartbeat, daemon=True).start()
 server = ThreadingHTTPServer(("127.0.0.1", PORT), Worker)
-print(f"worker.py: serving add and fail at http://127.0.0.1:{PORT} for {MASTER}", flush=True)
+print(f"worker.py: serving add and fail at http://127.0.0.1:{PORT} for {MASTER} (Ctrl-C stops)",
+      file=sys.stderr, flush=True)  # fmt: skip
 server.serve_forever()

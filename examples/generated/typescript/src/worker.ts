@@ -60,6 +60,6 @@ async function heartbeat(): Promise<void> {
 }
 
 server.listen(Number(port), "127.0.0.1", () => {
-  console.log(`worker.ts: serving add and fail at http://127.0.0.1:${port} for ${master}`);
+  console.error(`worker.ts: serving add and fail at http://127.0.0.1:${port} for ${master} (Ctrl-C stops)`);
   void heartbeat();
 });
