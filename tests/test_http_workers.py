@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -223,6 +224,77 @@ def test_jobs_leased_together_go_in_one_request_and_each_result_to_its_job(maste
             assert master.ended(job)["state"] == "finished"
             assert master.call("GET", f"/jobs/{job}/result")["result"] == n
     assert app.state.requests == [jobs]
+
+
+def json_worker() -> Litestar:
+    """A worker that speaks JSON only (as one generated from worker-openapi.json): it
+    records each request's Content-Type and Accept in ``app.state.requests``."""
+    requests: list[tuple[str, str, str]] = []
+
+    def outcome(job: dict[str, Any]) -> dict[str, Any]:
+        now = datetime.now(timezone.utc).isoformat()
+        if job["name"] == "echo":
+            return {"type": "success", "finished_at": now, "result": job["argument"]}
+        return {"type": "failure", "finished_at": now, "reason": "other", "error": None,
+                "should_retry": False, "message": f"no {job['name']} here"}  # fmt: skip
+
+    def answer(request: Request[Any, Any, Any], body: Any) -> Response[bytes]:
+        headers = request.headers
+        requests.append((request.url.path, headers["content-type"], headers["accept"]))
+        return Response(json.dumps(body).encode(), media_type="application/json")
+
+    @post("/run", status_code=200)
+    async def run(request: Request[Any, Any, Any]) -> Response[bytes]:
+        return answer(request, outcome(json.loads(await request.body())))
+
+    @post("/runs", status_code=200)
+    async def runs(request: Request[Any, Any, Any]) -> Response[bytes]:
+        return answer(request, [outcome(job) for job in json.loads(await request.body())])
+
+    return Litestar([run, runs], state=State({"requests": requests}))
+
+
+@pytest.mark.one_engine
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_worker_registered_in_json_is_spoken_to_in_json(master: Api, batch: int) -> None:
+    app = json_worker()
+    jobs = [master.push(name="echo", argument={"n": n, "big": 2**63}, keep_result=True)
+            for n in range(3)]  # fmt: skip
+    failing = master.push(name="other")
+    with serving(app, free_port()) as url:
+        worker = {"url": url, "names": ["echo", "other"], "capacity": 4, "batch": batch}
+        plain = {"content-type": "application/json", "accept": "*/*"}  # answered in kind
+        registered = master.http.put("/workers/json", content=json.dumps(worker), headers=plain)
+        assert registered.headers["content-type"].startswith("application/json")
+        for n, job in enumerate(jobs):
+            assert master.ended(job)["state"] == "finished"
+            result = master.call("GET", f"/jobs/{job}/result")
+            assert result["result"] == {"n": n, "big": 2**63}
+        assert master.ended(failing)["last_error"] == "no other here"
+    paths = {path for path, _, _ in app.state.requests}
+    assert "/runs" in paths if batch > 1 else paths == {"/run"}
+    assert {(kind, accept) for _, kind, accept in app.state.requests} == {
+        ("application/json", "application/json")
+    }
+
+
+@pytest.mark.one_engine
+def test_a_registration_may_name_its_media_type(master: Api) -> None:
+    # Sent in MessagePack, saying JSON: the worker is spoken to in JSON.
+    app = json_worker()
+    job = master.push(name="echo", argument=[1], keep_result=True)
+    with serving(app, free_port()) as url:
+        worker = {"url": url, "names": ["echo"], "media_type": "application/json"}
+        master.call("PUT", "/workers/named", worker)
+        assert master.ended(job)["state"] == "finished"
+    assert app.state.requests[0][1] == "application/json"
+    status, error = send_raw(master, {**worker, "media_type": "text/plain"})
+    assert (status, error["field"]) == (400, "media_type")
+
+
+def send_raw(master: Api, registration: dict[str, Any]) -> tuple[int, Any]:
+    response = master.http.put("/workers/raw", content=msgspec.msgpack.encode(registration))
+    return response.status_code, msgspec.msgpack.decode(response.content)
 
 
 @pytest.mark.one_engine
@@ -498,6 +570,14 @@ def test_worker_app_runs_a_batch_directly() -> None:
         for jobs in ([], [job] * 1001, [{**job, "timeout": "soon"}]):
             status, content = runs(jobs)
             assert (status, msgspec.msgpack.decode(content)["error"]) == (400, "invalid_input")
+        # Asked for JSON (a worker speaking JSON): the result objects, in the jobs' order.
+        jobs = [{**job, "name": "nap", "argument": {"args": [0.2]}},
+                {**job, "name": "echo", "argument": {"args": [4]}}]  # fmt: skip
+        response = client.post("/runs", json=jobs)
+        assert response.headers["content-type"].startswith("application/json")
+        assert [(r["type"], r["result"]) for r in response.json()] == [
+            ("success", 0.2), ("success", 4)
+        ]  # fmt: skip
 
 
 def test_http_worker_refuses_a_public_bind_without_a_token() -> None:
