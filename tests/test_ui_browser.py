@@ -298,25 +298,65 @@ def test_the_failed_list_shows_each_error_cut_short_and_whole_on_hover(
         queue.fail(task, error)
 
     ui("/tasks?state=failed")
-    wait(browser, lambda: len(rows_of(browser, "#task-list")) == 2)
-    headers = browser.execute_script(
-        "return Array.from(document.querySelectorAll('#task-list th'), (th) => th.innerText)"
-    )
-    column = headers.index("last error")
-    rows = rows_of(browser, "#task-list")
-    assert rows["short"][column] == "upstream timed out"
-    shown = rows["long"][column]
+    wait(browser, lambda: len(browser.execute_script(FAILED_ERRORS)) == 2)
+    shown_errors = dict(browser.execute_script(FAILED_ERRORS))
+    assert shown_errors["short"] == "upstream timed out"
+    shown = shown_errors["long"]
     assert len(shown) == 80  # one line, cut
     assert shown == " ".join(long.split())[:79] + "…"
     titles = browser.execute_script(
         "return Array.from(document.querySelectorAll('#task-list .last-error'), (e) => e.title)"
     )
     assert sorted(titles) == sorted(errors.values())  # the whole text on hover
-    ui("/tasks?state=queued")  # other lists have no error column
+    assert "state" not in text_of(browser, "#task-list thead")  # failed, every one
+    ui("/tasks?state=queued")  # other lists have their state column and no error line
     wait(browser, lambda: text_of(browser, "#live .empty") == "No tasks in this state.")
     queue.push(Task(user_id="u"))
     wait(browser, lambda: rows_of(browser, "#task-list"))
-    assert "last error" not in text_of(browser, "#task-list thead")
+    assert "state" in text_of(browser, "#task-list thead")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#task-list tr.note")
+
+
+# The failed list's errors by task id: each on the line beneath its task's row.
+FAILED_ERRORS = """
+    return Array.from(document.querySelectorAll("#task-list tr.note"), (note) =>
+        [note.previousElementSibling.cells[0].innerText, note.innerText]);
+"""
+# Where the failed list's table and its Retry buttons end against the box it scrolls in.
+FAILED_FIT = """
+    const box = document.querySelector("#task-list").closest(".table-scroll");
+    const edge = Math.min(box.getBoundingClientRect().right, window.innerWidth);
+    return {
+        width: window.innerWidth,
+        scroll: box.scrollWidth,
+        client: box.clientWidth,
+        cut: Array.from(box.querySelectorAll("button.retry"),
+            (b) => b.getBoundingClientRect().right).filter((right) => right > edge),
+    };
+"""
+
+
+def test_the_failed_list_fits_its_box_with_every_retry_button_in_view(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    # Tasks as a queue holds them: generated ids, an error longer than the line shows.
+    for tenant in ("acme", "globex", "initech"):
+        queue.push(Task(user_id=tenant, name="render_report", max_retries=0))
+    error = "upstream timed out after 30 s while rendering the monthly report " * 3
+    for task in queue.pop(count=3, worker_id="worker-1"):
+        queue.fail(task, error)
+    ui("/tasks?state=failed")
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, "#task-list .retry")) == 3)
+    try:
+        for width in (1024, 1280, 1440, 1920):
+            metrics = {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+            fit = browser.execute_script(FAILED_FIT)
+            assert fit["width"] == width
+            assert fit["scroll"] <= fit["client"], fit
+            assert fit["cut"] == [], fit
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def test_workers_idle_ones_too_with_what_they_hold(

@@ -210,20 +210,25 @@ const pages = {
       const query = new URLSearchParams({ state: params.get("state") || "queued", limit: PAGE_SIZE });
       for (const key of ["user_id", "name", "cursor"]) if (params.get(key)) query.set(key, params.get(key));
       const page = await api(`/tasks?${query}`);
+      // A failed task's row has its error on a line beneath it instead of its state
+      // (failed, as every row's): the row stays as narrow as the other lists' rows, so the
+      // table fits its box and its Retry buttons stay in view.
       const failed = query.get("state") === "failed";
-      const rows = page.tasks.map((t) => [
-        link(`#/task/${encodeURIComponent(t.task_id)}`, t.task_id),
-        t.user_id ?? "(job)",
-        t.name ?? "—",
-        h("span", { class: `state state-${t.state}` }, t.state),
-        t.priority,
-        t.attempts,
-        when(t.created_at),
-        t.worker_id ?? "—",
-        failed ? errorCell(t.last_error) : false,
-        taskActions(t.task_id, t.state),
-      ].filter((cell) => cell !== false));
-      const columns = ["id", "tenant", "name", "state", "priority", "attempts", "created", "worker", failed && "last error", ""];
+      const rows = page.tasks.map((t) => {
+        const cells = [
+          link(`#/task/${encodeURIComponent(t.task_id)}`, t.task_id),
+          t.user_id ?? "(job)",
+          t.name ?? "—",
+          failed ? false : h("span", { class: `state state-${t.state}` }, t.state),
+          t.priority,
+          t.attempts,
+          when(t.created_at),
+          t.worker_id ?? "—",
+          taskActions(t.task_id, t.state),
+        ].filter((cell) => cell !== false);
+        return failed ? { cells, note: errorCell(t.last_error) } : cells;
+      });
+      const columns = ["id", "tenant", "name", !failed && "state", "priority", "attempts", "created", "worker", ""];
       const next = new URLSearchParams(params);
       next.set("cursor", page.cursor);
       live.replaceChildren(

@@ -32,9 +32,12 @@ export function when(seconds) {
 }
 
 // A table in a box of its own that scrolls sideways when the table is wider than the
-// window, so the page itself never does.
+// window, so the page itself never does. A row is its cells, or ``{ cells, note }``: the
+// note (a failed task's error) goes on a line of its own beneath them, across every
+// column, so that its length never widens the table.
 export function table(columns, rows, empty = "Nothing here.", id = undefined) {
   if (rows.length === 0) return h("p", { class: "muted empty", id }, empty);
+  const row = (cells) => h("tr", {}, cells.map((cell) => h("td", whole(cell), cell)));
   return h(
     "div",
     { class: "table-scroll" },
@@ -42,7 +45,13 @@ export function table(columns, rows, empty = "Nothing here.", id = undefined) {
       "table",
       { id },
       h("thead", {}, h("tr", {}, columns.map((column) => h("th", {}, column)))),
-      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", whole(cell), cell))))),
+      h(
+        "tbody",
+        {},
+        rows.map((r) =>
+          Array.isArray(r) ? row(r) : [row(r.cells), h("tr", { class: "note" }, h("td", { colspan: columns.length }, r.note))],
+        ),
+      ),
     ),
   );
 }
