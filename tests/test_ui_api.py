@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from fairque.engine.fields import SHARES
 from fairque.http.master import MasterConfig, create_master
 from fairque.http.ui import CSP, DashboardConfig, UiConfig, create_dashboard
 from fairque.http.ui_bodies import Throughput
-from fairque.jobs import Constraint, Job, Matcher
+from fairque.jobs import Constraint, Job, Matcher, Success
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.runners.scheduler import TaskScheduler
@@ -180,6 +181,22 @@ def test_jobs_show_as_jobs(client: TestClient[Any], queue: FairQueue) -> None:
         ["first line"],
     )
     assert job["progress_at"] is not None
+
+
+def test_a_jobs_kept_result_shows_and_stays_for_its_pusher(
+    client: TestClient[Any], queue: FairQueue
+) -> None:
+    jobs = JobQueue(queue)
+    job_id = jobs.push(Job(name="resize", keep_result=True))
+    [leased] = jobs.pop("w1")
+    jobs.complete(leased, Success(finished_at=datetime.now(timezone.utc), result={"w": 64}))
+    for _ in range(2):  # shown each time, taken neither time
+        shown = get(client, f"/tasks/{job_id}")["job_result"]
+        assert (shown["type"], shown["result"]) == ("success", {"w": 64})
+    taken = client.get(f"/jobs/{job_id}/result", headers=JSON)
+    assert taken.json()["result"] == {"w": 64}  # the pusher's read, the one that takes it
+    assert client.get(f"/jobs/{job_id}/result", headers=JSON).json() is None
+    assert get(client, f"/tasks/{job_id}")["job_result"] is None
 
 
 def test_retry_cancel_and_requeue_a_tenant(client: TestClient[Any], queue: FairQueue) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import TypedDict
@@ -29,7 +30,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from fairque import ErrorReport, FairQueue, Priority, QueueSettings, Task
 from fairque.http.master import MasterConfig, create_master
-from fairque.jobs import Constraint, Job, Matcher
+from fairque.jobs import Constraint, Job, Matcher, Success
 from fairque.jobs.client import JobQueue
 from fairque.queue import WorkerInfo
 from fairque.runners.scheduler import TaskScheduler
@@ -782,3 +783,16 @@ def test_a_chart_fills_its_card(
         return axis.width / inner;
     """)
     assert share > 0.85  # the x axis spans the card, less the room for the y labels
+
+
+def test_a_jobs_page_shows_its_kept_result_and_leaves_it_to_its_pusher(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    jobs = JobQueue(queue)
+    job_id = jobs.push(Job(name="resize", keep_result=True))
+    [leased] = jobs.pop("w1")
+    jobs.complete(leased, Success(finished_at=datetime.now(timezone.utc), result={"w": 64}))
+    ui(f"/task/{job_id}")
+    wait(browser, lambda: text_of(browser, "#result") == '{\n  "w": 64\n}')
+    assert jobs.result(job_id)["result"] == {"w": 64}  # the pusher's read still has it
+    wait(browser, lambda: "Read by its pusher" in text_of(browser, "#result-gone"))

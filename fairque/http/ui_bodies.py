@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 
 from fairque.engine.records import Record, RecordKind
 from fairque.http.protocol import WorkerStatus
-from fairque.jobs import JobInfo
-from fairque.jobs.ops import job_info
+from fairque.jobs import JobInfo, JobOutcome
+from fairque.jobs.ops import job_info, kept_outcome
 from fairque.queue import FairnessView, MinuteFigures, TaskInfo, TenantStats, WorkerInfo
 from fairque.queue.calls.tasks import task_info
 from fairque.scheduler import ScheduleInfo
@@ -71,6 +71,8 @@ class TaskDetail:
     kind: str
     task: TaskInfo | None = None
     job: JobInfo | None = None
+    # A job's kept outcome, read without taking it: its pusher still gets it, once.
+    job_result: JobOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,7 @@ def schedule_row(info: ScheduleInfo) -> ScheduleRow:
 def detail_of(record: Record) -> TaskDetail:
     """A task or a job, as its record says (a storage task is refused, naming its reader)."""
     if record.kind is RecordKind.JOB:
-        return TaskDetail("job", job=job_info(record))
+        return TaskDetail("job", job=job_info(record), job_result=kept_outcome(record))
     return TaskDetail("task", task=task_info(record))
 
 

@@ -294,6 +294,12 @@ def job_info(record: Record) -> JobInfo:
     )
 
 
+def kept_outcome(record: Record) -> JobOutcome | None:
+    """The outcome a job's record keeps for its pusher, read without taking it (the
+    pusher's read stays the one that deletes it); None if none is kept."""
+    return None if record.result is None else validate(decode(record.result), JobOutcome)  # type: ignore[arg-type]
+
+
 def _parse_page(reply: list[Any]) -> JobPage:
     jobs = [
         JobSummary(

@@ -329,6 +329,7 @@ const pages = {
       info.errors && info.errors.length ? failedAttempts(info.errors) : "",
       info.logs && info.logs.length ? [h("h2", {}, "Log"), h("pre", { id: "logs" }, info.logs.join("\n"))] : "",
       detail.task && detail.task.has_result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(detail.task.result))] : "",
+      detail.job ? jobResult(detail.job, detail.job_result) : "",
       detail.task ? [h("h2", {}, "Waits for"), idList(info.blocked_by), h("h2", {}, "Dependents"), idList(info.dependents)] : "",
     ))));
   },
@@ -345,6 +346,17 @@ function failedAttempts(errors) {
     table(["attempt", "at", "worker", "message", "type"], rows, "", "failed-attempts"),
     newest ? [h("h2", {}, `Traceback of attempt #${newest.attempt}`), h("pre", { id: "traceback", class: "traceback" }, newest.traceback)] : "",
   ];
+}
+
+// A job's kept outcome, as the server read it without taking it (its pusher still gets it,
+// once); once taken or expired, a line saying so.
+function jobResult(job, outcome) {
+  if (outcome && outcome.type === "failure") {
+    return outcome.error === null ? "" : [h("h2", {}, "Error object"), h("pre", { id: "result" }, pretty(outcome.error))];
+  }
+  if (outcome) return [h("h2", {}, "Result"), h("pre", { id: "result" }, pretty(outcome.result))];
+  if (!job.keep_result || !["finished", "failed"].includes(job.state)) return "";
+  return [h("h2", {}, "Result"), h("p", { class: "muted", id: "result-gone" }, "Read by its pusher, or expired.")];
 }
 
 // A task's or job's field as its detail table shows it: a time as a time, a map (the
