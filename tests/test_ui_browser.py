@@ -796,3 +796,18 @@ def test_a_jobs_page_shows_its_kept_result_and_leaves_it_to_its_pusher(
     wait(browser, lambda: text_of(browser, "#result") == '{\n  "w": 64\n}')
     assert jobs.result(job_id)["result"] == {"w": 64}  # the pusher's read still has it
     wait(browser, lambda: "Read by its pusher" in text_of(browser, "#result-gone"))
+
+
+def test_a_missing_tasks_page_says_so_and_stops_asking(
+    ui: Callable[[str], None], browser: webdriver.Chrome
+) -> None:
+    ui("/task/ghost")
+    wait(browser, lambda: "no task or job with this id" in text_of(browser, "#task-missing"))
+    browser.execute_script("performance.clearResourceTimings()")
+    # Over two refresh periods (1.5 s each) from then, the page asks no more.
+    asked = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        setTimeout(() => done(performance.getEntriesByType("resource")
+            .filter((e) => e.name.includes("/ui/api/")).map((e) => e.name)), 3000);
+    """)
+    assert asked == []

@@ -313,7 +313,19 @@ const pages = {
   },
 
   async task(live, params, id) {
-    const detail = await api(`/tasks/${encodeURIComponent(id)}`);
+    let detail;
+    try {
+      detail = await api(`/tasks/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) throw error;
+      // Asking again would not bring it back: the page stops asking and says so.
+      stop();
+      live.replaceChildren(
+        h("h1", {}, "Task ", h("code", { id: "task-id" }, id)),
+        h("p", { class: "error", id: "task-missing" }, "There is no task or job with this id: it was never pushed, or it has been removed since (an ended one expires)."),
+      );
+      return;
+    }
     const info = detail.task ?? detail.job;
     const payload = detail.task ? info.payload : info.argument;
     const fields = Object.entries(info).filter(([key]) => !["payload", "argument", "result", "last_error", "errors", "blocked_by", "dependents", "logs", "task_id", "id"].includes(key));
