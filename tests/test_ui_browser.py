@@ -381,10 +381,16 @@ def test_workers_idle_ones_too_with_what_they_hold(
     assert rows["idle-1"][4].startswith("20")  # its last beat, a date
     assert rows["idle-1"][5] == "0 of 5"
     assert rows["busy-1"][5].startswith("2 of 4")
+    # Each task held is an item of its own, never run together with the next.
+    items = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#queue-workers .held li'),"
+        " (li) => li.innerText)"
+    )
+    assert sorted(items) == sorted([*(task.task_id for task in busy), lone.task_id])
     for task in busy:
-        element(browser, f'#queue-workers a[href="#/task/{task.task_id}"]')
+        element(browser, f'#queue-workers li > a[href="#/task/{task.task_id}"]')
     assert rows["old-worker"][1:5] == ["—", "—", "—", "not registered"]
-    assert rows["old-worker"][5] == f"1 {lone.task_id}"
+    assert rows["old-worker"][5].split() == ["1", lone.task_id]
     assert rows_of(browser, "#http-workers")["hw-1"][1:5] == [
         "http://127.0.0.1:9",
         "resize",

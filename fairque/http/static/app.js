@@ -554,12 +554,13 @@ function errorCell(error) {
   return h("span", { class: "last-error", title: error }, short);
 }
 
-// "2 of 8" (held of its concurrency), then the first tasks, each a link.
+// "2 of 8" (held of its concurrency), then the first tasks, each a link in an item of its
+// own: ids side by side, or wrapped one under the other, would read as one long id.
 function heldTasks(worker) {
   const count = worker.concurrency ? `${worker.held} of ${worker.concurrency}` : String(worker.held);
-  const shown = worker.task_ids.slice(0, 10).map((id) => [" ", link(`#/task/${encodeURIComponent(id)}`, id)]);
-  const more = worker.task_ids.length > 10 ? ` and ${worker.task_ids.length - 10} more` : "";
-  return h("span", { class: "held" }, count, shown, more);
+  const shown = worker.task_ids.slice(0, 10).map((id) => h("li", {}, link(`#/task/${encodeURIComponent(id)}`, id)));
+  const more = worker.task_ids.length > 10 ? h("li", { class: "muted" }, `and ${worker.task_ids.length - 10} more`) : "";
+  return h("div", { class: "held" }, count, shown.length ? h("ul", {}, shown, more) : "");
 }
 
 function usage(used, limit, suffix = "") {
