@@ -361,6 +361,28 @@ def test_the_throughput_chart_has_a_past_when_the_dashboard_starts(
     assert any(rate["pushed"] > 0 and rate["finished"] > 0 for rate in rates)
 
 
+def test_a_paused_tenant_is_named_paused_wherever_tenants_are_shown(
+    client: TestClient[Any], queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="acme") for _ in range(3)] + [Task(user_id="globex")])
+    queue.set_tenant("globex", paused=True)
+    queue.set_tenant("acme", weight=2)  # shares, but not paused
+    queue.pop(count=4)  # acme's three: globex serves nothing, so no fairness row
+    overview = get(client, "/overview")
+    assert {t["user_id"]: t["paused"] for t in overview["tenants"]} == {"globex": True}
+    assert [(t["tenant"], t["ready"]) for t in overview["paused"]] == [("globex", 1)]
+    assert [t["paused"] for t in get(client, "/tenants")["tenants"]] == [True]
+    assert (get(client, "/tenants/globex")["paused"], get(client, "/tenants/acme")["paused"]) == (
+        True,
+        False,
+    )
+    fairness = get(client, "/fairness")
+    assert [row["tenant"] for row in fairness["tenants"]] == ["acme"]
+    assert [t["tenant"] for t in fairness["paused"]] == ["globex"]
+    queue.set_tenant("globex", paused=False)
+    assert get(client, "/overview")["paused"] == get(client, "/fairness")["paused"] == []
+
+
 def test_the_fairness_route_and_tenant_shares(client: TestClient[Any], queue: FairQueue) -> None:
     queue.push_many([Task(user_id="a") for _ in range(3)] + [Task(user_id="b")])
     queue.pop(count=4)

@@ -817,3 +817,19 @@ def test_a_missing_tasks_page_says_so_and_stops_asking(
             .filter((e) => e.name.includes("/ui/api/")).map((e) => e.name)), 3000);
     """)
     assert asked == []
+
+
+def test_a_paused_tenant_is_shown_paused_on_the_overview_and_fairness(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="acme"), Task(user_id="globex")])
+    queue.set_tenant("globex", paused=True)
+    queue.pop()  # acme's: globex serves nothing, so it has no row on the Fairness page
+    ui("/overview")
+    # Its row says so beside its name; acme, with nothing ready, is not among the busiest.
+    wait(browser, lambda: list(rows_of(browser, "#live")) == ["globex paused"])
+    assert "globex (1 ready)" in text_of(browser, "#paused-tenants")
+    ui("/fairness")
+    wait(browser, lambda: _row_of(browser, "acme") is not None)
+    assert _row_of(browser, "globex") is None
+    assert "Paused, served nothing until resumed: globex" in text_of(browser, "#paused-tenants")

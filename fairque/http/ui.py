@@ -99,6 +99,9 @@ SECURITY_HEADERS = {
 }
 # The page, its files and /ui/api/access load before the login form: no token.
 MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker holds
+# Tenants with shares read per refresh to find the paused ones (pausing is a share); past
+# that many, a paused tenant may go unlisted.
+MAX_SHARES_READ = 1000
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -161,6 +164,19 @@ class Dashboard:
         """Returns once the queue's server answers (the dashboard's readiness)."""
         assert self._executor is not None, "the dashboard has not started"
         await self._executor.ping()
+
+    async def paused_tenants(self) -> list[TenantShares]:
+        """The paused tenants, among the first MAX_SHARES_READ tenants with shares. The
+        pages name them: one that has served no task lately is in no other list."""
+        paused: list[TenantShares] = []
+        cursor = read = 0
+        while True:
+            page = await self.queue.tenants_with_shares(cursor, MAX_PAGE)
+            paused += [shares for shares in page.tenants if shares.paused]
+            read += len(page.tenants)
+            cursor = page.cursor
+            if not cursor or read >= MAX_SHARES_READ:
+                return paused
 
     async def sample(self) -> None:
         """Records the counters now."""
@@ -267,14 +283,16 @@ async def access(ui: NamedDependency[Dashboard]) -> Access:
 @get("/overview", summary="Tasks per state, counters, tenants and throughput")
 async def overview(ui: NamedDependency[Dashboard]) -> UiOverview:
     stats = await ui.queue.stats(fairness_top=0)  # polled: the minutes' figures alone
+    paused = await ui.paused_tenants()
     states = {state.value: count for state, count in stats.states.items()}
     return UiOverview(
         ui.config.namespace,
         states,
         stats.counters,
-        tenant_rows(stats.tenants),
+        tenant_rows(stats.tenants, {shares.tenant for shares in paused}),
         ui.throughput.rates(*server_minutes(stats.fairness)),
         stats.tenants_with_ready,
+        paused,
     )
 
 
@@ -286,12 +304,14 @@ async def tenants(
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
 ) -> TenantPage:
     page = await ui.queue.busiest_tenants(cursor, limit)
-    return TenantPage(tenant_rows(page.tenants), page.cursor)
+    paused = {shares.tenant for shares in await ui.paused_tenants()}
+    return TenantPage(tenant_rows(page.tenants, paused), page.cursor)
 
 
 @get("/tenants/{user_id:str}", summary="A tenant's ready backlog and lifetime counters")
 async def tenant_figures(ui: NamedDependency[Dashboard], user_id: UserId) -> TenantRow:
-    return tenant_rows({user_id: await ui.queue.tenant_stats(user_id)})[0]
+    paused = {user_id} if (await ui.queue.tenant(user_id)).paused else set()
+    return tenant_rows({user_id: await ui.queue.tenant_stats(user_id)}, paused)[0]
 
 
 @get("/tasks", summary="A page of the tasks and jobs in a state, of a tenant and / or name")
@@ -366,7 +386,7 @@ LimitsBody = Annotated[LimitsUpdate, Body(media_type=MSGPACK, description="Field
 
 @get("/fairness", summary="Who was served: shares of service, waits, the busiest tenants")
 async def fairness(ui: NamedDependency[Dashboard], minutes: Minutes = 5, top: Top = 20) -> Fairness:
-    return fairness_of(await ui.queue.fairness(minutes, top))
+    return fairness_of(await ui.queue.fairness(minutes, top), await ui.paused_tenants())
 
 
 @litestar.get("/fairness/stream", include_in_schema=False)
@@ -381,7 +401,7 @@ async def fairness_stream(
     async def events() -> AsyncIterator[ServerSentEventMessage]:
         while not ui.stopping.is_set():
             try:
-                view = fairness_of(await ui.queue.fairness(minutes, top))
+                view = fairness_of(await ui.queue.fairness(minutes, top), await ui.paused_tenants())
                 yield ServerSentEventMessage(msgspec.json.encode(view).decode(), event="fairness")
             except OUTAGE as exc:
                 yield ServerSentEventMessage(str(exc), event="outage")

@@ -7,13 +7,21 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
 from fairque.engine.records import Record, RecordKind
 from fairque.http.protocol import WorkerStatus
 from fairque.jobs import JobInfo, JobOutcome
 from fairque.jobs.ops import job_info, kept_outcome
-from fairque.queue import FairnessView, MinuteFigures, TaskInfo, TenantStats, WorkerInfo
+from fairque.queue import (
+    FairnessView,
+    MinuteFigures,
+    TaskInfo,
+    TenantShares,
+    TenantStats,
+    WorkerInfo,
+)
 from fairque.queue.calls.tasks import task_info
 from fairque.scheduler import ScheduleInfo
 
@@ -30,7 +38,7 @@ class Rate:
 
 @dataclass(frozen=True)
 class TenantRow:
-    """A tenant's ready backlog and lifetime counters."""
+    """A tenant's ready backlog and lifetime counters, and whether it is paused."""
 
     user_id: str
     queued: int
@@ -41,6 +49,7 @@ class TenantRow:
     requeued: int
     canceled: int
     expired: int
+    paused: bool
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class UiOverview:
     tenants: list[TenantRow]  # the busiest (most ready tasks first), at most 20
     throughput: list[Rate]
     tenants_with_ready: int  # how many tenants have ready tasks
+    paused: list[TenantShares]  # the paused tenants, busy or not (Dashboard.paused_tenants)
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,8 @@ class Fairness:
     other_starts: int
     history: list[MinuteFigures]
     tenants: list[FairnessRow]
+    # The paused tenants: one that served nothing in the window is in no row above.
+    paused: list[TenantShares]
 
 
 def server_minutes(view: FairnessView | None) -> tuple[list[MinuteFigures], float]:
@@ -191,7 +203,7 @@ def server_minutes(view: FairnessView | None) -> tuple[list[MinuteFigures], floa
     return ([], 0.0) if view is None else (view.history, view.at)
 
 
-def fairness_of(view: FairnessView) -> Fairness:
+def fairness_of(view: FairnessView, paused: list[TenantShares]) -> Fairness:
     rows = [
         FairnessRow(
             one.tenant,
@@ -214,7 +226,7 @@ def fairness_of(view: FairnessView) -> Fairness:
     ]
     return Fairness(
         view.at, view.minutes, view.starts, view.per_minute, view.wait_p50, view.wait_p99,
-        view.other_starts, view.history, rows,
+        view.other_starts, view.history, rows, paused,
     )  # fmt: skip
 
 
@@ -323,6 +335,9 @@ class Throughput:
         return rates
 
 
-def tenant_rows(tenants: dict[str, TenantStats]) -> list[TenantRow]:
-    rows = [TenantRow(user_id, **asdict(stats)) for user_id, stats in tenants.items()]
+def tenant_rows(tenants: dict[str, TenantStats], paused: Collection[str]) -> list[TenantRow]:
+    rows = [
+        TenantRow(user_id, **asdict(stats), paused=user_id in paused)
+        for user_id, stats in tenants.items()
+    ]
     return sorted(rows, key=lambda row: (-row.queued, row.user_id))

@@ -96,7 +96,7 @@ function stateCards(states) {
 function tenantTable(tenants, withActions) {
   const top = Math.max(1, ...tenants.map((t) => t.queued));
   const rows = tenants.map((t) => [
-    link(`#/tasks?state=queued&user_id=${encodeURIComponent(t.user_id)}`, t.user_id),
+    h("span", {}, link(`#/tasks?state=queued&user_id=${encodeURIComponent(t.user_id)}`, t.user_id), t.paused ? [" ", pausedBadge()] : ""),
     h("span", { class: "bar" }, h("progress", { max: top, value: t.queued }), ` ${t.queued}`),
     t.finished,
     t.failed,
@@ -105,6 +105,16 @@ function tenantTable(tenants, withActions) {
   ]);
   const columns = ["tenant", "backlog", "finished", "failed", "pushed", ""];
   return table(columns, rows, "No tenants yet.");
+}
+
+const pausedBadge = () => h("span", { class: "state schedule-paused" }, "paused");
+
+// The paused tenants on a line: each is served nothing until resumed, whether or not it
+// is among the busiest (a paused tenant that served nothing lately is in no other list).
+function pausedLine(paused) {
+  if (!paused.length) return "";
+  const each = paused.map((t, i) => [i ? ", " : "", link(`#/tenants?user_id=${encodeURIComponent(t.tenant)}`, t.tenant), ` (${t.ready} ready)`]);
+  return h("p", { id: "paused-tenants" }, pausedBadge(), " Paused, served nothing until resumed: ", each, ".");
 }
 
 function requeueButton(userId) {
@@ -135,6 +145,7 @@ const pages = {
       throughputChart(data.throughput),
       h("h2", {}, "The busiest tenants (backlog and completions)"),
       tenantTable(data.tenants, false),
+      pausedLine(data.paused),
       data.tenants_with_ready > data.tenants.length
         ? h("p", { class: "muted", id: "tenants-more" }, `${data.tenants.length} of ${data.tenants_with_ready} tenants with ready tasks: `, link("#/tenants", "all of them →"))
         : "",
@@ -414,6 +425,7 @@ function fairnessView(view) {
     shareChart(view.history, view.tenants),
     h("h2", {}, "The busiest tenants"),
     table(["tenant", "share", "per minute", "wait p50", "wait p99", "running / limit", "weight", "rate", "state", ""], rows, "No task has started in this window.", "fairness-tenants"),
+    pausedLine(view.paused),
     view.other_starts ? h("p", { class: "muted", id: "fairness-other" }, `All other tenants: ${view.other_starts} starts (${other.toFixed(1)}%).`) : "",
   ];
 }
