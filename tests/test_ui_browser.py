@@ -222,6 +222,12 @@ def test_a_script_in_a_payload_stays_text_and_a_failed_task_is_retried(
     wait(browser, lambda: attack in text_of(browser, "#last-error"))
     assert text_of(browser, "#traceback") == f"Traceback\n{attack}"
     assert "Evil" in text_of(browser, "#failed-attempts")
+    assert f"<b>boom</b>{attack}" in text_of(browser, "#failed-attempts tr.note")
+    attempts = browser.execute_script(
+        "const box = document.querySelector('#failed-attempts').parentElement;"
+        " return [box.scrollWidth, box.clientWidth]"
+    )
+    assert attempts[0] <= attempts[1]  # in its half of the page, the type in view
     assert browser.execute_script("return window.pwned") is None
     assert not browser.find_elements(By.CSS_SELECTOR, "#live img, #live script, #live b")
 

@@ -358,15 +358,20 @@ const pages = {
   },
 };
 
-// The failed attempts a task keeps (the oldest first), then the newest traceback whole,
-// preformatted and scrollable rather than wrapped, as a terminal shows it.
+// The failed attempts a task keeps (the oldest first), each message on a line beneath its
+// attempt (in a column, half the page wide, it wrapped a word a line and pushed the type
+// out of view), then the newest traceback whole, preformatted and scrollable rather than
+// wrapped, as a terminal shows it.
 function failedAttempts(errors) {
-  const rows = errors.map((e) => [`#${e.attempt}`, when(e.at), e.worker_id ?? "—", e.message, e.type ?? "—"]);
+  const rows = errors.map((e) => ({
+    cells: [`#${e.attempt}`, when(e.at), e.worker_id ?? "—", e.type || "—"],
+    note: h("span", { class: "error" }, e.message),
+  }));
   const traced = errors.filter((e) => e.traceback);
   const newest = traced[traced.length - 1];
   return [
     h("h2", {}, "Failed attempts"),
-    table(["attempt", "at", "worker", "message", "type"], rows, "", "failed-attempts"),
+    table(["attempt", "at", "worker", "type"], rows, "", "failed-attempts"),
     newest ? [h("h2", {}, `Traceback of attempt #${newest.attempt}`), h("pre", { id: "traceback", class: "traceback" }, newest.traceback)] : "",
   ];
 }
