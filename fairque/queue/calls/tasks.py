@@ -103,15 +103,6 @@ def get(namespace: Namespace, task_id: str) -> Call[TaskInfo | None]:
     return records.get(namespace, task_id).then(_task_info)
 
 
-def retry_failed(namespace: Namespace, user_id: str, cursor: int = 0) -> Call[tuple[int, int]]:
-    """Queues the FAILED tasks of ``user_id`` again, one slice of the failed registry
-    (``maintenance_batch`` entries) from ``cursor``; parses to (next cursor, tasks
-    queued again). Call it again with the cursor until the cursor is 0."""
-    check_name(user_id, "user_id")
-    args = (user_id, cursor)
-    return namespace.call("queue/retry_failed", args, lambda reply: (int(reply[0]), int(reply[1])))
-
-
 def xcom_push(
     namespace: Namespace, task_id: str, key: str, value: Any, ttl: float | None
 ) -> Call[None]:

@@ -1,0 +1,123 @@
+"""Bulk operations on the fair queue's tasks, by state, tenant, task name and age: the
+call of one batch (``queue/bulk``), which looks at a bounded slice of where the state's
+tasks are kept, and the cursor that carries an operation from batch to batch.
+
+An operation goes through passes, one per state it covers on each shard it visits
+(:meth:`fairque.queue.plans.QueuePlans.bulk`); its cursor says which pass, where in it,
+and when the operation began on the server's clock (``as_of``): tasks that ended or were
+pushed after that are left alone, so an operation always ends, and a task it retried
+that fails again meanwhile is not retried twice. Stopped between batches, an operation
+can be run again from the start: what it did is done, and it does the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from fairque.engine.calls import Call
+from fairque.engine.fields import MICROS
+from fairque.engine.keys import Namespace
+from fairque.engine.records import TaskState
+from fairque.errors import InvalidInput
+from fairque.queue.models import BulkAction, BulkBatch, Selector
+
+BULK_BATCH = 500  # entries a batch looks at, by default
+MAX_BULK_BATCH = 1_000  # and at most: ~5 ms of the server's time for a retry or a cancel
+# The states each action takes, in the order an operation goes through them.
+BULK_STATES: dict[BulkAction, tuple[TaskState, ...]] = {
+    BulkAction.RETRY: (TaskState.FAILED,),
+    BulkAction.CANCEL: (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED),
+    BulkAction.DELETE: (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED),
+}
+_CURSOR = re.compile(r"(\d{1,5})\.(\d{1,16})\.(\d{1,17})")
+
+
+def action_of(action: BulkAction | str) -> BulkAction:
+    """``action`` as a :class:`BulkAction`; InvalidInput naming the choices otherwise."""
+    try:
+        return BulkAction(action)
+    except ValueError:
+        choices = ", ".join(each.value for each in BulkAction)
+        raise InvalidInput("action", f"must be one of {choices}, got {action!r}") from None
+
+
+def states_of(action: BulkAction, selector: Selector) -> tuple[TaskState, ...]:
+    """The states an operation goes through; InvalidInput if the action does not take the
+    selector's state, or if it would walk every tenant's queued tasks (they are kept per
+    tenant: a tenant must be named)."""
+    takes = BULK_STATES[action]
+    if selector.state is not None:
+        if selector.state not in takes:
+            named = ", ".join(state.value for state in takes)
+            raise InvalidInput(
+                "state", f"{action.value} takes tasks that are {named}; got {selector.state.value}"
+            )
+        takes = (selector.state,)
+    if TaskState.QUEUED in takes and selector.user_id is None:
+        raise InvalidInput(
+            "user_id",
+            "queued tasks are canceled one tenant at a time: name a tenant, or a state "
+            "(scheduled or deferred)",
+        )
+    return takes
+
+
+def check_batch(size: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BULK_BATCH:
+        raise InvalidInput("batch", f"must be an integer from 1 to {MAX_BULK_BATCH}, got {size!r}")
+
+
+def read_cursor(cursor: str, passes: int) -> tuple[int, int, int]:
+    """(pass, position in it, as_of) of a cursor ('' : the first batch); InvalidInput for
+    one that no batch of this operation returned."""
+    if cursor == "":
+        return 0, 0, 0
+    found = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if found is None or int(found[1]) >= passes:
+        raise InvalidInput("cursor", f"not a cursor this operation returned: {cursor!r}")
+    return int(found[1]), int(found[2]), int(found[3])
+
+
+def batch(
+    namespace: Namespace,
+    action: BulkAction,
+    selector: Selector,
+    state: TaskState,
+    *,
+    position: int,
+    as_of: int,
+    size: int,
+    dry_run: bool,
+) -> Call[tuple[bool, int, int, int, int, int]]:
+    """One batch on ``namespace`` of the tasks in ``state`` from ``position``; parses to
+    (the state is done, next position, as_of, entries looked at, tasks selected, entries
+    in the state)."""
+    args = (
+        "count" if dry_run else action.value,
+        state.value,
+        selector.user_id or "",
+        selector.name or "",
+        int(selector.older_than * MICROS),
+        as_of,
+        position,
+        size,
+    )
+    return namespace.call("queue/bulk", args, _parse_batch)
+
+
+def _parse_batch(reply: Sequence[Any]) -> tuple[bool, int, int, int, int, int]:
+    done, position, as_of, looked, selected, total = (int(value) for value in reply)
+    return done == 1, position, as_of, looked, selected, total
+
+
+def next_batch(
+    at: int, passes: int, state: TaskState, reply: tuple[bool, int, int, int, int, int]
+) -> BulkBatch:
+    """What a batch of pass ``at`` (of ``passes``) did, with the cursor of the next."""
+    done, position, as_of, looked, selected, total = reply
+    if done:
+        at, position = at + 1, 0
+    cursor = f"{at}.{position}.{as_of}" if at < passes else None
+    return BulkBatch(cursor, looked, selected, state, total)
