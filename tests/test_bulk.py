@@ -3,13 +3,18 @@ Web UI's /ui/api/bulk): a count first, bounded batches, and a run that can be re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
+from typer.testing import CliRunner
 
 from fairque import FairQueue, InvalidInput, QueueSettings, ShardedQueue, Task, TaskState
+from fairque.cli import app
 from fairque.queue import BulkAction, BulkBatch, Selector
 from tests.conftest import Server, namespace_keys
+
+runner = CliRunner()
 
 
 def _run(
@@ -160,3 +165,28 @@ def test_a_filtered_list_fills_its_pages(make_queue: Callable[..., FairQueue]) -
         seen += [task.task_id for task in page.tasks]
         cursor = page.cursor
     assert len(set(seen)) == 1000
+
+
+def test_the_cli_counts_first_then_retries_and_a_second_run_finds_nothing(
+    queue: FairQueue, server: Server
+) -> None:
+    queue.push_many([Task(user_id="alice", name="report") for _ in range(5)])
+    queue.push(Task(user_id="bob", name="report"))
+    _fail_all(queue)
+    where = ["--url", server.url, "--namespace", queue.namespace.name]
+    retry = ["bulk", "retry", "--tenant", "alice", "--batch", "2", *where]
+
+    counted = runner.invoke(app, [*retry, "--dry-run"])
+    assert (counted.exit_code, counted.stdout) == (0, "would retry 5 tasks (looked at 6 entries)\n")
+    assert queue.stats().states[TaskState.FAILED] == 6
+    done = runner.invoke(app, retry)
+    assert (done.exit_code, done.stdout.split()[:3]) == (0, ["retried", "5", "tasks"])
+    assert queue.stats().states[TaskState.QUEUED] == 5
+    again = runner.invoke(app, [*retry, "--json"])
+    assert json.loads(again.stdout)["selected"] == 0
+
+    wrong = runner.invoke(app, ["bulk", "cancel", *where])
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("error: user_id: queued tasks are canceled one tenant")
+    age = runner.invoke(app, [*retry, "--older-than", "7 weeks"])
+    assert (age.exit_code, age.stdout) == (2, "")

@@ -523,6 +523,15 @@ class TenantStatsPage:
         )
 
 
+def task_state(value: TaskState | str) -> TaskState:
+    """``value`` as a :class:`TaskState`; InvalidInput naming the states otherwise."""
+    try:
+        return TaskState(value)
+    except ValueError:
+        states = ", ".join(state.value for state in TaskState)
+        raise InvalidInput("state", f"must be one of {states}, got {value!r}") from None
+
+
 MAX_BULK_AGE = 10 * 366 * 24 * 3600.0  # seconds: Selector.older_than's bound
 
 
@@ -548,12 +557,7 @@ class Selector:
 
     def __post_init__(self) -> None:
         if self.state is not None:
-            try:
-                object.__setattr__(self, "state", TaskState(self.state))
-            except ValueError:
-                states = ", ".join(state.value for state in TaskState)
-                got = f"must be one of {states}, got {self.state!r}"
-                raise InvalidInput("state", got) from None
+            object.__setattr__(self, "state", task_state(self.state))
         for value, field_name in ((self.user_id, "user_id"), (self.name, "name")):
             if value is not None:
                 try:

@@ -28,6 +28,7 @@ from fairque.queue.models import (
     TaskInfo,
     TaskPage,
     TaskSummary,
+    task_state,
 )
 
 
@@ -139,11 +140,7 @@ def tasks(
 ) -> Call[TaskPage]:
     """A page of the tasks (and strict jobs) in ``state``, of one tenant and / or
     name if given, from ``cursor``; a page may hold fewer than ``limit``."""
-    try:
-        state = TaskState(state)
-    except ValueError:
-        states = ", ".join(s.value for s in TaskState)
-        raise InvalidInput("state", f"must be one of {states}, got {state!r}") from None
+    state = task_state(state)
     for value, field in ((user_id, "user_id"), (name, "name")):
         if value is not None:
             check_name(value, field)
