@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from litestar.testing import TestClient
 from typer.testing import CliRunner
 
 from fairque import FairQueue, InvalidInput, QueueSettings, ShardedQueue, Task, TaskState
 from fairque.cli import app
+from fairque.http.master import MasterConfig, create_master
 from fairque.queue import BulkAction, BulkBatch, Selector
 from tests.conftest import Server, namespace_keys
 
 runner = CliRunner()
+JSON = "application/json"
 
 
 def _run(
@@ -190,3 +194,27 @@ def test_the_cli_counts_first_then_retries_and_a_second_run_finds_nothing(
     assert wrong.stderr.startswith("error: user_id: queued tasks are canceled one tenant")
     age = runner.invoke(app, [*retry, "--older-than", "7 weeks"])
     assert (age.exit_code, age.stdout) == (2, "")
+
+
+def test_the_http_api_goes_batch_by_batch_with_a_cursor(server: Server, queue: FairQueue) -> None:
+    queue.push_many([Task(user_id="alice", task_id=f"a{n}", delay=3600) for n in range(3)])
+    config = MasterConfig(url=server.url, namespace=queue.namespace.name, poll=0.05)
+    with TestClient(create_master(config)) as client:
+
+        def batch(body: dict[str, Any], status: int = 200) -> Any:
+            answer = client.post("/ui/api/bulk/cancel", json=body, headers={"accept": JSON})
+            assert answer.status_code == status, answer.text
+            return answer.json()
+
+        selector = {"state": "scheduled", "user_id": "alice", "batch": 2}
+        counted = batch({**selector, "dry_run": True})
+        assert (counted["selected"], counted["looked"]) == (2, 2)
+        assert batch({**selector, "dry_run": True, "cursor": counted["cursor"]})["cursor"] is None
+        canceled, cursor = 0, ""
+        while cursor is not None:
+            answer = batch({**selector, "cursor": cursor})
+            canceled, cursor = canceled + answer["selected"], answer["cursor"]
+        assert canceled == 3
+        assert queue.stats().states[TaskState.CANCELED] == 3
+        assert batch({**selector, "batch": 5000}, 400)["field"] == "batch"
+        assert batch({"state": "finished"}, 400)["field"] == "state"

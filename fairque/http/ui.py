@@ -80,6 +80,8 @@ from fairque.queue import (
     TenantShares,
 )
 from fairque.queue.async_client import open_async_queue
+from fairque.queue.calls.bulk import BULK_BATCH, MAX_BULK_BATCH
+from fairque.queue.models import MAX_BULK_AGE, BulkAction, BulkBatch, Selector
 from fairque.queue.shares import update_body
 from fairque.runners.scheduler import AsyncTaskScheduler
 
@@ -338,6 +340,43 @@ async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Reque
     return Requeued(await ui.queue.retry_failed(user_id))
 
 
+Identifier = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN)
+]
+
+
+class BulkRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Which tasks a bulk operation selects (``FairQueue.bulk``'s ``Selector``: state,
+    tenant, task name, and an age in seconds), and where it goes on: ``cursor`` as the
+    last batch returned it ('' for the first). With ``dry_run`` it only counts."""
+
+    state: TaskState | None = None
+    user_id: Identifier | None = None
+    name: Identifier | None = None
+    older_than: Annotated[float, msgspec.Meta(ge=0, le=MAX_BULK_AGE)] = 0.0
+    cursor: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    dry_run: bool = False
+    batch: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK_BATCH)] = BULK_BATCH
+
+
+BulkBody = Annotated[BulkRequest, Body(media_type=MSGPACK, description="Selector and cursor.")]
+Action = Annotated[BulkAction, PathParameter(description="retry, cancel or delete.")]
+
+
+@post(
+    "/bulk/{action:str}",
+    status_code=200,
+    summary="One batch of a bulk retry, cancel or delete, by state, tenant, name and age",
+    description="Send the cursor each answer holds until it is null; every batch holds the "
+    "server a few milliseconds at most. A dry run counts the tasks the operation selects.",
+)
+async def bulk(ui: NamedDependency[Dashboard], action: Action, data: BulkBody) -> BulkBatch:
+    selector = Selector(data.state, data.user_id, data.name, data.older_than)
+    return await ui.queue.bulk(
+        action, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
 Minutes = Annotated[int, QueryParameter(ge=1, le=10, description="The window, in minutes.")]
 Top = Annotated[int, QueryParameter(ge=1, le=100, description="How many of the busiest tenants.")]
 
@@ -482,6 +521,7 @@ ROUTES = [
     retry_task,
     cancel_task,
     retry_tenant,
+    bulk,
     fairness,
     fairness_stream,
     tenant_shares,
