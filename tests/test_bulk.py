@@ -104,8 +104,8 @@ def test_delete_ended_tasks_older_than_an_age(queue: FairQueue) -> None:
     ("call", "field"),
     [
         (("retry", Selector(TaskState.QUEUED), "", 500), "state"),
-        (("cancel", Selector(), "", 500), "user_id"),
-        (("cancel", Selector(TaskState.SCHEDULED), "9.0.0", 500), "cursor"),
+        (("cancel", Selector(TaskState.QUEUED), "", 500), "user_id"),
+        (("cancel", Selector(TaskState.SCHEDULED), "9.0", 500), "cursor"),
         (("delete", Selector(), "", 0), "batch"),
         (("purge", Selector(), "", 500), "action"),
     ],
@@ -189,7 +189,7 @@ def test_the_cli_counts_first_then_retries_and_a_second_run_finds_nothing(
     again = runner.invoke(app, [*retry, "--json"])
     assert json.loads(again.stdout)["selected"] == 0
 
-    wrong = runner.invoke(app, ["bulk", "cancel", *where])
+    wrong = runner.invoke(app, ["bulk", "cancel", "--state", "queued", *where])
     assert wrong.exit_code == 2
     assert wrong.stderr.startswith("error: user_id: queued tasks are canceled one tenant")
     age = runner.invoke(app, [*retry, "--older-than", "7 weeks"])
@@ -201,8 +201,8 @@ def test_the_http_api_goes_batch_by_batch_with_a_cursor(server: Server, queue: F
     config = MasterConfig(url=server.url, namespace=queue.namespace.name, poll=0.05)
     with TestClient(create_master(config)) as client:
 
-        def batch(body: dict[str, Any], status: int = 200) -> Any:
-            answer = client.post("/ui/api/bulk/cancel", json=body, headers={"accept": JSON})
+        def batch(body: dict[str, Any], status: int = 200, action: str = "cancel") -> Any:
+            answer = client.post(f"/ui/api/bulk/{action}", json=body, headers={"accept": JSON})
             assert answer.status_code == status, answer.text
             return answer.json()
 
@@ -218,3 +218,5 @@ def test_the_http_api_goes_batch_by_batch_with_a_cursor(server: Server, queue: F
         assert queue.stats().states[TaskState.CANCELED] == 3
         assert batch({**selector, "batch": 5000}, 400)["field"] == "batch"
         assert batch({"state": "finished"}, 400)["field"] == "state"
+        assert batch({"state": "finished"}, action="delete")["cursor"] is None
+        assert batch({"cursor": "7.0.0"}, action="retry")["cursor"] is None  # past the end

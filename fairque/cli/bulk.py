@@ -27,6 +27,7 @@ from fairque.cli.common import (
     errors,
     on_queue,
     say,
+    warn,
 )
 from fairque.cli.listing import print_json
 from fairque.engine.records import TaskState
@@ -178,9 +179,12 @@ def cancel(
     batch: int = BATCH,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Cancel waiting tasks (scheduled, deferred, queued: queued ones of one tenant), and
-    the tasks that depend on them. Running tasks are left: see ``fairque task cancel``."""
+    """Cancel waiting tasks (scheduled, deferred, and a tenant's queued ones), and the
+    tasks that depend on them. Running tasks are left: see ``fairque task cancel``."""
     selector = Selector(_state(state), tenant, name, parse_age(older_than))
+    if state is None and tenant is None:
+        warn("queued tasks are canceled one tenant at a time: this cancels scheduled and "
+             "deferred ones; add --tenant for a tenant's queued tasks too")  # fmt: skip
     run_bulk(target, BulkAction.CANCEL, selector, dry_run=dry_run, batch=batch, as_json=as_json)
 
 

@@ -44,7 +44,15 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.ui import Dashboard, LimitsUpdate, SharesUpdate, UiConfig
+from fairque.http.ui import (
+    BulkCancel,
+    BulkDelete,
+    BulkRetry,
+    Dashboard,
+    LimitsUpdate,
+    SharesUpdate,
+    UiConfig,
+)
 from fairque.http.wire import MSGPACK, WireOperation
 from fairque.http.worker import worker_api
 from fairque.jobs import (
@@ -362,7 +370,7 @@ ROUTES = [
 MASTER_TYPES = (
     Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done, JobReport, Reported,
     WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
-    Overview, SharesUpdate, LimitsUpdate,
+    Overview, SharesUpdate, LimitsUpdate, BulkRetry, BulkCancel, BulkDelete,
 )  # fmt: skip
 
 

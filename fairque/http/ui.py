@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import litestar
 import msgspec
@@ -80,7 +80,7 @@ from fairque.queue import (
     TenantShares,
 )
 from fairque.queue.async_client import open_async_queue
-from fairque.queue.calls.bulk import BULK_BATCH, MAX_BULK_BATCH
+from fairque.queue.calls.bulk import BULK_BATCH, CURSOR_PATTERN, MAX_BULK_BATCH
 from fairque.queue.models import MAX_BULK_AGE, BulkAction, BulkBatch, Selector
 from fairque.queue.shares import update_body
 from fairque.runners.scheduler import AsyncTaskScheduler
@@ -345,35 +345,75 @@ Identifier = Annotated[
 ]
 
 
-class BulkRequest(msgspec.Struct, forbid_unknown_fields=True):
-    """Which tasks a bulk operation selects (``FairQueue.bulk``'s ``Selector``: state,
-    tenant, task name, and an age in seconds), and where it goes on: ``cursor`` as the
-    last batch returned it ('' for the first). With ``dry_run`` it only counts."""
+class BulkRetry(msgspec.Struct, forbid_unknown_fields=True):
+    """Which tasks a bulk operation selects (``FairQueue.bulk``'s ``Selector``): of a
+    tenant, of a task name, that ended (waiting ones: were pushed) at least
+    ``older_than`` seconds before the operation began. ``cursor`` is where it goes on, as
+    the last batch answered it ('' first); with ``dry_run`` it only counts."""
 
-    state: TaskState | None = None
     user_id: Identifier | None = None
     name: Identifier | None = None
     older_than: Annotated[float, msgspec.Meta(ge=0, le=MAX_BULK_AGE)] = 0.0
-    cursor: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    cursor: Annotated[str, msgspec.Meta(pattern=CURSOR_PATTERN)] = ""
     dry_run: bool = False
     batch: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK_BATCH)] = BULK_BATCH
 
 
-BulkBody = Annotated[BulkRequest, Body(media_type=MSGPACK, description="Selector and cursor.")]
-Action = Annotated[BulkAction, PathParameter(description="retry, cancel or delete.")]
+class BulkCancel(BulkRetry, forbid_unknown_fields=True):
+    """A bulk cancel's selection: of one waiting state, or of all (queued tasks only with
+    a ``user_id``: they are kept per tenant)."""
+
+    state: Literal["scheduled", "deferred"] | None = None
 
 
-@post(
-    "/bulk/{action:str}",
+class BulkDelete(BulkRetry, forbid_unknown_fields=True):
+    """A bulk delete's selection: of one ended state, or of all."""
+
+    state: Literal["finished", "failed", "canceled"] | None = None
+
+
+def _selector(data: BulkRetry, state: str | None = None) -> Selector:
+    return Selector(
+        None if state is None else TaskState(state), data.user_id, data.name, data.older_than
+    )
+
+
+bulk_post = partial(
+    post,
     status_code=200,
-    summary="One batch of a bulk retry, cancel or delete, by state, tenant, name and age",
-    description="Send the cursor each answer holds until it is null; every batch holds the "
+    description="Send the cursor each answer holds until it is null: each batch holds the "
     "server a few milliseconds at most. A dry run counts the tasks the operation selects.",
 )
-async def bulk(ui: NamedDependency[Dashboard], action: Action, data: BulkBody) -> BulkBatch:
-    selector = Selector(data.state, data.user_id, data.name, data.older_than)
+
+
+@bulk_post("/bulk/retry", summary="One batch of a bulk retry of failed tasks")
+async def bulk_retry(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkRetry, Body(media_type=MSGPACK)]
+) -> BulkBatch:
     return await ui.queue.bulk(
-        action, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
+        BulkAction.RETRY, _selector(data), data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
+@bulk_post(
+    "/bulk/cancel", summary="One batch of a bulk cancel of waiting tasks (and of their dependents)"
+)
+async def bulk_cancel(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkCancel, Body(media_type=MSGPACK)]
+) -> BulkBatch:
+    selector = _selector(data, data.state)
+    return await ui.queue.bulk(
+        BulkAction.CANCEL, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
+@bulk_post("/bulk/delete", summary="One batch of a bulk delete of ended tasks")
+async def bulk_delete(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkDelete, Body(media_type=MSGPACK)]
+) -> BulkBatch:
+    selector = _selector(data, data.state)
+    return await ui.queue.bulk(
+        BulkAction.DELETE, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
     )
 
 
@@ -521,7 +561,9 @@ ROUTES = [
     retry_task,
     cancel_task,
     retry_tenant,
-    bulk,
+    bulk_retry,
+    bulk_cancel,
+    bulk_delete,
     fairness,
     fairness_stream,
     tenant_shares,

@@ -376,7 +376,7 @@ class QueuePlans(ShardPlans[Namespace]):
         selector = Selector(TaskState.FAILED, user_id)
         retried, cursor = 0, ""
         while True:
-            batch: BulkBatch = (yield [self.bulk(BulkAction.RETRY, selector, cursor)])[0]
+            batch = yield from self.bulk(BulkAction.RETRY, selector, cursor)
             retried += batch.selected
             if batch.cursor is None:
                 return retried
@@ -390,7 +390,7 @@ class QueuePlans(ShardPlans[Namespace]):
         size: int = bulk_calls.BULK_BATCH,
         *,
         dry_run: bool = False,
-    ) -> Call[BulkBatch]:
+    ) -> Steps[BulkBatch]:
         """One batch of a bulk operation (:mod:`fairque.queue.calls.bulk`): its passes go
         through the states it takes on each shard it visits (a tenant's: its shard)."""
         action = bulk_calls.action_of(action)
@@ -404,13 +404,16 @@ class QueuePlans(ShardPlans[Namespace]):
             else range(len(self.shards))
         )
         passes = [(shard, state) for shard in shards for state in states]
-        at, position, as_of = bulk_calls.read_cursor(cursor, len(passes))
+        at, position, as_of = bulk_calls.read_cursor(cursor)
+        if at >= len(passes):
+            return BulkBatch(None, 0, 0, states[-1], 0)
         shard, state = passes[at]
         call = bulk_calls.batch(
             self.shards[shard], action, selector, state,
             position=position, as_of=as_of, size=size, dry_run=dry_run,
         )  # fmt: skip
-        return call.then(lambda reply: bulk_calls.next_batch(at, len(passes), state, reply))
+        reply = (yield [call])[0]
+        return bulk_calls.next_batch(at, len(passes), state, reply)
 
 
 def _concatenated(parts: list[list[str]]) -> list[str]:

@@ -31,7 +31,6 @@ BULK_STATES: dict[BulkAction, tuple[TaskState, ...]] = {
     BulkAction.CANCEL: (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED),
     BulkAction.DELETE: (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED),
 }
-_CURSOR = re.compile(r"(\d{1,5})\.(\d{1,16})\.(\d{1,17})")
 
 
 def action_of(action: BulkAction | str) -> BulkAction:
@@ -45,8 +44,8 @@ def action_of(action: BulkAction | str) -> BulkAction:
 
 def states_of(action: BulkAction, selector: Selector) -> tuple[TaskState, ...]:
     """The states an operation goes through; InvalidInput if the action does not take the
-    selector's state, or if it would walk every tenant's queued tasks (they are kept per
-    tenant: a tenant must be named)."""
+    selector's state. Queued tasks are kept per tenant: an operation walks them for a
+    tenant it names only (queued, and no tenant: InvalidInput)."""
     takes = BULK_STATES[action]
     if selector.state is not None:
         if selector.state not in takes:
@@ -55,12 +54,10 @@ def states_of(action: BulkAction, selector: Selector) -> tuple[TaskState, ...]:
                 "state", f"{action.value} takes tasks that are {named}; got {selector.state.value}"
             )
         takes = (selector.state,)
-    if TaskState.QUEUED in takes and selector.user_id is None:
-        raise InvalidInput(
-            "user_id",
-            "queued tasks are canceled one tenant at a time: name a tenant, or a state "
-            "(scheduled or deferred)",
-        )
+    if selector.user_id is None:
+        if selector.state is TaskState.QUEUED:
+            raise InvalidInput("user_id", "queued tasks are canceled one tenant at a time")
+        takes = tuple(state for state in takes if state is not TaskState.QUEUED)
     return takes
 
 
@@ -69,15 +66,20 @@ def check_batch(size: int) -> None:
         raise InvalidInput("batch", f"must be an integer from 1 to {MAX_BULK_BATCH}, got {size!r}")
 
 
-def read_cursor(cursor: str, passes: int) -> tuple[int, int, int]:
-    """(pass, position in it, as_of) of a cursor ('' : the first batch); InvalidInput for
-    one that no batch of this operation returned."""
+CURSOR_PATTERN = r"^(\d{1,5}\.\d{1,16}\.\d{1,17})?$"  # '' or pass.position.as_of
+_CURSOR = re.compile(CURSOR_PATTERN)
+
+
+def read_cursor(cursor: str) -> tuple[int, int, int]:
+    """(pass, position in it, as_of) of a cursor ('': the first batch); InvalidInput for
+    one that is not a cursor. A pass beyond the operation's last is its end."""
+    found = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if found is None:
+        raise InvalidInput("cursor", f"not a cursor a batch returned: {cursor!r}")
     if cursor == "":
         return 0, 0, 0
-    found = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
-    if found is None or int(found[1]) >= passes:
-        raise InvalidInput("cursor", f"not a cursor this operation returned: {cursor!r}")
-    return int(found[1]), int(found[2]), int(found[3])
+    at, position, as_of = cursor.split(".")
+    return int(at), int(position), int(as_of)
 
 
 def batch(
