@@ -75,7 +75,7 @@ BATCH = typer.Option(
     min=1,
     max=MAX_BULK_BATCH,
     metavar="N",
-    help="Entries each call looks at (each call holds the server ~1 ms per 100).",
+    help="Entries each call looks at (a retry holds the server ~1.5 ms per 100).",
 )
 
 
