@@ -220,3 +220,11 @@ def test_the_http_api_goes_batch_by_batch_with_a_cursor(server: Server, queue: F
         assert batch({"state": "finished"}, 400)["field"] == "state"
         assert batch({"state": "finished"}, action="delete")["cursor"] is None
         assert batch({"cursor": "7.0.0"}, action="retry")["cursor"] is None  # past the end
+
+
+@pytest.mark.parametrize("state", [TaskState.DEFERRED, TaskState.SCHEDULED])
+def test_a_cursor_past_the_end_ends_the_operation(queue: FairQueue, state: TaskState) -> None:
+    queue.push(Task(user_id="alice", delay=60))
+    done = queue.bulk("cancel", Selector(state), "0.9999999999999999999.0")
+    assert (done.cursor, done.selected) == (None, 0)
+    assert queue.stats().states[TaskState.SCHEDULED] == 1

@@ -66,7 +66,8 @@ def check_batch(size: int) -> None:
         raise InvalidInput("batch", f"must be an integer from 1 to {MAX_BULK_BATCH}, got {size!r}")
 
 
-CURSOR_PATTERN = r"^(\d{1,5}\.\d{1,16}\.\d{1,17})?$"  # '' or pass.position.as_of
+# '' or pass.position.as_of; a position is a set scan's cursor (< 2^64) or an offset.
+CURSOR_PATTERN = r"^(\d{1,5}\.\d{1,19}\.\d{1,17})?$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 
 

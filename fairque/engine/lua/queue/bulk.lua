@@ -22,7 +22,8 @@
 --@include queued
 
 local operation, state, tenant, name = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local cursor, size = tonumber(ARGV[8]), tonumber(ARGV[9])
+-- A position past 2^53 is past any registry's end (and Lua would write it as 1e+19).
+local cursor, size = math.min(tonumber(ARGV[8]), 2 ^ 53), tonumber(ARGV[9])
 local now = clock_now()
 local as_of = tonumber(ARGV[7])
 if as_of == 0 then as_of = now end
@@ -71,11 +72,11 @@ local function reply(ids, matched, total)
     total})
 end
 
-if state == 'deferred' then -- a set scan: its cursor holds across changes
-  local scan = redis.call('SSCAN', K['state:deferred'], cursor, 'COUNT', size)
+if state == 'deferred' then
+  -- A set scan, whose cursor holds across changes; kept as text, as it may pass 2^53.
+  local scan = redis.call('SSCAN', K['state:deferred'], ARGV[8], 'COUNT', size)
   local matched = visit(scan[2])
-  local next_cursor = tonumber(scan[1])
-  return flush(now, {next_cursor == 0 and 1 or 0, next_cursor, as_of, #scan[2], matched,
+  return flush(now, {scan[1] == '0' and 1 or 0, scan[1], as_of, #scan[2], matched,
     redis.call('SCARD', K['state:deferred'])})
 end
 
