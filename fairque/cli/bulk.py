@@ -38,6 +38,11 @@ app = Typer(help="Retry, cancel or delete many tasks at once, by state, tenant, 
 
 STOPPED = 130  # the exit code of a command stopped by Ctrl-C
 DONE = {BulkAction.RETRY: "retried", BulkAction.CANCEL: "canceled", BulkAction.DELETE: "deleted"}
+DOING = {
+    BulkAction.RETRY: "retrying",
+    BulkAction.CANCEL: "canceling",
+    BulkAction.DELETE: "deleting",
+}
 UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 AGE_HINT = "'--older-than'"
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -114,7 +119,7 @@ def run_bulk(
     tasks it selected (dry run) or acted on."""
     selected = looked = 0
     show = errors.is_terminal and not as_json
-    verb = "counting" if dry_run else DONE[action].removesuffix("ed") + "ing"
+    verb = "counting" if dry_run else DOING[action]
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[selected]} selected"),
@@ -127,7 +132,7 @@ def run_bulk(
         while cursor is not None and not asked[0]:
             done = queue.bulk(action, selector, cursor, dry_run=dry_run, batch=batch)
             removed = 0 if dry_run else done.selected
-            totals.setdefault(cursor.split(".")[0], done.total + removed)
+            totals.setdefault(cursor.split(".")[0] or "0", done.total + removed)
             cursor = done.cursor
             selected, looked = selected + done.selected, looked + done.looked
             progress.update(
