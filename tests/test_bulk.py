@@ -137,6 +137,7 @@ def test_a_selector_bounds_its_fields(fields: dict[str, object], field: str) -> 
     assert caught.value.field == field
 
 
+@pytest.mark.cluster
 def test_a_bulk_operation_covers_every_shard(server: Server, namespace: str) -> None:
     queue = ShardedQueue(server.url, namespace, shards=3)
     try:
@@ -171,6 +172,7 @@ def test_a_filtered_list_fills_its_pages(make_queue: Callable[..., FairQueue]) -
     assert len(set(seen)) == 1000
 
 
+@pytest.mark.one_engine
 def test_the_cli_counts_first_then_retries_and_a_second_run_finds_nothing(
     queue: FairQueue, server: Server
 ) -> None:
@@ -196,6 +198,7 @@ def test_the_cli_counts_first_then_retries_and_a_second_run_finds_nothing(
     assert (age.exit_code, age.stdout) == (2, "")
 
 
+@pytest.mark.one_engine
 def test_the_http_api_goes_batch_by_batch_with_a_cursor(server: Server, queue: FairQueue) -> None:
     queue.push_many([Task(user_id="alice", task_id=f"a{n}", delay=3600) for n in range(3)])
     config = MasterConfig(url=server.url, namespace=queue.namespace.name, poll=0.05)
