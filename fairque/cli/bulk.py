@@ -31,7 +31,7 @@ from fairque.cli.common import (
 )
 from fairque.cli.listing import print_json
 from fairque.engine.records import TaskState
-from fairque.queue.calls.bulk import BULK_BATCH, BULK_STATES, MAX_BULK_BATCH
+from fairque.queue.calls.bulk import BULK_BATCH, BULK_STATES, MAX_BULK_BATCH, read_cursor
 from fairque.queue.models import MAX_BULK_AGE, BulkAction, Selector, task_state
 
 app = Typer(help="Retry, cancel or delete many tasks at once, by state, tenant, name and age.")
@@ -126,13 +126,13 @@ def run_bulk(
         console=errors, transient=True, disable=not show,
     )  # fmt: skip
     cursor: str | None = ""
-    totals: dict[str, int] = {}  # entries in each pass of the operation, at its start
+    totals: dict[int, int] = {}  # entries in each pass of the operation, at its start
     with target.open() as queue, progress, _stopped_by_ctrl_c() as asked:
         bar = progress.add_task(verb, total=None, selected=0)
         while cursor is not None and not asked[0]:
             done = queue.bulk(action, selector, cursor, dry_run=dry_run, batch=batch)
             removed = 0 if dry_run else done.selected
-            totals.setdefault(cursor.split(".")[0] or "0", done.total + removed)
+            totals.setdefault(read_cursor(cursor)[0], done.total + removed)
             cursor = done.cursor
             selected, looked = selected + done.selected, looked + done.looked
             progress.update(
