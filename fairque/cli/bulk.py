@@ -185,7 +185,7 @@ def cancel(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Cancel waiting tasks (scheduled, deferred, and a tenant's queued ones), and the
-    tasks that depend on them. Running tasks are left: see ``fairque task cancel``."""
+    tasks that depend on them. Running tasks are left to "fairque task cancel"."""
     selector = Selector(_state(state), tenant, name, parse_age(older_than))
     if state is None and tenant is None:
         warn("queued tasks are canceled one tenant at a time: this cancels scheduled and "
@@ -221,7 +221,7 @@ def empty(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Empty a tenant's backlog: cancel every task of it that waits (scheduled, deferred,
-    queued), as ``bulk cancel --tenant TENANT`` does."""
+    queued), as "bulk cancel --tenant TENANT" does."""
     selector = Selector(user_id=tenant)
     run_bulk(target, BulkAction.CANCEL, selector, dry_run=dry_run, batch=batch, as_json=as_json)
 
