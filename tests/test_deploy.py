@@ -126,7 +126,8 @@ def test_each_probe_asks_the_port_its_process_answers_on(
     for probe in ("livenessProbe", "readinessProbe"):
         spec = container[probe]
         if "httpGet" in spec:  # the process listens on the pod's address
-            assert params["host"] == "0.0.0.0", manifest
+            host = params.get("host") or params.get("monitoring_host")
+            assert host == "0.0.0.0", manifest
             port = ports.get(spec["httpGet"]["port"], spec["httpGet"]["port"])
         else:  # on its loopback: the probe runs inside the container
             url = re.search(r"http://127\.0\.0\.1:(\d+)/", " ".join(spec["exec"]["command"]))

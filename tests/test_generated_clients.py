@@ -32,7 +32,7 @@ TYPESCRIPT_EXAMPLE = REPO / "examples/generated/typescript"
 OPENAPI_PYTHON_CLIENT = "openapi-python-client==0.29.0"  # the version the docs page names
 FAST = QueueSettings(retry_backoff_base=0.05, retry_backoff_max=0.05)
 
-pytestmark = [pytest.mark.one_engine, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.one_engine, pytest.mark.long, pytest.mark.timeout(300)]
 
 
 def required(what: str) -> None:

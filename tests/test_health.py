@@ -43,7 +43,7 @@ HANDLERS = textwrap.dedent("""
 
     HANDLERS = {"jobs": handle_jobs}
 """)
-ADDRESS = re.compile(r"(http://127\.0\.0\.1:\d+)")
+ADDRESS = re.compile(r"(http://127\.0\.0\.[12]:\d+)")
 
 
 class Command:
@@ -118,8 +118,9 @@ RUNNERS: dict[str, Callable[[str, str], list[str]]] = {
     "worker --processes 2": lambda url, ns: [
         "worker", "--tasks", "tasks", "--processes", "2", *_health_port(url, ns)
     ],
-    "worker (metrics port)": lambda url, ns: [
-        "worker", "--tasks", "tasks", "--url", url, "--namespace", ns, "--metrics-port", "0"
+    "worker (metrics port)": lambda url, ns: [  # another address (0.0.0.0 in a pod)
+        "worker", "--tasks", "tasks", "--url", url, "--namespace", ns, "--metrics-port", "0",
+        "--monitoring-host", "127.0.0.2",
     ],
     "scheduler run": lambda url, ns: ["scheduler", "run", *_health_port(url, ns)],
     "storage-worker": lambda url, ns: [
@@ -137,6 +138,7 @@ def test_a_runner_is_ready_while_its_server_answers(
     command = Command(RUNNERS[runner](restartable.url, namespace), home)
     try:
         where = command.address("metrics on" if "metrics" in runner else "health on")
+        assert where.startswith("http://127.0.0.2:" if "metrics" in runner else "http://127.0.0.1:")
         if "processes" in runner:  # the children are up (a SIGTERM while they import fails)
             wait_for(lambda: command.err.read_text().count(" started (concurrency") == 2, 60)
         assert answers(where + READY_PATH, 200) == "ready\n"

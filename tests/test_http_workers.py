@@ -571,9 +571,9 @@ def test_worker_app_runs_a_batch_directly() -> None:
             status, content = runs(jobs)
             assert (status, msgspec.msgpack.decode(content)["error"]) == (400, "invalid_input")
         # Asked for JSON (a worker speaking JSON): the result objects, in the jobs' order.
-        jobs = [{**job, "name": "nap", "argument": {"args": [0.2]}},
-                {**job, "name": "echo", "argument": {"args": [4]}}]  # fmt: skip
-        response = client.post("/runs", json=jobs)
+        nap: dict[str, Any] = {**job, "name": "nap", "argument": {"args": [0.2]}}
+        plain = [nap, {**job, "name": "echo", "argument": {"args": [4]}}]
+        response = client.post("/runs", json=plain)
         assert response.headers["content-type"].startswith("application/json")
         assert [(r["type"], r["result"]) for r in response.json()] == [
             ("success", 0.2), ("success", 4)

@@ -21,6 +21,7 @@ from fairque import (
     QueueSettings,
     RetryInfo,
     Task,
+    TaskState,
 )
 from fairque.engine import records, scripts
 from fairque.engine import settings as settings_store
@@ -29,8 +30,16 @@ from fairque.engine.connect import sync_client
 from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.jobs import JobOps, LeasedJob, Success
-from fairque.queue import LeasedTask, LimitsChange, Priority, SharesChange, WorkerInfo
-from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
+from fairque.queue import (
+    BulkAction,
+    LeasedTask,
+    LimitsChange,
+    Priority,
+    Selector,
+    SharesChange,
+    WorkerInfo,
+)
+from fairque.queue.calls import bulk, figures, leases, maintenance, push, quotas, workers
 from fairque.queue.calls import tasks as task_calls
 from fairque.scheduler import MissedRuns, Schedule, TaskTemplate
 from fairque.scheduler.config import SchedulerConfig
@@ -51,9 +60,10 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "namespace/backlog", "namespace/cancel", "namespace/due", "namespace/fairness",
         "namespace/get", "namespace/promote", "namespace/reap", "namespace/retry",
         "namespace/settings", "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
-        "queue/extend", "queue/fail", "queue/finish", "queue/finish_pop", "queue/hand_over",
+        "queue/bulk", "queue/extend", "queue/fail", "queue/finish", "queue/finish_pop",
+        "queue/hand_over",
         "queue/limits", "queue/pop",
-        "queue/push", "queue/release", "queue/report", "queue/retry_failed", "queue/tenant",
+        "queue/push", "queue/release", "queue/report", "queue/tenant",
         "queue/upkeep",
         "queue/workers", "queue/xcom_pull", "queue/xcom_push",
         "scheduler/claim", "scheduler/failed", "scheduler/fire", "scheduler/instance",
@@ -73,8 +83,9 @@ def test_scripts_are_self_contained(name: str) -> None:
         assert script.source.count(f"local function {helper}(") == 1, helper
     # SMEMBERS is allowed: dependency sets are per task and read whole, as seed 000 does.
     forbidden = ["'KEYS'", '"KEYS"', "dofile", "loadstring", "cjson"]
-    # The Web UI's task list reads one page of a critical list (at most `limit` ids).
-    if name != "namespace/tasks":
+    # The Web UI's task list and a bulk operation's batch read one slice of a critical
+    # list (a page, a batch: at most 1,000 ids).
+    if name not in {"namespace/tasks", "queue/bulk"}:
         forbidden.append("LRANGE")
     for word in forbidden:
         assert word not in script.source, word
@@ -367,7 +378,16 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
     "queue fail": lambda: leases.fail(NAMESPACE, _leased(), "boom", retry=True),
     "queue extend": lambda: leases.extend(NAMESPACE, _leased(), 10.0),
     "queue report": lambda: leases.report(NAMESPACE, _leased(), 50.0, "half", ["a line"]),
-    "queue retry_failed": lambda: task_calls.retry_failed(NAMESPACE, "alice"),
+    "queue bulk": lambda: bulk.batch(
+        NAMESPACE,
+        BulkAction.RETRY,
+        Selector(user_id="alice"),
+        TaskState.FAILED,
+        position=0,
+        as_of=0,
+        size=500,
+        dry_run=False,
+    ),
     "queue xcom_push": lambda: task_calls.xcom_push(NAMESPACE, "t1", "k", 1, None),
     "queue xcom_pull": lambda: task_calls.xcom_pull(NAMESPACE, "t1", "k"),
     "queue workers": lambda: workers.register_worker(

@@ -520,6 +520,10 @@ def test_the_schema_states_what_the_server_enforces() -> None:
     assert variants == {"equals": None, "in": "array", "prefix": "string"}
     assert all(option["additionalProperties"] is False for option in schemas["Matcher"]["oneOf"])
     paths = openapi_document(create_master())["paths"]
+    # A generated client names its functions by the operation ids: the handlers' names.
+    ids = [op["operationId"] for item in paths.values() for op in item.values()]
+    assert len(ids) == len(set(ids))
+    assert {"enqueue", "jobDetail", "jobResult", "registerWorker", "uiOverview"} <= set(ids)
     batch = paths["/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert (batch["minItems"], batch["maxItems"]) == (1, 1000)
     states = {p["name"]: p["schema"] for p in paths["/jobs"]["get"]["parameters"]}["state"]

@@ -38,7 +38,7 @@ from fairque import (
 )
 from fairque.engine.calls import Call
 from fairque.jobs import LeasedJob, Success
-from fairque.queue import LeasedTask, Priority, WorkerInfo
+from fairque.queue import LeasedTask, Priority, Selector, WorkerInfo
 from fairque.storage import AsyncTarantoolStorage, QueueReport, TarantoolStorage, WorkerReport
 
 PAIRS: list[tuple[type[Any], type[Any]]] = [
@@ -186,6 +186,7 @@ CASES: dict[str, list[tuple[str, tuple[Any, ...], dict[str, Any]]]] = {
         ("xcom_pull", ("t1", "k", 7), {}),
         ("tasks", ("failed", "alice", "n", 5, 20), {}),
         ("retry_failed", ("alice",), {}),
+        ("bulk", ("retry", Selector(user_id="alice"), "0.5.9"), {"dry_run": True, "batch": 20}),
         ("get", ("t1",), {}),
         ("get_record", ("t1",), {}),
         ("result", ("t1", 5.0), {}),

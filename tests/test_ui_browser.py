@@ -28,7 +28,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fairque import ErrorReport, FairQueue, Priority, QueueSettings, Task
+from fairque import ErrorReport, FairQueue, Priority, QueueSettings, Task, TaskState
 from fairque.http.master import MasterConfig, create_master
 from fairque.jobs import Constraint, Job, Matcher, Success
 from fairque.jobs.client import JobQueue
@@ -795,6 +795,34 @@ def test_a_chart_fills_its_card(
         return axis.width / inner;
     """)
     assert share > 0.85  # the x axis spans the card, less the room for the y labels
+
+
+def test_a_bulk_retry_counts_first_asks_then_retries_all(
+    ui: Callable[[str], None], browser: webdriver.Chrome, queue: FairQueue
+) -> None:
+    queue.push_many([Task(user_id="dave", max_retries=0) for _ in range(4)])
+    queue.push(Task(user_id="erin", max_retries=0))
+    for task in queue.pop(count=5):
+        queue.fail(task, "down")
+
+    ui("/tasks?state=failed&user_id=dave")
+    element(browser, "button.bulk-retry").click()
+    asked: list[str] = []
+
+    def accepted() -> bool:
+        try:
+            alert = browser.switch_to.alert
+        except NoAlertPresentException:
+            return False
+        asked.append(alert.text)
+        alert.accept()
+        return True
+
+    wait(browser, accepted)
+    assert asked == ['Retry 4 failed tasks of tenant "dave"?']
+    wait(browser, lambda: text_of(browser, "#flash") == "4 task(s) retried.")
+    assert queue.stats().tenants["dave"].queued == 4
+    assert queue.stats().states[TaskState.FAILED] == 1  # erin's
 
 
 def test_a_jobs_page_shows_its_kept_result_and_leaves_it_to_its_pusher(

@@ -2,6 +2,7 @@
 
 - :mod:`~fairque.cli.queue`: ``worker``, ``push``, ``stats``, ``demo``
 - :mod:`~fairque.cli.tasks`: ``task get|result|cancel|retry``, ``tasks``
+- :mod:`~fairque.cli.bulk`: ``bulk retry|cancel|delete|empty``
 - :mod:`~fairque.cli.tenants`: ``tenant show|set|pause|resume``, ``tenants``
 - :mod:`~fairque.cli.scheduler`: ``scheduler add|update|remove|pause|resume|list|show|
   health|run``
@@ -21,6 +22,7 @@ import typer
 from rich.markup import escape
 
 from fairque.cli import (
+    bulk,
     http,
     queue,
     scheduler,
@@ -72,6 +74,7 @@ def options(
 
 queue.register(app)
 tasks.register(app)
+bulk.register(app)
 tenants.register(app)
 storage.register(app)
 tarantool.register(app)

@@ -79,7 +79,7 @@ METRICS_PORT_OPTION = typer.Option(
     min=0,
     max=65535,
     metavar="PORT",
-    help="Serve Prometheus metrics on 127.0.0.1:PORT (0: any free port).",
+    help="Serve Prometheus metrics on PORT of --monitoring-host (0: any free port).",
 )
 HEALTH_PORT_OPTION = typer.Option(
     None,
@@ -87,8 +87,16 @@ HEALTH_PORT_OPTION = typer.Option(
     min=0,
     max=65535,
     metavar="PORT",
-    help="Answer /livez and /readyz on 127.0.0.1:PORT (0: any free port); --metrics-port "
-    "answers them too.",
+    help="Answer /livez and /readyz on PORT of --monitoring-host (0: any free port); "
+    "--metrics-port answers them too.",
+)
+MONITORING_HOST_OPTION = typer.Option(
+    "127.0.0.1",
+    "--monitoring-host",
+    metavar="HOST",
+    help="Address --metrics-port and --health-port listen on: 0.0.0.0 in a container, "
+    "for Prometheus and the kubelet, which reach the pod's address (metrics and probes "
+    "carry no secret).",
 )
 TENANT_NAMES = ("--tenant", "--user", "-u")  # --user: what the Python API calls user_id
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")

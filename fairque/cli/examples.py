@@ -25,6 +25,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "task result": ("fairque task result ID --timeout 30",),
     "task cancel": ("fairque task cancel ID",),
     "task retry": ("fairque task retry ID",),
+    "bulk retry": (
+        "fairque bulk retry --tenant alice --dry-run",
+        "fairque bulk retry --name report --older-than 2h",
+    ),
+    "bulk cancel": ("fairque bulk cancel --state scheduled --name report --dry-run",),
+    "bulk delete": ("fairque bulk delete --state finished --older-than 7d",),
+    "bulk empty": ("fairque bulk empty alice --dry-run",),
     "tenant show": ("fairque tenant show alice", "fairque tenant show alice --json"),
     "tenant set": (
         "fairque tenant set alice --weight 3",

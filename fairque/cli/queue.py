@@ -18,6 +18,7 @@ from fairque.cli.common import (
     JSON_OPTION,
     LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
+    MONITORING_HOST_OPTION,
     NAMESPACE_ENV,
     SHARDS_ENV,
     TENANT_NAMES,
@@ -110,6 +111,7 @@ def worker(
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
+    monitoring_host: str = MONITORING_HOST_OPTION,
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run a worker until SIGTERM / SIGINT (then running tasks get the grace period; a
@@ -141,8 +143,8 @@ def worker(
         metrics = Metrics()
         queue = open_queue(settings.redis_url, settings.namespace, settings.shards)
         metrics.watch_queue(queue, settings.namespace)
-        serve_metrics(metrics, metrics_port, probe)
-    serve_probes(probe, health_port)
+        serve_metrics(metrics, metrics_port, probe, monitoring_host)
+    serve_probes(probe, health_port, host=monitoring_host)
     if processes > 1:  # refused here in one line, not by each child
         with contextlib.suppress(ServerUnavailable):  # the children wait for it, and say so
             refuse_newer_format(settings.redis_url, settings.namespace, settings.shards)

@@ -14,6 +14,7 @@ from fairque.cli.common import (
     JSON_OPTION,
     LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
+    MONITORING_HOST_OPTION,
     NAMESPACE_OPTION,
     TENANT_NAMES,
     URL_OPTION,
@@ -259,6 +260,7 @@ def run(
     ),
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
+    monitoring_host: str = MONITORING_HOST_OPTION,
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Run a scheduler instance until SIGTERM / SIGINT (any number may run at once)."""
@@ -270,8 +272,8 @@ def run(
         if metrics_port is not None:
             metrics = Metrics()
             metrics.watch_scheduler(scheduler.metrics)
-            serve_metrics(metrics, metrics_port, probe)
-        serve_probes(probe, health_port)
+            serve_metrics(metrics, metrics_port, probe, monitoring_host)
+        serve_probes(probe, health_port, host=monitoring_host)
         announce(
             "scheduler",
             f"server {server_name(url)}",

@@ -64,29 +64,38 @@ def listen(host: str, port: int, option: str = "--port") -> socket.socket:
     return bound
 
 
-def serve_metrics(metrics: Metrics, port: int, probe: Probe | None = None) -> None:
+def serve_metrics(
+    metrics: Metrics, port: int, probe: Probe | None = None, host: str = "127.0.0.1"
+) -> None:
     """Serves ``metrics`` (and ``/livez``, and ``/readyz`` with ``probe``) on
-    127.0.0.1:``port`` and says where, first thing on stdout (port 0 picks a free one: a
-    script reads the address there)."""
+    ``host:port`` and says where, first thing on stdout (port 0 picks a free one: a script
+    reads the address there)."""
     try:
-        server = metrics.serve(port, probe=probe)
+        server = metrics.serve(port, host, probe=probe)
     except OSError as exc:
-        raise port_taken("--metrics-port", "127.0.0.1", port, exc) from None
-    typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics")
+        raise port_taken("--metrics-port", host, port, exc) from None
+    typer.echo(f"metrics on http://{host_in_url(host)}:{server.port}/metrics")
 
 
-def serve_probes(probe: Probe, port: int | None, err: bool = False) -> None:
-    """With ``--health-port``: answers ``/livez`` and ``/readyz`` on 127.0.0.1:``port``
-    and says where on stdout, as :func:`serve_metrics` does (on stderr with ``err``,
-    for a command whose stdout is data)."""
+def serve_probes(
+    probe: Probe, port: int | None, err: bool = False, host: str = "127.0.0.1"
+) -> None:
+    """With ``--health-port``: answers ``/livez`` and ``/readyz`` on ``host:port`` and
+    says where on stdout, as :func:`serve_metrics` does (on stderr with ``err``, for a
+    command whose stdout is data)."""
     if port is None:
         return
     try:
-        server = serve_health(probe, port)
+        server = serve_health(probe, port, host)
     except OSError as exc:
-        raise port_taken("--health-port", "127.0.0.1", port, exc) from None
-    where = f"http://127.0.0.1:{server.port}"
+        raise port_taken("--health-port", host, port, exc) from None
+    where = f"http://{host_in_url(host)}:{server.port}"
     typer.echo(f"health on {where}{READY_PATH} and {where}{LIVE_PATH}", err=err)
+
+
+def host_in_url(host: str) -> str:
+    """``host`` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def server_probe(url: str | None) -> Probe:

@@ -15,6 +15,7 @@ from fairque.cli.common import (
     HEALTH_PORT_OPTION,
     LOG_FORMAT_OPTION,
     METRICS_PORT_OPTION,
+    MONITORING_HOST_OPTION,
     NAMESPACE_OPTION,
     URL_OPTION,
     Typer,
@@ -69,6 +70,7 @@ def storage_worker(
     namespace: str = NAMESPACE_OPTION,
     metrics_port: int | None = METRICS_PORT_OPTION,
     health_port: int | None = HEALTH_PORT_OPTION,
+    monitoring_host: str = MONITORING_HOST_OPTION,
     manager: float = typer.Option(
         0.0,
         "--manager",
@@ -98,8 +100,8 @@ def storage_worker(
     probe = storage_probe(target, namespace)
     if watched is not None:
         metrics.watch_storage(watched)
-        serve_metrics(metrics, metrics_port or 0, probe)
-    serve_probes(probe, health_port)
+        serve_metrics(metrics, metrics_port or 0, probe, monitoring_host)
+    serve_probes(probe, health_port, host=monitoring_host)
 
     setup_logging()
     served = ", ".join(
@@ -145,6 +147,7 @@ def storage_manager(
     ),
     once: bool = typer.Option(False, "--once", help="One round: print the plan and exit."),
     health_port: int | None = HEALTH_PORT_OPTION,
+    monitoring_host: str = MONITORING_HOST_OPTION,
     _log_format: str = LOG_FORMAT_OPTION,
 ) -> None:
     """Steer storage workers in every process: publish processors per queue per worker.
@@ -165,7 +168,7 @@ def storage_manager(
 
     target = storage or url
     if not once:
-        serve_probes(storage_probe(target, namespace), health_port, err=True)
+        serve_probes(storage_probe(target, namespace), health_port, True, monitoring_host)
         setup_logging()
         announce("storage-manager", f"storage {_storage_name(target)}",
                  f"namespace {namespace}", f"a plan every {interval:g} s on stdout")  # fmt: skip

@@ -45,7 +45,15 @@ from fairque.http.protocol import (
     WorkerRegistration,
     WorkerStatus,
 )
-from fairque.http.ui import Dashboard, LimitsUpdate, SharesUpdate, UiConfig
+from fairque.http.ui import (
+    BulkCancel,
+    BulkDelete,
+    BulkRetry,
+    Dashboard,
+    LimitsUpdate,
+    SharesUpdate,
+    UiConfig,
+)
 from fairque.http.wire import MEDIA_TYPES, MSGPACK, WireOperation, request_media_type
 from fairque.http.worker import worker_api
 from fairque.jobs import (
@@ -374,7 +382,7 @@ ROUTES = [
 MASTER_TYPES = (
     Job, JobCreated, JobsCreated, JobInfo, JobPage, Success, Failure, Done, JobReport, Reported,
     WorkerRegistration, WorkerAck, WorkerStatus, Constraint, ConstraintSaved, ConstraintStatus,
-    Overview, SharesUpdate, LimitsUpdate,
+    Overview, SharesUpdate, LimitsUpdate, BulkRetry, BulkCancel, BulkDelete,
 )  # fmt: skip
 
 

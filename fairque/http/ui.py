@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import litestar
 import msgspec
@@ -80,6 +80,8 @@ from fairque.queue import (
     TenantShares,
 )
 from fairque.queue.async_client import open_async_queue
+from fairque.queue.calls.bulk import BULK_BATCH, CURSOR_PATTERN, MAX_BULK_BATCH
+from fairque.queue.models import MAX_BULK_AGE, BulkAction, BulkBatch, Selector
 from fairque.queue.shares import update_body
 from fairque.runners.scheduler import AsyncTaskScheduler
 
@@ -358,6 +360,83 @@ async def retry_tenant(ui: NamedDependency[Dashboard], user_id: UserId) -> Reque
     return Requeued(await ui.queue.retry_failed(user_id))
 
 
+Identifier = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=MAX_ID_LENGTH, pattern=IDENTIFIER_PATTERN)
+]
+
+
+class BulkRetry(msgspec.Struct, forbid_unknown_fields=True):
+    """Which tasks a bulk operation selects (``FairQueue.bulk``'s ``Selector``): of a
+    tenant, of a task name, that ended (waiting ones: were pushed) at least
+    ``older_than`` seconds before the operation began. ``cursor`` is where it goes on, as
+    the last batch answered it ('' first); with ``dry_run`` it only counts."""
+
+    user_id: Identifier | None = None
+    name: Identifier | None = None
+    older_than: Annotated[float, msgspec.Meta(ge=0, le=MAX_BULK_AGE)] = 0.0
+    cursor: Annotated[str, msgspec.Meta(pattern=CURSOR_PATTERN)] = ""
+    dry_run: bool = False
+    batch: Annotated[int, msgspec.Meta(ge=1, le=MAX_BULK_BATCH)] = BULK_BATCH
+
+
+class BulkCancel(BulkRetry, forbid_unknown_fields=True):
+    """A bulk cancel's selection: of one waiting state, or of all (queued tasks only with
+    a ``user_id``: they are kept per tenant)."""
+
+    state: Literal["scheduled", "deferred"] | None = None
+
+
+class BulkDelete(BulkRetry, forbid_unknown_fields=True):
+    """A bulk delete's selection: of one ended state, or of all."""
+
+    state: Literal["finished", "failed", "canceled"] | None = None
+
+
+def _selector(data: BulkRetry, state: str | None = None) -> Selector:
+    return Selector(
+        None if state is None else TaskState(state), data.user_id, data.name, data.older_than
+    )
+
+
+bulk_post = partial(
+    post,
+    status_code=200,
+    description="Send the cursor each answer holds until it is null: each batch holds the "
+    "server a few milliseconds at most. A dry run counts the tasks the operation selects.",
+)
+
+
+@bulk_post("/bulk/retry", summary="One batch of a bulk retry of failed tasks")
+async def bulk_retry(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkRetry, Body(media_type=MSGPACK)]
+) -> BulkBatch:
+    return await ui.queue.bulk(
+        BulkAction.RETRY, _selector(data), data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
+@bulk_post(
+    "/bulk/cancel", summary="One batch of a bulk cancel of waiting tasks (and of their dependents)"
+)
+async def bulk_cancel(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkCancel, Body(media_type=MSGPACK)]
+) -> BulkBatch:
+    selector = _selector(data, data.state)
+    return await ui.queue.bulk(
+        BulkAction.CANCEL, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
+@bulk_post("/bulk/delete", summary="One batch of a bulk delete of ended tasks")
+async def bulk_delete(
+    ui: NamedDependency[Dashboard], data: Annotated[BulkDelete, Body(media_type=MSGPACK)]
+) -> BulkBatch:
+    selector = _selector(data, data.state)
+    return await ui.queue.bulk(
+        BulkAction.DELETE, selector, data.cursor, dry_run=data.dry_run, batch=data.batch
+    )
+
+
 Minutes = Annotated[int, QueryParameter(ge=1, le=10, description="The window, in minutes.")]
 Top = Annotated[int, QueryParameter(ge=1, le=100, description="How many of the busiest tenants.")]
 
@@ -502,6 +581,9 @@ ROUTES = [
     retry_task,
     cancel_task,
     retry_tenant,
+    bulk_retry,
+    bulk_cancel,
+    bulk_delete,
     fairness,
     fairness_stream,
     tenant_shares,

@@ -12,6 +12,8 @@ from fairque.queue.client import FairQueue, Queue, ShardedQueue
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
+    BulkAction,
+    BulkBatch,
     FairnessView,
     LeasedTask,
     LimitsPage,
@@ -20,6 +22,7 @@ from fairque.queue.models import (
     MinuteFigures,
     Priority,
     QueueStats,
+    Selector,
     SharesPage,
     Task,
     TaskInfo,
@@ -39,6 +42,8 @@ __all__ = [
     "AsyncQueue",
     "AsyncShardedQueue",
     "Backlog",
+    "BulkAction",
+    "BulkBatch",
     "ClientHooks",
     "FairQueue",
     "FairnessView",
@@ -51,6 +56,7 @@ __all__ = [
     "Priority",
     "Queue",
     "QueueStats",
+    "Selector",
     "ShardedQueue",
     "SharesChange",
     "SharesPage",

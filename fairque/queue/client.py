@@ -29,6 +29,7 @@ from fairque.engine.shards import shard_namespaces
 from fairque.queue.batching import Pushes
 from fairque.queue.calls import figures, leases, maintenance, push, quotas, workers
 from fairque.queue.calls import tasks as task_calls
+from fairque.queue.calls.bulk import BULK_BATCH
 from fairque.queue.calls.figures import STATS_FAIRNESS_TOP
 from fairque.queue.calls.leases import HAND_OVER_DELAY, UNSERVED_GRACE
 from fairque.queue.calls.maintenance import MAINTENANCE_INTERVAL
@@ -36,11 +37,14 @@ from fairque.queue.calls.tasks import ResultWait
 from fairque.queue.hooks import ClientHooks
 from fairque.queue.models import (
     Backlog,
+    BulkAction,
+    BulkBatch,
     FairnessView,
     LeasedTask,
     LimitsPage,
     Maintenance,
     QueueStats,
+    Selector,
     SharesPage,
     Task,
     TaskInfo,
@@ -270,8 +274,32 @@ class Queue(Closing):
         return self.executor.run(self.plans.tasks(state, user_id, name, cursor, limit))
 
     def retry_failed(self, user_id: str) -> int:
-        """Queues every FAILED task of ``user_id`` again, a slice per call; returns how many."""
+        """Queues every FAILED task of ``user_id`` again, a batch per call; returns how many."""
         return self.executor.run(self.plans.retry_failed(user_id))
+
+    def bulk(
+        self,
+        action: BulkAction | str,
+        selector: Selector,
+        cursor: str = "",
+        *,
+        dry_run: bool = False,
+        batch: int = BULK_BATCH,
+    ) -> BulkBatch:
+        """One batch of a bulk operation: ``retry`` failed tasks, ``cancel`` waiting ones
+        (and their dependents), ``delete`` ended ones, of those ``selector`` selects.
+
+        Each call looks at ``batch`` entries at most (1 to 1,000), so the server is never
+        held long; pass the cursor it returns back until it is None. With ``dry_run`` it
+        only counts the tasks it would act on. Stopped between batches, an operation can
+        be started again: what it did stays done, and the tasks it selects are the rest.
+
+        >>> cursor, retried = "", 0  # doctest: +SKIP
+        >>> while cursor is not None:  # doctest: +SKIP
+        ...     done = queue.bulk("retry", Selector(user_id="alice"), cursor)
+        ...     cursor, retried = done.cursor, retried + done.selected
+        """
+        return self.executor.run(self.plans.bulk(action, selector, cursor, batch, dry_run=dry_run))
 
     def get(self, task_id: str) -> TaskInfo | None:
         """Everything stored about a task, or None if there is no such task."""

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
 import pydantic
@@ -530,3 +530,65 @@ class TenantStatsPage:
         return cls(
             {tenant: figures for page in pages for tenant, figures in page.tenants.items()}, cursor
         )
+
+
+def task_state(value: TaskState | str) -> TaskState:
+    """``value`` as a :class:`TaskState`; InvalidInput naming the states otherwise."""
+    try:
+        return TaskState(value)
+    except ValueError:
+        states = ", ".join(state.value for state in TaskState)
+        raise InvalidInput("state", f"must be one of {states}, got {value!r}") from None
+
+
+MAX_BULK_AGE = 10 * 366 * 24 * 3600.0  # seconds: Selector.older_than's bound
+
+
+class BulkAction(str, Enum):
+    """What a bulk operation (``FairQueue.bulk``) does to the tasks it selects."""
+
+    RETRY = "retry"  # failed tasks queued again now
+    CANCEL = "cancel"  # waiting tasks (scheduled, deferred, queued) canceled, and their dependents
+    DELETE = "delete"  # ended tasks (finished, failed, canceled) deleted at once
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which fair-queue tasks a bulk operation acts on: those in ``state`` (None: every
+    state the action takes), of tenant ``user_id`` and task ``name`` if given, that ended
+    (or, waiting ones, were pushed) at least ``older_than`` seconds before the operation
+    began. InvalidInput names what is wrong."""
+
+    state: TaskState | None = None
+    user_id: str | None = None
+    name: str | None = None
+    older_than: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.state is not None:
+            object.__setattr__(self, "state", task_state(self.state))
+        for value, field_name in ((self.user_id, "user_id"), (self.name, "name")):
+            if value is not None:
+                try:
+                    check_identifier(value)
+                except ValueError as exc:
+                    raise InvalidInput(field_name, str(exc)) from None
+        age = self.older_than
+        if (
+            isinstance(age, bool)
+            or not isinstance(age, (int, float))
+            or not 0 <= age <= MAX_BULK_AGE
+        ):
+            raise InvalidInput("older_than", f"must be 0 to {MAX_BULK_AGE:g} seconds, got {age!r}")
+
+
+@dataclass(frozen=True)
+class BulkBatch:
+    """What one batch of a bulk operation did; pass ``cursor`` back for the next batch
+    (None: the operation is done)."""
+
+    cursor: str | None
+    looked: int  # entries it looked at
+    selected: int  # tasks it selected: acted on, or only counted in a dry run
+    state: TaskState  # where it looked
+    total: int  # entries in that state (on that shard, when sharded) after the batch

@@ -28,18 +28,22 @@ from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState, check_identifier
 from fairque.engine.shards import Plan, ShardPlans, Steps, merged, shard_index
 from fairque.errors import InvalidInput, ServerUnavailable
+from fairque.queue.calls import bulk as bulk_calls
 from fairque.queue.calls import leases, maintenance
 from fairque.queue.calls import tasks as task_calls
 from fairque.queue.calls.leases import MIN_POP_WAIT, Leased
 from fairque.queue.models import (
     STATS_TENANTS,
     Backlog,
+    BulkAction,
+    BulkBatch,
     FairnessView,
     LeasedTask,
     Maintenance,
     MaintenanceStatus,
     MinuteFigures,
     QueueStats,
+    Selector,
     TaskLimits,
     TaskPage,
     TenantStats,
@@ -368,16 +372,48 @@ class QueuePlans(ShardPlans[Namespace]):
         return self.paged(TaskPage, cursor, limit, task_calls.tasks, state, name=name)
 
     def retry_failed(self, user_id: str) -> Steps[int]:
-        """Queues every FAILED task of ``user_id`` again, a slice per call, on its shard;
-        how many."""
-        retried, cursor = 0, 0
+        """Queues every FAILED task of ``user_id`` again, a batch per call; how many."""
+        selector = Selector(TaskState.FAILED, user_id)
+        retried, cursor = 0, ""
         while True:
-            call = self.by_tenant(user_id, task_calls.retry_failed, user_id, cursor)
-            reply: tuple[int, int] = (yield [call])[0]
-            cursor, count = reply
-            retried += count
-            if not cursor:
+            batch = yield from self.bulk(BulkAction.RETRY, selector, cursor)
+            retried += batch.selected
+            if batch.cursor is None:
                 return retried
+            cursor = batch.cursor
+
+    def bulk(
+        self,
+        action: BulkAction | str,
+        selector: Selector,
+        cursor: str = "",
+        size: int = bulk_calls.BULK_BATCH,
+        *,
+        dry_run: bool = False,
+    ) -> Steps[BulkBatch]:
+        """One batch of a bulk operation (:mod:`fairque.queue.calls.bulk`): its passes go
+        through the states it takes on each shard it visits (a tenant's: its shard)."""
+        action = bulk_calls.action_of(action)
+        if not isinstance(selector, Selector):
+            raise InvalidInput("selector", f"must be a Selector, got {type(selector).__name__}")
+        bulk_calls.check_batch(size)
+        states = bulk_calls.states_of(action, selector)
+        shards = (
+            [self.shard_of(selector.user_id)]
+            if selector.user_id is not None
+            else range(len(self.shards))
+        )
+        passes = [(shard, state) for shard in shards for state in states]
+        at, position, as_of = bulk_calls.read_cursor(cursor)
+        if at >= len(passes):
+            return BulkBatch(None, 0, 0, states[-1], 0)
+        shard, state = passes[at]
+        call = bulk_calls.batch(
+            self.shards[shard], action, selector, state,
+            position=position, as_of=as_of, size=size, dry_run=dry_run,
+        )  # fmt: skip
+        reply = (yield [call])[0]
+        return bulk_calls.next_batch(at, len(passes), state, reply)
 
 
 def _concatenated(parts: list[list[str]]) -> list[str]:

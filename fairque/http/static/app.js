@@ -215,7 +215,7 @@ const pages = {
         event.preventDefault();
         location.hash = `#/task/${encodeURIComponent(new FormData(search).get("id").trim())}`;
       });
-      return [h("h1", {}, "Tasks"), form, search];
+      return [h("h1", {}, "Tasks"), form, search, bulkBar(params)];
     },
     async refresh(live, params) {
       const query = new URLSearchParams({ state: params.get("state") || "queued", limit: PAGE_SIZE });
@@ -600,6 +600,101 @@ function withoutCursor(params) {
 }
 
 // A strict job that runs is not aborted (its HTTP worker reports its end); a task is.
+// Bulk actions on the tasks the list's filter selects: what each action takes, from the
+// state shown. The server goes batch by batch (/ui/api/bulk/...); a queued list's cancel
+// needs a tenant and then empties its whole backlog (queued, scheduled and deferred).
+const BULK_ACTIONS = {
+  failed: ["retry", "delete"],
+  finished: ["delete"],
+  canceled: ["delete"],
+  scheduled: ["cancel"],
+  deferred: ["cancel"],
+  queued: ["cancel"],
+};
+const BULK_DONE = { retry: "retried", cancel: "canceled", delete: "deleted" };
+let bulkStop = false; // set by the Stop button: the run ends after the batch under way
+
+function bulkBar(params) {
+  const state = params.get("state") || "queued";
+  const userId = params.get("user_id");
+  const actions = (BULK_ACTIONS[state] || []).filter((action) => state !== "queued" || userId);
+  if (!actions.length) return "";
+  const age = h("input", { name: "older_than", type: "number", min: "0", step: "any", placeholder: "0" });
+  return h(
+    "form",
+    { id: "bulk", class: "filters" },
+    h("span", { class: "muted" }, "All that the filter selects: "),
+    h("label", {}, "older than (hours) ", age),
+    ...actions.map((action) =>
+      h("button", {
+        type: "button",
+        class: `bulk-${action}`,
+        onclick: () => runBulk(action, bulkBody(action, state, params, Number(age.value || 0) * 3600)),
+      }, `${action[0].toUpperCase()}${action.slice(1)} all…`),
+    ),
+    h("button", { type: "button", id: "bulk-stop", hidden: true, onclick: () => { bulkStop = true; } }, "Stop"),
+  );
+}
+
+function bulkBody(action, state, params, olderThan) {
+  const body = { older_than: olderThan };
+  if (params.get("user_id")) body.user_id = params.get("user_id");
+  if (params.get("name")) body.name = params.get("name");
+  if (action !== "retry" && state !== "queued") body.state = state;
+  return body;
+}
+
+function describeSelection(action, body) {
+  const what = action === "cancel" && !body.state
+    ? `every waiting task (queued, scheduled, deferred) of tenant "${body.user_id}"`
+    : `${body.state || "failed"} tasks${body.user_id ? ` of tenant "${body.user_id}"` : ""}`;
+  const name = body.name ? ` named "${body.name}"` : "";
+  const age = body.older_than ? ` older than ${body.older_than / 3600} h` : "";
+  return `${what}${name}${age}`;
+}
+
+// Every batch of an operation, from the first cursor to the last; onBatch(total so far).
+async function bulkBatches(action, body, onBatch) {
+  let cursor = "";
+  let selected = 0;
+  while (cursor !== null && !bulkStop) {
+    const batch = await api(`/bulk/${action}`, "POST", { ...body, cursor });
+    selected += batch.selected;
+    cursor = batch.cursor;
+    onBatch(selected);
+  }
+  return { selected, stopped: cursor !== null };
+}
+
+// Counts first (a dry run), asks, then acts, showing the count as it goes; Stop ends it
+// between two batches, and running it again does the rest.
+async function runBulk(action, body) {
+  const what = describeSelection(action, body);
+  const stop = document.getElementById("bulk-stop");
+  bulkStop = false;
+  stop.hidden = false;
+  try {
+    const counted = await bulkBatches(action, { ...body, dry_run: true }, (n) => flash(`Counting ${what}: ${n}…`));
+    if (counted.stopped) {
+      flash(`Stopped while counting: ${counted.selected} so far.`);
+    } else if (!counted.selected) {
+      flash(`No ${what}: nothing to do.`);
+    } else if (window.confirm(`${action[0].toUpperCase()}${action.slice(1)} ${counted.selected} ${what}?`)) {
+      const done = await bulkBatches(action, body, (n) => flash(`${BULK_DONE[action]} ${n} of ~${counted.selected}…`));
+      flash(done.stopped
+        ? `Stopped: ${done.selected} ${BULK_DONE[action]}; run it again for the rest.`
+        : `${done.selected} task(s) ${BULK_DONE[action]}.`);
+    } else {
+      flash("Nothing done.");
+    }
+  } catch (error) {
+    flash(`Failed: ${error.message}`, "error");
+  } finally {
+    stop.hidden = true;
+  }
+  refresh();
+}
+
 function taskActions(id, state, abortable = true) {
   const actions = [];
   if (state === "failed") {

@@ -28,6 +28,7 @@ from fairque.queue.models import (
     TaskInfo,
     TaskPage,
     TaskSummary,
+    task_state,
 )
 
 
@@ -103,15 +104,6 @@ def get(namespace: Namespace, task_id: str) -> Call[TaskInfo | None]:
     return records.get(namespace, task_id).then(_task_info)
 
 
-def retry_failed(namespace: Namespace, user_id: str, cursor: int = 0) -> Call[tuple[int, int]]:
-    """Queues the FAILED tasks of ``user_id`` again, one slice of the failed registry
-    (``maintenance_batch`` entries) from ``cursor``; parses to (next cursor, tasks
-    queued again). Call it again with the cursor until the cursor is 0."""
-    check_name(user_id, "user_id")
-    args = (user_id, cursor)
-    return namespace.call("queue/retry_failed", args, lambda reply: (int(reply[0]), int(reply[1])))
-
-
 def xcom_push(
     namespace: Namespace, task_id: str, key: str, value: Any, ttl: float | None
 ) -> Call[None]:
@@ -148,11 +140,7 @@ def tasks(
 ) -> Call[TaskPage]:
     """A page of the tasks (and strict jobs) in ``state``, of one tenant and / or
     name if given, from ``cursor``; a page may hold fewer than ``limit``."""
-    try:
-        state = TaskState(state)
-    except ValueError:
-        states = ", ".join(s.value for s in TaskState)
-        raise InvalidInput("state", f"must be one of {states}, got {state!r}") from None
+    state = task_state(state)
     for value, field in ((user_id, "user_id"), (name, "name")):
         if value is not None:
             check_name(value, field)

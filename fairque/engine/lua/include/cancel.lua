@@ -33,19 +33,26 @@ local function cancel_one(id, reason, now, abort)
   return state, true
 end
 
--- Cancels `id` and, since they can never run, every task that depends on it, directly or
--- not, each with the reason recorded (design section 7). Returns cancel_one's answer.
-local function cancel_with_dependents(id, reason, now, abort)
-  local state, canceled = cancel_one(id, reason, now, abort)
-  if not canceled then return state, false end
+-- Cancels every task that depends on `id`, directly or not, since they can never run,
+-- each with the reason recorded (design section 7): 'dependency <id> was <how>' for
+-- those that wait for `id` itself.
+local function cancel_dependents(id, how, now)
   local pending = {id}
   while #pending > 0 do
     local current = table.remove(pending)
     for _, dependent in ipairs(redis.call('SMEMBERS', waiting_key(current))) do
-      local _, also = cancel_one(dependent, 'dependency ' .. current .. ' was canceled', now)
+      local reason = 'dependency ' .. current .. ' was ' .. (current == id and how or 'canceled')
+      local _, also = cancel_one(dependent, reason, now)
       if also then pending[#pending + 1] = dependent end
     end
     redis.call('DEL', waiting_key(current))
   end
+end
+
+-- Cancels `id` and the tasks that depend on it. Returns cancel_one's answer.
+local function cancel_with_dependents(id, reason, now, abort)
+  local state, canceled = cancel_one(id, reason, now, abort)
+  if not canceled then return state, false end
+  cancel_dependents(id, 'canceled', now)
   return state, true
 end
