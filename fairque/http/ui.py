@@ -104,6 +104,7 @@ MAX_LEASE_HOLDERS = 1000  # started tasks read to count the leases each worker h
 # Tenants with shares read per refresh to find the paused ones (pausing is a share); past
 # that many, a paused tenant may go unlisted.
 MAX_SHARES_READ = 1000
+SHARES_PAGE = 100  # a script call each: short ones, not one long one that holds the server
 
 get = partial(litestar.get, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
 post = partial(litestar.post, media_type=MSGPACK, operation_class=WireOperation, tags=["Web UI"])
@@ -173,7 +174,7 @@ class Dashboard:
         paused: list[TenantShares] = []
         cursor = read = 0
         while True:
-            page = await self.queue.tenants_with_shares(cursor, MAX_PAGE)
+            page = await self.queue.tenants_with_shares(cursor, SHARES_PAGE)
             paused += [shares for shares in page.tenants if shares.paused]
             read += len(page.tenants)
             cursor = page.cursor
