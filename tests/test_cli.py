@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 from fairque import FairQueue, ShardedQueue, Task, demo
 from fairque.cli import app
 from fairque.config import URL_ENV
+from fairque.engine.connect import sync_client
 from fairque.queue import WorkerInfo
 from fairque.servers.embedded import HOME_ENV, LocalServer
+from tests.conftest import namespace_keys
 
 runner = CliRunner()
 
@@ -98,6 +100,33 @@ def test_push_warns_when_no_live_worker_serves_the_function(
         assert "host-a" in listed.stdout
         queue.unregister_worker("w-1")
     assert "no live worker" in runner.invoke(app, ["workers", *where]).stdout
+
+
+READS = (
+    ["stats"], ["stats", "--json"], ["workers"], ["tasks", "--state", "failed"], ["tenants"],
+    ["tenants", "--busiest"], ["tenant", "show", "alice"], ["limits"], ["limit", "show", "add"],
+    ["settings", "show"], ["scheduler", "list"], ["scheduler", "health"],
+)  # fmt: skip
+LOOKUPS = (["task", "get", "t1"], ["task", "result", "t1"], ["task", "cancel", "t1"],
+           ["scheduler", "show", "s1"])  # fmt: skip
+
+
+def test_a_read_of_a_namespace_nobody_used_writes_nothing_and_says_so(
+    server: LocalServer, namespace: str
+) -> None:
+    client = sync_client(server.url)
+    for command in (*READS, *LOOKUPS):
+        done = runner.invoke(app, [*command, "--url", server.url, "--namespace", namespace])
+        said = f"{command}: {done.output}"
+        assert done.exit_code == (2 if command in LOOKUPS else 0), said
+        assert f"namespace {namespace} holds no data" in done.stderr, said
+        assert done.stdout == "", said
+        assert namespace_keys(client, namespace) == {}, said
+    with FairQueue(server.url, namespace) as queue:  # once a client has written: figures
+        queue.push(Task(user_id="alice", payload=1))
+    shown = runner.invoke(app, ["stats", "--url", server.url, "--namespace", namespace])
+    assert (shown.exit_code, shown.stderr) == (0, ""), shown.output
+    client.close()
 
 
 @pytest.mark.cluster

@@ -207,9 +207,10 @@ def test_stats_watch_ends_in_one_line_when_the_server_stops(
 ) -> None:
     server = LocalServer().start()
     try:
-        watcher = Running(["stats", "--watch", "0.05", "--url", server.url], env, home)
-        running.append(watcher)
         with FairQueue(server.url) as queue:
+            queue.push(Task(user_id="alice", payload=1))  # a namespace in use: figures to watch
+            watcher = Running(["stats", "--watch", "0.05", "--url", server.url], env, home)
+            running.append(watcher)
             wait_for(lambda: len(queue.redis.client_list()) > 1)  # the watcher is connected
     finally:
         server.close()

@@ -252,6 +252,11 @@ class QueueTarget:
     def open(self) -> FairQueue | ShardedQueue:
         return open_queue(self.url, self.namespace, self.shards)
 
+    def open_to_read(self, looked_up: str | None = None) -> FairQueue | ShardedQueue:
+        """:meth:`open` for a command that only reads, after :func:`require_data`."""
+        require_data(self.url, self.namespace, self.shards, looked_up)
+        return self.open()
+
 
 def on_queue(command: Callable[..., None]) -> Callable[..., None]:
     """Declares the ``--url``, ``--namespace`` and ``--shards`` options of a command on
@@ -392,6 +397,28 @@ def namespaces_of(namespace: str, shards: int) -> list[Namespace]:
     """The namespaces of a queue: its own, or each shard's."""
     names = shard_namespaces(namespace, shards) if shards > 1 else [namespace]
     return [Namespace(name) for name in names]
+
+
+def require_data(
+    url: str | None, namespace: str, shards: int = 1, looked_up: str | None = None
+) -> None:
+    """Ends a command that only reads, before any client writes, if no client ever wrote
+    to the namespace (a client records the data format at its first call, so a read
+    would leave a key in a mistyped namespace, and show zeros): a list says so on stderr
+    and exits 0; a lookup of ``looked_up`` (``task ID``) fails, exit 2."""
+    executor = Executor.connect(url)
+    try:
+        used = any(executor.execute(settings_store.written(each))
+                   for each in namespaces_of(namespace, shards))  # fmt: skip
+    finally:
+        executor.close()
+    if used:
+        return
+    empty = f"namespace {namespace} holds no data (is --namespace right?)"
+    if looked_up is not None:
+        raise fail(f"no {looked_up}: {empty}")
+    warn(empty)
+    raise typer.Exit(0)
 
 
 def refuse_newer_format(url: str | None, namespace: str, shards: int = 1) -> None:

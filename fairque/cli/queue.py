@@ -235,7 +235,7 @@ def workers(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Live workers: what they serve, concurrency, tasks in flight, last beat."""
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         live = queue.workers()
     if as_json:
         print_json({"workers": [dataclasses.asdict(worker) for worker in live]})
@@ -326,7 +326,7 @@ def stats(
     With --watch on a terminal the table refreshes in place; piped, each refresh is
     printed as it comes (tab-separated, a blank line between), and SIGTERM ends it.
     """
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         if warning := eviction_warning(queue.redis):
             warn(warning)
         if as_json:

@@ -24,6 +24,7 @@ from fairque.cli.common import (
     fail,
     parse_json_list,
     parse_json_object,
+    require_data,
     say,
     server_name,
     setup_logging,
@@ -199,6 +200,7 @@ def resume(
 @app.command("list")
 def list_(url: str | None = URL, namespace: str = NAMESPACE, as_json: bool = JSON_OPTION) -> None:
     """Every schedule with its state and next run."""
+    require_data(url, namespace)
     with _scheduler(url, namespace) as scheduler:
         schedules = scheduler.list_schedules()
     if as_json:
@@ -214,6 +216,7 @@ def show(
     namespace: str = NAMESPACE,
 ) -> None:
     """One schedule in full, as JSON (times as epoch seconds, as in every --json)."""
+    require_data(url, namespace, looked_up=f"schedule {schedule_id!r}")
     with _scheduler(url, namespace) as scheduler:
         info = scheduler.get_schedule(schedule_id)
     print_json(_schedule_json(info))
@@ -230,6 +233,7 @@ def _schedule_json(info: ScheduleInfo) -> dict[str, Any]:
 def health(url: str | None = URL, namespace: str = NAMESPACE) -> None:
     """The schedules' health from the server's records: exit 0 OK, 1 warning, 2 error
     (active schedules with no live instance, or no server)."""
+    require_data(url, namespace)
     with _scheduler(url, namespace) as scheduler:
         report = scheduler.health_check()
     console.print(f"{report.status.value}")

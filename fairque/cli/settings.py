@@ -16,6 +16,7 @@ from fairque.cli.common import (
     console,
     fail,
     namespaces_of,
+    require_data,
 )
 from fairque.config import QueueSettings
 from fairque.engine import settings as settings_store
@@ -33,6 +34,7 @@ def show(
     shards: int = SHARDS_OPTION,
 ) -> None:
     """The namespace's settings (defaults where nobody wrote one), as JSON."""
+    require_data(url, namespace, shards)
     try:
         executor = Executor.connect(url)
         try:

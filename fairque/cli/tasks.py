@@ -50,7 +50,7 @@ def _shown(name: str, value: Any) -> str:
 
 
 def _record(target: QueueTarget, task_id: str) -> dict[str, Any]:
-    with target.open() as queue:
+    with target.open_to_read(f"task with id {task_id!r}") as queue:
         record = queue.get_record(task_id)
     if record is None:
         raise typer.Exit(_missing(task_id))
@@ -118,7 +118,7 @@ def result(
     Exit 0 with the result; 1 if the task failed or was canceled (its last error on
     stderr); 2 for anything else (no such task, result not kept, timeout).
     """
-    with target.open() as queue:
+    with target.open_to_read(f"task with id {task_id!r}") as queue:
         try:
             value = queue.result(task_id, timeout)
         except TaskFailed as exc:
@@ -131,7 +131,7 @@ def _act_on(
     target: QueueTarget, task_id: str, act: Callable[[Queue, str], bool], done: str, verb: str
 ) -> None:
     """Prints ``done`` if ``act`` took the task; else says what it is, and exit 1."""
-    with target.open() as queue:
+    with target.open_to_read(f"task with id {task_id!r}") as queue:
         if act(queue, task_id):
             typer.echo(done)
             return
@@ -175,7 +175,7 @@ def tasks(
     A page may hold fewer than --limit tasks when --tenant or --name filters; the line
     after the table (or "cursor" in JSON) says how to go on, 0 when there is no more.
     """
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         page = queue.tasks(state, tenant, name, cursor, limit)
     rows = [dataclasses.asdict(summary) for summary in page.tasks]
     if as_json:

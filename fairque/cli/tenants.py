@@ -59,7 +59,7 @@ def show(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """A tenant's shares and where it stands (running, ready, served or held)."""
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         shares = queue.tenant(tenant)
     if as_json:
         print_json(dataclasses.asdict(shares))
@@ -163,7 +163,7 @@ def tenants(
     if busiest:
         _busiest(target, cursor, limit, as_json)
         return
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         page = queue.tenants_with_shares(cursor, limit)
     title = f"tenants with shares in {target.namespace}"
     _say_page("tenants", page.tenants, page.cursor, as_json, lambda: _print(page.tenants, title))
@@ -183,7 +183,7 @@ def _say_page(
 
 
 def _busiest(target: QueueTarget, cursor: int, limit: int, as_json: bool) -> None:
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         page = queue.busiest_tenants(cursor, limit)
     if as_json:
         rows = [{"tenant": tenant, **dataclasses.asdict(figures)}
@@ -253,7 +253,7 @@ def _say_limits(limits: TaskLimits, as_json: bool, target: QueueTarget) -> None:
 @on_queue
 def limit_show(target: QueueTarget, name: str = NAME, as_json: bool = JSON_OPTION) -> None:
     """A task name's limits and its tasks running now (counted while it has limits)."""
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         _say_limits(queue.limits(name), as_json, target)
 
 
@@ -301,7 +301,7 @@ def limits(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The task names with limits, a page at a time."""
-    with target.open() as queue:
+    with target.open_to_read() as queue:
         page = queue.names_with_limits(cursor, limit)
     title = f"task names with limits in {target.namespace}"
     _say_page("names", page.names, page.cursor, as_json, lambda: _print_limits(page.names, title))

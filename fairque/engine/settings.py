@@ -91,6 +91,13 @@ def data_format(namespace: Namespace) -> Call[int | None]:
     return namespace.call("namespace/settings", ("read",), parse)
 
 
+def written(namespace: Namespace) -> Call[bool]:
+    """Whether any client ever wrote to the namespace (each records the data format at its
+    first call), so that a command that only reads can tell a namespace nobody used, a
+    mistyped one, without writing there itself."""
+    return namespace.call("namespace/settings", ("read",), lambda reply: bool(reply[1]))
+
+
 def write_on_first_use(
     executor: Executor | AsyncExecutor, namespace: Namespace, settings: QueueSettings | None
 ) -> None:
