@@ -14,11 +14,16 @@ How a block is treated is in its info string, which GitHub ignores after the lan
 - ```` ```python no-run ```` / ```` ```bash no-run ````: not run (a cluster, another host, a
   secret, or the test suite itself); a Python one is still compiled and its imports run.
 
-Commands run in a temporary folder holding copies of ``config/`` and ``examples/``, with
-``FAIRQUE_REDIS_URL`` naming a server this test starts and ``FAIRQUE_HOME`` a folder of
-its own, so nothing touches the user's embedded server or the shared Redis. Documented
-ports (3301, 8080, 8081, 8082, 8090, 9102, 9110) are replaced by free ones, and ``uv run X`` runs X
-in this environment.
+Commands run as a user runs them in a fresh project, outside the checkout: in an empty
+temporary folder, with fairque installed as install.md says with pip (a wheel built from
+the checkout, once per test session, into a virtual environment of its own, with the
+``otel`` extra and pytest with pytest-asyncio, which operate.md and testing.md have their
+reader add). A file a page uses comes from the page: a ``# name.py`` block, or a command
+that copies it from ``/path/to/fairque``, the checkout as install.md names it (this test
+puts the checkout's path there). ``FAIRQUE_REDIS_URL`` names a server this test starts
+and ``FAIRQUE_HOME`` a folder of its own, so nothing touches the user's embedded server
+or the shared Redis. Documented ports (3301, 8080, 8081, 8082, 8090, 9102, 9110) are
+replaced by free ones, and ``uv run X`` runs X in this environment.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ STARTED = "(Ctrl-C stops)"  # the end of every long-running command's start line
 ASSIGNMENTS = re.compile(r"^(\w+=\S*\s+)*")  # VARIABLE=value before a command
 FILE_BLOCK = re.compile(r"#\s*([\w/]+\.py)\s*$")
 SHIM = 'uv() { if [ "$1" = run ]; then shift; "$@"; else command uv "$@"; fi; }\n'
+CHECKOUT = "/path/to/fairque"  # how the pages name the checkout fairque is installed from
 
 # The Python session: reads blocks as JSON lines, runs each in one shared namespace,
 # answers one JSON line per block.
@@ -178,16 +184,18 @@ class Session:
     folder: Path
     env: dict[str, str]
     ports: dict[str, str]
+    installed_python: Path  # the interpreter fairque is installed for
     python: subprocess.Popen[str] | None = None
     services: list[tuple[Block, subprocess.Popen[str], Path]] = field(default_factory=list)
 
     def localize(self, code: str) -> str:
+        code = code.replace(CHECKOUT, str(ROOT))
         return re.sub(r"\b(" + "|".join(PORTS) + r")\b", lambda m: self.ports[m.group(1)], code)
 
     def run_python(self, block: Block) -> None:
         if self.python is None:
             self.python = subprocess.Popen(
-                [sys.executable, "-c", SESSION], cwd=self.folder, env=self.env, text=True,
+                [self.installed_python, "-c", SESSION], cwd=self.folder, env=self.env, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             )  # fmt: skip
         assert self.python.stdin is not None
@@ -245,18 +253,44 @@ class Session:
             self.python.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment with fairque installed from a wheel of the checkout, as
+    install.md's "With pip" says, its dependencies at the versions of ``uv.lock`` (which
+    uv's cache holds); its ``bin`` folder."""
+    folder = tmp_path_factory.mktemp("install")
+    venv, constraints = folder / "venv", folder / "constraints.txt"
+
+    def run(*command: str | Path) -> None:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+
+    run("uv", "build", "--wheel", "--quiet", "--out-dir", folder)
+    run("uv", "export", "--frozen", "--all-groups", "--all-extras", "--no-hashes",
+        "--no-emit-project", "--quiet", "--output-file", constraints)  # fmt: skip
+    run("uv", "venv", "--quiet", "--python", sys.executable, venv)
+    wheel = next(folder.glob("fairque-*.whl"))
+    run("uv", "pip", "install", "--quiet", "--python", venv / "bin" / "python",
+        "--constraints", constraints, f"fairque[otel] @ {wheel.as_uri()}",
+        "pytest", "pytest-asyncio")  # fmt: skip
+    return venv / "bin"
+
+
 @pytest.fixture
-def session(tmp_path: Path) -> Iterator[Session]:
+def session(tmp_path: Path, installed: Path) -> Iterator[Session]:
     home = Path(tempfile.mkdtemp(prefix="fq-docs-", dir="/tmp"))  # a short socket path
-    for folder in ("config", "examples"):
-        shutil.copytree(ROOT / folder, tmp_path / folder)
     ports = {port: str(free_port()) for port in PORTS}
     env = {**os.environ, HOME_ENV: str(home), "FAIRQUE_GRACE_SECONDS": "2"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.pop("PYTHONPATH", None)
+    # The installed environment, activated; the checkout's (uv run's) is left out.
+    ours = str(Path(sys.executable).parent)
+    paths = [path for path in env["PATH"].split(os.pathsep) if path != ours]
+    env["PATH"] = os.pathsep.join([str(installed), *paths])
+    env["VIRTUAL_ENV"] = str(installed.parent)
     env.update({variable: ports[port] for port, variable in PORT_ENV.items()})
     with LocalServer() as server:
         env[URL_ENV] = server.url
-        running = Session(tmp_path, env, ports)
+        running = Session(tmp_path, env, ports, installed / "python")
         try:
             yield running
         finally:
@@ -318,8 +352,10 @@ def test_every_server_configuration_shown_starts_a_server(tmp_path: Path) -> Non
             assert server.process.poll() is None, block.where
 
 
-def test_what_the_install_page_says_the_version_prints_is_what_it_prints() -> None:
-    command = Path(sys.executable).parent / "fairque"  # the script the install put there
+def test_what_the_install_page_says_the_version_prints_is_what_it_prints(
+    installed: Path,
+) -> None:
+    command = installed / "fairque"  # the script the install put there
     printed = subprocess.run(
         [str(command), "--version"], capture_output=True, text=True, check=True
     ).stdout.strip()
