@@ -17,6 +17,7 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
+from fairque import FairQueue, Task
 from fairque.cli import app
 from fairque.engine.connect import sync_client
 from fairque.engine.eviction import eviction_warning
@@ -74,6 +75,8 @@ def test_a_server_that_refuses_config_get_is_said_to_be_unchecked(
 
 @pytest.mark.one_engine
 def test_stats_warns_in_one_line(lru_server: LocalServer, namespace: str) -> None:
+    with FairQueue(lru_server.url, namespace) as queue:  # figures to show
+        queue.push(Task(user_id="alice", payload=1))
     shown = CliRunner().invoke(app, ["stats", "--url", lru_server.url, "--namespace", namespace])
     assert shown.exit_code == 0, shown.output
     warnings = [line for line in shown.stderr.splitlines() if line.startswith("warning:")]
