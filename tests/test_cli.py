@@ -106,6 +106,7 @@ READS = (
     ["stats"], ["stats", "--json"], ["workers"], ["tasks", "--state", "failed"], ["tenants"],
     ["tenants", "--busiest"], ["tenant", "show", "alice"], ["limits"], ["limit", "show", "add"],
     ["settings", "show"], ["scheduler", "list"], ["scheduler", "health"],
+    ["bulk", "retry", "--dry-run"], ["bulk", "delete", "--state", "finished"],
 )  # fmt: skip
 LOOKUPS = (["task", "get", "t1"], ["task", "result", "t1"], ["task", "cancel", "t1"],
            ["scheduler", "show", "s1"])  # fmt: skip

@@ -127,7 +127,7 @@ def run_bulk(
     )  # fmt: skip
     cursor: str | None = ""
     totals: dict[int, int] = {}  # entries in each pass of the operation, at its start
-    with target.open() as queue, progress, _stopped_by_ctrl_c() as asked:
+    with target.open_to_read() as queue, progress, _stopped_by_ctrl_c() as asked:
         bar = progress.add_task(verb, total=None, selected=0)
         while cursor is not None and not asked[0]:
             done = queue.bulk(action, selector, cursor, dry_run=dry_run, batch=batch)
