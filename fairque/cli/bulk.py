@@ -27,11 +27,11 @@ from fairque.cli.common import (
     errors,
     on_queue,
     say,
-    warn,
 )
 from fairque.cli.listing import print_json
 from fairque.engine.records import TaskState
 from fairque.queue.calls.bulk import BULK_BATCH, BULK_STATES, MAX_BULK_BATCH, read_cursor
+from fairque.queue.client import Queue
 from fairque.queue.models import MAX_BULK_AGE, BulkAction, Selector, task_state
 
 app = Typer(help="Retry, cancel or delete many tasks at once, by state, tenant, name and age.")
@@ -114,9 +114,12 @@ def run_bulk(
     dry_run: bool,
     batch: int,
     as_json: bool,
+    every_tenant: bool = False,
 ) -> None:
     """Runs an operation batch after batch to its end, or until Ctrl-C; prints how many
-    tasks it selected (dry run) or acted on."""
+    tasks it selected (dry run) or acted on. With ``every_tenant``, then the queued tasks
+    of each tenant that holds ready tasks when it begins, one tenant after the other
+    (queued tasks are kept per tenant)."""
     selected = looked = 0
     show = errors.is_terminal and not as_json
     verb = "counting" if dry_run else DOING[action]
@@ -125,20 +128,43 @@ def run_bulk(
         TextColumn("{task.fields[selected]} selected"),
         console=errors, transient=True, disable=not show,
     )  # fmt: skip
-    cursor: str | None = ""
-    totals: dict[int, int] = {}  # entries in each pass of the operation, at its start
+    cursor: str | None = None
+    totals: dict[tuple[int, str], int] = {}  # entries in each pass, at its start
     with target.open_to_read() as queue, progress, _stopped_by_ctrl_c() as asked:
         bar = progress.add_task(verb, total=None, selected=0)
-        while cursor is not None and not asked[0]:
-            done = queue.bulk(action, selector, cursor, dry_run=dry_run, batch=batch)
-            removed = 0 if dry_run else done.selected
-            totals.setdefault(read_cursor(cursor)[0], done.total + removed)
-            cursor = done.cursor
-            selected, looked = selected + done.selected, looked + done.looked
-            progress.update(
-                bar, completed=looked, total=max(looked, sum(totals.values())), selected=selected
-            )
+        # Queued (and no tenant): nothing but the tenants' queued tasks.
+        selectors = [] if every_tenant and selector.state is TaskState.QUEUED else [selector]
+        if every_tenant:
+            selectors += [Selector(TaskState.QUEUED, tenant, selector.name, selector.older_than)
+                          for tenant in _tenants_with_ready(queue)]  # fmt: skip
+        for each in selectors:
+            cursor = ""
+            while cursor is not None and not asked[0]:
+                done = queue.bulk(action, each, cursor, dry_run=dry_run, batch=batch)
+                removed = 0 if dry_run else done.selected
+                totals.setdefault((read_cursor(cursor)[0], each.user_id or ""),
+                                  done.total + removed)  # fmt: skip
+                cursor = done.cursor
+                selected, looked = selected + done.selected, looked + done.looked
+                progress.update(
+                    bar, completed=looked, total=max(looked, sum(totals.values())),
+                    selected=selected,
+                )  # fmt: skip
+            if cursor is not None:
+                break
     _report(action, selected, looked, dry_run=dry_run, stopped=cursor is not None, json=as_json)
+
+
+def _tenants_with_ready(queue: Queue) -> list[str]:
+    """Every tenant that holds ready tasks now (a page of 500 a call)."""
+    tenants: list[str] = []
+    cursor = 0
+    while True:
+        page = queue.busiest_tenants(cursor, 500)
+        tenants.extend(page.tenants)
+        cursor = page.cursor
+        if cursor == 0:
+            return sorted(set(tenants))
 
 
 def _report(
@@ -184,13 +210,13 @@ def cancel(
     batch: int = BATCH,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Cancel waiting tasks (scheduled, deferred, and a tenant's queued ones), and the
-    tasks that depend on them. Running tasks are left to "fairque task cancel"."""
+    """Cancel waiting tasks (scheduled, deferred, queued), and the tasks that depend on
+    them. Running tasks are left to "fairque task cancel". Without --tenant, queued tasks
+    are canceled tenant after tenant (each that holds ready tasks when it begins)."""
     selector = Selector(_state(state), tenant, name, parse_age(older_than))
-    if state is None and tenant is None:
-        warn("queued tasks are canceled one tenant at a time: this cancels scheduled and "
-             "deferred ones; add --tenant for a tenant's queued tasks too")  # fmt: skip
-    run_bulk(target, BulkAction.CANCEL, selector, dry_run=dry_run, batch=batch, as_json=as_json)
+    every_tenant = tenant is None and selector.state in (None, TaskState.QUEUED)
+    run_bulk(target, BulkAction.CANCEL, selector, dry_run=dry_run, batch=batch,
+             as_json=as_json, every_tenant=every_tenant)  # fmt: skip
 
 
 @app.command("delete")
