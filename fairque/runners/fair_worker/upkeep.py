@@ -187,6 +187,8 @@ class Upkeep:
                     tried.set()
                     backoff.reset()
                     await self._abort_runs(listener)
+                # Idle: the connections left open by its start and its last runs go too.
+                await queue.executor.close_idle_connections()
             except OUTAGE:
                 tried.set()
                 await wait_event(self.stopping, backoff.next())
