@@ -147,6 +147,33 @@ async def test_the_async_client_waits_and_stops_waiting(aqueue: AsyncFairQueue) 
     assert leased.payload == 7
 
 
+async def test_closing_idle_connections_keeps_the_wait_and_the_calls_go_on(
+    aqueue: AsyncFairQueue,
+) -> None:
+    # The server pays for each open connection every second: an idle worker closes the
+    # pooled ones no call holds. The wait's connection stays and still pops what is pushed.
+    node = await aqueue.executor.client_for(aqueue.namespace.key("ring"))
+    waiting = asyncio.create_task(aqueue.pop(wait=60))
+
+    async def blocked_ids() -> set[int]:
+        return {int(c["id"]) for c in await node.client_list() if "b" in c["flags"]}
+
+    async def waits() -> bool:
+        return bool(await blocked_ids())
+
+    await until(waits)
+    [waiting_id] = await blocked_ids()
+    free = set(await asyncio.gather(*(node.client_id() for _ in range(3))))
+    await aqueue.executor.close_idle_connections()
+    open_ids = {int(c["id"]) for c in await node.client_list()}
+    assert waiting_id in open_ids
+    assert free
+    assert not free & open_ids
+    await aqueue.push(Task(user_id="u", payload=7))
+    [leased] = await asyncio.wait_for(waiting, 10)
+    assert leased.payload == 7
+
+
 async def test_a_stop_ends_a_wait_that_the_server_has_not_seen_yet(aqueue: AsyncFairQueue) -> None:
     waiting = asyncio.create_task(aqueue.pop(wait=60))
     await asyncio.sleep(0)  # the pop starts and sends its pipeline; its reply is not read yet

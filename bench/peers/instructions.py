@@ -232,6 +232,7 @@ def idle_worker(
                         if time.monotonic() > deadline or process.poll() is not None:
                             raise RuntimeError(f"the warm-up did not run (see {log.name})")
                         time.sleep(0.1)
+            queue.close()  # its connections are the warm-up's, not the worker's
             return meter.idle_worker(options.idle_seconds)
         finally:
             stop([process], log, grace=60)

@@ -293,6 +293,19 @@ class AsyncDirectCalls:
             self.connection = connection
         return connection
 
+    async def release_unused(self) -> None:
+        """Gives the connection back to the pool, closed, if no call is in flight on it
+        (the next call opens one again)."""
+        connection = self.connection
+        if (
+            connection is not None
+            and connection.loop is asyncio.get_running_loop()
+            and not connection.in_flight
+            and not connection.unsent
+        ):
+            self.connection = None
+            await connection.aclose()
+
     async def close(self) -> None:
         """Closes the connection in use (its calls in flight fail) and gives it back to
         the pool, if it is this loop's."""

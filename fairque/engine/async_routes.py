@@ -37,6 +37,10 @@ class AsyncOneServer:
     def node(self, at: str) -> AsyncNode:
         return self.the_node
 
+    def nodes(self) -> list[AsyncNode]:
+        """The nodes made so far: the one server."""
+        return [self.the_node]
+
     async def rerouted(self, key: str, node: AsyncNode, exc: BaseException) -> None:
         """One server has nowhere else to send a call."""
 

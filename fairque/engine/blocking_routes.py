@@ -38,6 +38,10 @@ class OneServer:
     def node(self, at: str) -> SyncNode:
         return self.the_node
 
+    def nodes(self) -> list[SyncNode]:
+        """The nodes made so far: the one server."""
+        return [self.the_node]
+
     def rerouted(self, key: str, node: SyncNode, exc: BaseException) -> None:
         """One server has nowhere else to send a call."""
 

@@ -144,6 +144,10 @@ class DirectCalls:
         else:
             self.pool.release(connection)
 
+    def release_unused(self) -> None:
+        """:meth:`close`: a call in progress holds a connection of its own."""
+        self.close()
+
     def close(self) -> None:
         """Gives the kept connection back to the pool."""
         _give_back(self.pool, self.kept)

@@ -65,7 +65,7 @@ def plain_client(
         connection_class=connection_class, host=host, port=port,
         retry=Retry(NoBackoff(), 0), **options,
     )  # fmt: skip
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis.from_pool(pool)  # closed with it: the pool is this node's own
 
 
 def async_plain_client(

@@ -236,7 +236,10 @@ class Worker:
     async def _warn_of_eviction(self, queue: AsyncQueue) -> None:
         """Says once, at the start, if the server may evict task keys (eviction.py)."""
         try:
-            warning = await async_eviction_warning(queue.redis)
+            # Asked of a node the calls use: a cluster client's own connections, made
+            # for this question only, would stay open (the server pays for each).
+            node = await queue.executor.client_for(queue.abort_channels[0])
+            warning = await async_eviction_warning(node)
         except OUTAGE:
             return  # the fetch loop says the server is away, and waits for it
         if warning:

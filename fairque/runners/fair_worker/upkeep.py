@@ -187,6 +187,8 @@ class Upkeep:
                     tried.set()
                     backoff.reset()
                     await self._abort_runs(listener)
+                # Idle: the connections left open by its start and its last runs go too.
+                await queue.executor.close_idle_connections()
             except OUTAGE:
                 tried.set()
                 await wait_event(self.stopping, backoff.next())
@@ -202,10 +204,13 @@ class Upkeep:
         while not self.stopping.is_set():
             for task_id in await listener.next_ids(WAKE_CHECK_SECONDS):
                 self.runs.abort(task_id)
-            if self.runs.running or not self.idle:
+            # A lease since the last look counts even if its run began and ended between
+            # two looks: else the subscription, once gone, would come back at once.
+            leased = self._listen_again.is_set()
+            self._listen_again.clear()
+            if leased or self.runs.running or not self.idle:
                 idle_since = None
             elif idle_since is None:
                 idle_since = loop.time()
-                self._listen_again.clear()
             elif loop.time() - idle_since >= self.config.poll_interval_seconds:
                 return
