@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum, IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ModelWrapValidatorHandler
@@ -532,13 +532,22 @@ class TenantStatsPage:
         )
 
 
+EnumT = TypeVar("EnumT", bound=Enum)
+
+
+def member_of(kind: type[EnumT], value: EnumT | str, input_name: str) -> EnumT:
+    """``value`` as a member of the string enum ``kind``; InvalidInput naming
+    ``input_name`` and the choices otherwise."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in kind)
+        raise InvalidInput(input_name, f"must be one of {choices}, got {value!r}") from None
+
+
 def task_state(value: TaskState | str) -> TaskState:
     """``value`` as a :class:`TaskState`; InvalidInput naming the states otherwise."""
-    try:
-        return TaskState(value)
-    except ValueError:
-        states = ", ".join(state.value for state in TaskState)
-        raise InvalidInput("state", f"must be one of {states}, got {value!r}") from None
+    return member_of(TaskState, value, "state")
 
 
 MAX_BULK_AGE = 10 * 366 * 24 * 3600.0  # seconds: Selector.older_than's bound

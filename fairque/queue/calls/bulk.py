@@ -21,7 +21,7 @@ from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.engine.records import TaskState
 from fairque.errors import InvalidInput
-from fairque.queue.models import BulkAction, BulkBatch, Selector
+from fairque.queue.models import BulkAction, BulkBatch, Selector, member_of
 
 BULK_BATCH = 200  # entries a batch looks at, by default: a retry of 200 holds the server ~3 ms
 MAX_BULK_BATCH = 1_000  # and at most (~15 ms)
@@ -35,11 +35,7 @@ BULK_STATES: dict[BulkAction, tuple[TaskState, ...]] = {
 
 def action_of(action: BulkAction | str) -> BulkAction:
     """``action`` as a :class:`BulkAction`; InvalidInput naming the choices otherwise."""
-    try:
-        return BulkAction(action)
-    except ValueError:
-        choices = ", ".join(each.value for each in BulkAction)
-        raise InvalidInput("action", f"must be one of {choices}, got {action!r}") from None
+    return member_of(BulkAction, action, "action")
 
 
 def states_of(action: BulkAction, selector: Selector) -> tuple[TaskState, ...]:
