@@ -40,8 +40,10 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         await queue.push_many(
             [noop.build(user_id=f"tenant-{n % 20}", max_retries=0) for n in range(2000)]
         )
+        # An idle worker's round comes with its upkeep, once a poll interval: 1 s here.
         config = WorkerConfig(redis_url=server.url, namespace=namespace, concurrency=50,
-                              maintenance_interval_seconds=0.2)  # fmt: skip
+                              maintenance_interval_seconds=0.2,
+                              poll_interval_seconds=1.0)  # fmt: skip
         worker = Worker(config, functions)  # it applies the settings the pusher wrote
         running = asyncio.create_task(worker.run_async())
 
