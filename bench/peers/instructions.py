@@ -16,7 +16,8 @@ it), and ``counting.py`` counts the rows in the queue's venv. Every figure is:
   counted with nothing running) times the window's wall time;
 - for 2N jobs minus that for N jobs, over N, so that a start-up's and a stop's cost
   cancel (N = ``--jobs``); the idle rows count a warmed-up worker for ``--idle-seconds``
-  of wall time instead, per second (their commands per second are printed too, with the
+  of wall time instead, per second, less a window as long counted right after the worker
+  stopped, with the data it left (their commands per second are printed too, with the
   commands scripts run counted as ``INFO commandstats`` counts them);
 - counted ``--repeat`` times: every count is printed, and the spread.
 
@@ -233,10 +234,11 @@ def idle_worker(
                             raise RuntimeError(f"the warm-up did not run (see {log.name})")
                         time.sleep(0.1)
             queue.close()  # its connections are the warm-up's, not the worker's
-            return meter.idle_worker(options.idle_seconds)
+            window = meter.idle_worker(options.idle_seconds)
         finally:
             stop([process], log, grace=60)
             queue.close()
+    return meter.less_bare(window)
 
 
 def finished(queue: FairQueue | ShardedQueue) -> int:
