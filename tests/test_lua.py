@@ -61,7 +61,7 @@ def test_every_operation_has_its_script_in_its_entry_points_folder() -> None:
         "namespace/get", "namespace/promote", "namespace/reap", "namespace/retry",
         "namespace/settings", "namespace/stats", "namespace/tasks", "namespace/tenant_stats",
         "queue/bulk", "queue/extend", "queue/fail", "queue/finish", "queue/finish_pop",
-        "queue/hand_over",
+        "queue/hand_over", "queue/idle_pop",
         "queue/limits", "queue/pop",
         "queue/push", "queue/release", "queue/report", "queue/tenant",
         "queue/upkeep",
@@ -314,15 +314,34 @@ def test_constants_are_made_once_and_state_at_each_call(server: Server) -> None:
     )
     body = "return {LIMIT, #NAMES, LOG_TWO > 0, WHERE, #SEEN, #seen}"
     function, library = scripts.function_library((), helpers, body)
-    made_once, per_call = library.split("local function run(keys, args)")
+    made_once, per_call = library.split("local STARTS = ")
     assert "local LIMIT = 10 * 2" in made_once
     assert "local NAMES = {'a', 'b'}" in made_once
-    for name in ("LOG_TWO", "WHERE", "SEEN", "seen"):
+    for name in ("LOG_TWO", "WHERE", "SEEN", "seen"):  # set by the functions the call runs first
         assert f"\n{name} = " in per_call
+        assert f"\n{name} = " not in made_once
+    assert "STARTS[1]()" in per_call
     client = sync_client(server.url)
     try:
         client.function_load(library, replace=True)
         assert client.fcall(function, 0, "x") == [20, 2, 1, b"x", 1, 0]
+    finally:
+        client.close()
+
+
+def test_a_call_may_have_more_state_than_a_lua_function_has_upvalues(server: Server) -> None:
+    # Lua 5.1 allows a function 60 upvalues: several functions set the state, in order.
+    count = 3 * scripts.STATE_UPVALUES
+    helpers = "local v0 = {}\n" + "".join(
+        f"local v{i} = {{v{i - 1}}}\n" for i in range(1, count)
+    )  # each made from the one before
+    body = f"v0[#v0 + 1] = 1\nreturn {{#v0, #v{count - 1}, #v{count - 1}[1]}}"
+    function, library = scripts.function_library((), helpers, body)
+    assert library.count("STARTS[") >= 3
+    client = sync_client(server.url)
+    try:
+        client.function_load(library, replace=True)
+        assert [client.fcall(function, 0, "x") for _ in range(2)] == [[1, 1, 1]] * 2
     finally:
         client.close()
 
@@ -400,6 +419,17 @@ CALLS: dict[str, Callable[[], Call[Any]]] = {
         rewrite=False,
         longest_wait=30.0,
         names=["add", "render"],
+    ),
+    "queue idle_pop": lambda: workers.idle_pop(
+        NAMESPACE,
+        2.5,
+        4,
+        worker_id="w1",
+        ttl=60.0,
+        longest_wait=30.0,
+        round_interval=2.0,
+        lease_seconds=None,
+        names=["add"],
     ),
     "queue hand_over": lambda: leases.hand_over(NAMESPACE, [_leased()], 1.0, 60.0),
     "queue tenant": lambda: quotas.set_tenant(

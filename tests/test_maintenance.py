@@ -75,8 +75,8 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         # When the last idle wait ends: one key, kept (once idle, the worker wrote it).
         keys = [key for key in keys if key != sync.namespace.key("wakeups:until")]
         # What stays is per namespace and per tenant, never per task.
-        names = ("clock", "deps:cursor", "maintenance", "ready:total", "settings", "stats",
-                 "stats:tenants")  # fmt: skip
+        # (No deps:cursor: with no deferred task its scan stays at 0, which is not written.)
+        names = ("clock", "maintenance", "ready:total", "settings", "stats", "stats:tenants")
         assert keys == [sync.namespace.key(name) for name in names]
         held = sum(int(sync.redis.memory_usage(key) or 0) for key in keys)
         assert held < 10_000  # bytes, for 2,000 tasks processed

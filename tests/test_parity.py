@@ -296,6 +296,18 @@ CALL_CASES = [
     ("queue", "pop", (4,), {"wait": 2.5}),
     ("queue", "finish_and_pop", ([_leased()], [2]), FINISH_AND_POP),
     ("queue", "pop_after_wait", (2.5, 4), {"worker_id": "w1", "names": ["n"]}),
+    (
+        "queue",
+        "idle_pop",
+        (2.5, 4),
+        {
+            "worker_id": "w1",
+            "ttl": 60.0,
+            "longest_wait": 30.0,
+            "round_interval": 2.0,
+            "names": ["n"],
+        },
+    ),
 ]
 
 

@@ -383,3 +383,77 @@ def test_an_upkeep_keeps_a_worker_registered_and_writes_its_record_once(
     assert queue.workers()[0].in_flight == 3
     queue.unregister_worker("idle-1")
     assert not queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False).registered
+
+
+def test_an_idle_pop_that_leases_nothing_is_the_upkeep_of_the_next_wait(queue: FairQueue) -> None:
+    # One call a wait for an idle worker: its pop keeps it registered, runs the round if
+    # one is due, says when work comes due, and notes the next wait's end.
+    queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False, names=["job"])
+    expiries = queue.namespace.key("workers:expiry")
+    registered_until = queue.redis.zscore(expiries, "idle-1")
+    queue.push(Task(user_id="a", name="job", delay=30))
+    rounds = queue.stats().maintenance.rounds
+    leased, found = queue.idle_pop(
+        0.01, 1, worker_id="idle-1", ttl=600.0, longest_wait=LONG_WAIT, round_interval=0.001,
+        names=["job"],
+    )  # fmt: skip
+    assert leased == []
+    assert found is not None
+    assert (found.registered, found.ready, found.round_due) == (True, False, False)
+    assert found.next_due is not None
+    assert 20 < found.next_due <= 30
+    moved_to = queue.redis.zscore(expiries, "idle-1")
+    assert registered_until is not None
+    assert moved_to is not None
+    assert moved_to > registered_until + 500e6  # 600 s from now, not 60
+    assert queue.stats().maintenance.rounds == rounds + 1
+    [listed] = queue.workers()
+    assert listed.functions == ("job",)  # the record stays as the upkeep wrote it
+    queue.push(Task(user_id="b", name="job", delay=0.5))  # due before the next wait ends
+    assert queue.redis.llen(queue.namespace.lane_key("job", "wakeups")) == 1
+
+
+def test_an_idle_pop_does_not_register_a_worker_again(queue: FairQueue) -> None:
+    # A stopping worker leaves the registry while its last wait ends: that wait's pop
+    # must not bring it back. A worker not registered makes an upkeep call instead.
+    queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False, names=["job"])
+    queue.unregister_worker("idle-1")
+    _, found = queue.idle_pop(
+        0.01, 1, worker_id="idle-1", ttl=60.0, longest_wait=1.0, round_interval=2.0,
+        names=["job"],
+    )  # fmt: skip
+    assert found is not None
+    assert not found.registered
+    assert queue.workers() == []
+
+
+def test_an_idle_pop_that_leases_is_only_a_pop(queue: FairQueue) -> None:
+    pushed = queue.push(Task(user_id="a", name="job"))
+    rounds = queue.stats().maintenance.rounds
+    leased, found = queue.idle_pop(
+        60.0, 2, worker_id="idle-1", ttl=60.0, longest_wait=1.0, round_interval=0.001,
+        names=["job"],
+    )  # fmt: skip
+    assert [task.task_id for task in leased] == [pushed]
+    assert found is None
+    assert queue.stats().maintenance.rounds == rounds
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("ttl", 0.0), ("longest_wait", -1.0), ("round_interval", 4000.0)]
+)
+def test_an_idle_pop_out_of_bounds_is_refused(queue: FairQueue, field: str, value: float) -> None:
+    arguments = {"worker_id": "idle-1", "ttl": 60.0, "longest_wait": 1.0, "round_interval": 2.0}
+    with pytest.raises(InvalidInput, match=field):
+        queue.idle_pop(1.0, 1, **{**arguments, field: value})  # type: ignore[arg-type]
+
+
+def test_an_upkeep_given_the_round_interval_runs_a_round_that_is_due(queue: FairQueue) -> None:
+    rounds = queue.stats().maintenance.rounds
+    found = queue.upkeep(IDLE, 60.0, longest_wait=None, round_interval=3600.0)
+    assert not found.round_due  # it ran, and did not hit its bound
+    assert queue.stats().maintenance.rounds == rounds + 1
+    again = queue.upkeep(IDLE, 60.0, longest_wait=None, round_interval=3600.0)
+    assert not again.round_due
+    assert queue.stats().maintenance.rounds == rounds + 1  # not due for an hour
+    assert queue.upkeep(IDLE, 60.0, longest_wait=None, round_interval=None).round_due is False

@@ -484,6 +484,41 @@ async def test_an_idle_worker_makes_no_call_while_it_waits(
     await asyncio.wait_for(run, 10)
 
 
+async def test_an_idle_worker_makes_one_call_a_wait(
+    pusher: AsyncFairQueue, server: LocalServer, namespace: str
+) -> None:
+    # Its pop behind each wait, finding nothing, is also its upkeep for the next wait and
+    # runs the round (due at each wait here): it made an upkeep, a round and the pop.
+    settings = {"poll_interval_seconds": 0.2, "maintenance_interval_seconds": 0.1}
+    worker = Worker(config(server, namespace, **settings), functions)
+    run = asyncio.create_task(worker.run_async())
+    node = await pusher.executor.client_for(pusher.namespace.wake_channel)
+
+    async def calls() -> tuple[int, int]:
+        stats = await node.info("commandstats")
+        scripts = sum(int(entry["calls"]) for name, entry in stats.items() if "fcall" in name)
+        return scripts, int(stats.get("cmdstat_blpop", {}).get("calls", 0))
+
+    await until(lambda: rounds_at_least(pusher, 1))
+    scripts, waits = await calls()
+    first_rounds = (await pusher.stats()).maintenance.rounds
+    await until(lambda: waits_at_least(calls, waits + 6), timeout=30)
+    more_scripts, more_waits = await calls()
+    assert more_scripts - scripts <= more_waits - waits + 1  # one call a wait
+    assert await rounds_at_least(pusher, first_rounds + 3)  # the rounds ran all the same
+    assert [w.worker_id for w in await pusher.workers()] == [worker.config.id]
+    worker.stop()
+    await asyncio.wait_for(run, 10)
+
+
+async def rounds_at_least(queue: AsyncFairQueue, count: int) -> bool:
+    return (await queue.stats()).maintenance.rounds >= count
+
+
+async def waits_at_least(calls: Callable[[], Awaitable[tuple[int, int]]], count: int) -> bool:
+    return (await calls())[1] >= count
+
+
 @pytest.mark.one_engine
 async def test_a_worker_whose_server_refuses_its_wait_still_runs_tasks(
     pusher: AsyncFairQueue, server: LocalServer, namespace: str

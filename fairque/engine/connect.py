@@ -82,9 +82,11 @@ CONNECT_TIMEOUT = 10.0
 
 
 def _with_timeouts(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with fairque's timeouts where they name none (the URL's win)."""
+    """``options`` with fairque's timeouts where they name none (the URL's win), and no
+    ``CLIENT SETINFO`` when a connection is made (redis-py sends two, ~10k server
+    instructions: an idle worker makes a connection again at each wait's end)."""
     return {"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT,
-            **options}  # fmt: skip
+            "driver_info": None, **options}  # fmt: skip
 
 
 def socket_timeout(client: Any) -> float | None:

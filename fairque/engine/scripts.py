@@ -185,24 +185,46 @@ def function_library(
     if len(set(state_names)) != len(state_names):
         raise ValueError(f"a helper variable is defined twice: {state_names}")
     declared = "".join(f"local {name}\n" for name in state_names)
+    starts = _state_starts(state, {*state_names, *per_call, "NAMESPACE", "KEY_COUNT"})
     code = (
         "local KEYS, ARGV, NAMESPACE, K, KEY_COUNT\n"
         + KEY_NAMES
         + declared
         + "".join(constants)
         + "".join(functions)
+        + f"local STARTS = {{{','.join(starts)}}}\n"
         + "local function run(keys, args)\n"
         + "KEYS, ARGV = keys, args\n"
         + _LOCAL.sub("", _prelude(keys)).replace("\nlocal ", "\n")
-        + "".join(state)
+        + "".join(f"STARTS[{i}]()\n" for i in range(1, len(starts) + 1))
         + body
         + "\nend\n"
     )
     listed = ", ".join(f"'{flag}'" for flag in flags)
-    code += f"local FLAGS = {{{listed}}}\n"
-    name = "fq_" + hashlib.sha1(code.encode()).hexdigest()  # noqa: S324 - a content name
-    register = f"{{function_name = '{name}', callback = run, flags = FLAGS}}"
+    flagged = f"flags = {{{listed}}}"
+    name = "fq_" + hashlib.sha1((code + flagged).encode()).hexdigest()  # noqa: S324 - a content name
+    register = f"{{function_name = '{name}', callback = run, {flagged}}}"
     return name, f"#!lua name={name}\n{code}redis.register_function{register}\n"
+
+
+# Lua 5.1 allows a function 60 upvalues (its library's locals it uses). The per-call state
+# is set by functions of at most this many, called in turn at the start of each call
+# (two Lua calls cost ~0.3k instructions): set in the call's own function, each variable
+# was one of its upvalues, and a script reaching many includes did not load.
+STATE_UPVALUES = 48
+
+
+def _state_starts(state: list[str], library_locals: set[str]) -> list[str]:
+    """The functions setting a call's state, the assignments of ``state`` in order, each
+    using at most :data:`STATE_UPVALUES` of ``library_locals``."""
+    chunks: list[tuple[set[str], list[str]]] = []
+    for text in state:
+        used = library_locals & set(_IDENTIFIER.findall(_COMMENT.sub("", text)))
+        if not chunks or len(chunks[-1][0] | used) > STATE_UPVALUES:
+            chunks.append((set(), []))
+        chunks[-1][0].update(used)
+        chunks[-1][1].append(text)
+    return [f"function()\n{''.join(texts)}end\n" for _, texts in chunks]
 
 
 def lua_name(key: str) -> str:
@@ -252,22 +274,26 @@ def _declared_args(name: str, text: str) -> tuple[int, bool]:
 # these are made once per namespace, not once per call: making a key cost a call ~2.5k
 # server instructions, and an empty pop reads eight. At most 32 namespaces are kept; past
 # that the cache starts again (what it holds is only ever derived from the prefix).
+# (Its cache is local to a block: a library's main function may have 200 locals.)
 KEY_NAMES = """\
-local namespaces, namespaces_kept = {}, 0
-local function namespace_of(prefix)
-  local namespace = namespaces[prefix]
-  if namespace == nil then
-    if namespaces_kept >= 32 then namespaces, namespaces_kept = {}, 0 end
-    local keys = setmetatable({}, {__index = function(made, name)
-      local key = prefix .. name
-      made[name] = key
-      return key
-    end})
-    namespace = {keys = keys, view = {__index = keys}, lanes = {}, lanes_kept = 0,
-      figures_minute = false, figures_prefix = false}
-    namespaces[prefix], namespaces_kept = namespace, namespaces_kept + 1
+local namespace_of
+do
+  local namespaces, namespaces_kept = {}, 0
+  function namespace_of(prefix)
+    local namespace = namespaces[prefix]
+    if namespace == nil then
+      if namespaces_kept >= 32 then namespaces, namespaces_kept = {}, 0 end
+      local keys = setmetatable({}, {__index = function(made, name)
+        local key = prefix .. name
+        made[name] = key
+        return key
+      end})
+      namespace = {keys = keys, view = {__index = keys}, lanes = {}, lanes_kept = 0,
+        figures_minute = false, figures_prefix = false}
+      namespaces[prefix], namespaces_kept = namespace, namespaces_kept + 1
+    end
+    return namespace
   end
-  return namespace
 end
 """
 

@@ -405,18 +405,21 @@ class Queue(Closing):
         longest_wait: float | None,
         rewrite: bool = True,
         names: Sequence[str] | None = None,
+        round_interval: float | None = None,
     ) -> WorkerUpkeep:
         """A worker's upkeep in one call per namespace: keeps it registered for ``ttl``
         seconds (its record written unless ``rewrite`` is False and it is registered),
         and tells when work comes due without a push, whether a lane of its task
-        ``names`` (None: any) may be served now, and whether a maintenance round is due
-        (workers do this, and run :meth:`maintain` when it is). A worker that then waits
-        until work comes due, ``longest_wait`` seconds at most (None: a busy worker, which
-        does not wait), is woken by work added meanwhile that comes due sooner."""
+        ``names`` (None: any) may be served now, and whether a maintenance round is due.
+        With ``round_interval`` (seconds between rounds), a round that is due runs in the
+        same call, and ``round_due`` says that it hit its bound (:meth:`maintain` goes
+        on); without, the caller runs :meth:`maintain` when one is due. A worker that then
+        waits until work comes due, ``longest_wait`` seconds at most (None: a busy worker,
+        which does not wait), is woken by work added meanwhile that comes due sooner."""
         return self.executor.run(
             self.plans.each(
-                merge_upkeep, workers.upkeep, worker, ttl,
-                rewrite=rewrite, longest_wait=longest_wait, names=names,
+                merge_upkeep, workers.upkeep, worker, ttl, rewrite=rewrite,
+                longest_wait=longest_wait, names=names, round_interval=round_interval,
             )
         )  # fmt: skip
 
@@ -593,6 +596,32 @@ class FairQueue(Queue):
                                  "names": names}  # fmt: skip
         plan = self.plans.pop_after_wait(self.namespace, count, lease, wait)
         return self.executor.run(plan)
+
+    def idle_pop(
+        self,
+        wait: float,
+        count: int = 1,
+        *,
+        worker_id: str,
+        ttl: float,
+        longest_wait: float,
+        round_interval: float,
+        lease_seconds: float | None = None,
+        names: Sequence[str] | None = None,
+    ) -> tuple[list[LeasedTask], WorkerUpkeep | None]:
+        """An idle worker's wait and pop in one round trip, as :meth:`pop_after_wait`;
+        when the pop leases nothing, the same call is the worker's :meth:`upkeep` for its
+        next wait (its registration kept ``ttl`` seconds more if it is registered: it is
+        not registered again, nor its record written; ``longest_wait``) and runs the
+        namespace's maintenance round if one is due (``round_interval`` seconds after
+        the last): one script call a wait, where an idle worker made three. Returns the
+        tasks leased and the upkeep, or None when tasks were leased. The upkeep's
+        ``registered`` False asks for an :meth:`upkeep`; its ``round_due`` says that the
+        round hit its bound: :meth:`maintain` goes on."""
+        idle: dict[str, Any] = {"worker_id": worker_id, "ttl": ttl,
+                                "longest_wait": longest_wait, "round_interval": round_interval,
+                                "lease_seconds": lease_seconds, "names": names}  # fmt: skip
+        return self.executor.run(self.plans.idle_pop(self.namespace, wait, count, idle))
 
     @property
     def one_namespace(self) -> FairQueue:

@@ -29,7 +29,7 @@ from fairque.engine.records import TaskState, check_identifier
 from fairque.engine.shards import Plan, ShardPlans, Steps, merged, shard_index
 from fairque.errors import InvalidInput, ServerUnavailable
 from fairque.queue.calls import bulk as bulk_calls
-from fairque.queue.calls import leases, maintenance
+from fairque.queue.calls import leases, maintenance, workers
 from fairque.queue.calls import tasks as task_calls
 from fairque.queue.calls.leases import MIN_POP_WAIT, Leased
 from fairque.queue.models import (
@@ -318,6 +318,16 @@ class QueuePlans(ShardPlans[Namespace]):
         return (
             yield from self._leased(namespace, leases.pop(namespace, count, wait=wait, **lease))
         )
+
+    def idle_pop(
+        self, namespace: Namespace, wait: float, count: int, idle: dict[str, Any]
+    ) -> Steps[tuple[Leased, WorkerUpkeep | None]]:
+        """An idle worker's wait, and its pop behind it that is also its upkeep when it
+        leases nothing (:func:`~fairque.queue.calls.workers.idle_pop`, whose keyword
+        arguments ``idle`` holds)."""
+        leased, upkept = (yield [workers.idle_pop(namespace, wait, count, **idle)])[0]
+        yield from self._fail_unreadable(namespace, leased)
+        return leased, upkept
 
     def finish(self, tasks: Sequence[LeasedTask], results: Sequence[Any] | None) -> Plan[list[str]]:
         """Finishes tasks, one call per shard; the ids whose lease was lost."""

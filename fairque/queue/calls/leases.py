@@ -104,17 +104,21 @@ def pop(
     tenant may be served or ``wait`` seconds have passed (the wake-up tokens of the
     names' lanes, see ``include/ready.lua``)."""
     served = checked_names(names)
-    args = _pop_args(count, assigned_users, steal_targets, worker_id, lease_seconds, served=served)
+    args = pop_args(count, assigned_users, steal_targets, worker_id, lease_seconds, served=served)
     if wait is not None:
         check_positive(wait, "wait", MAX_POP_WAIT)
-    call = namespace.call("queue/pop", args, _parse_leased)
-    if wait is None:
-        return call
+    call = namespace.call("queue/pop", args, parse_leased)
+    return call if wait is None else call.after(wait_for_work(namespace, served, wait))
+
+
+def wait_for_work(namespace: Namespace, served: Sequence[str], wait: float) -> Wait:
+    """A wait of up to ``wait`` seconds for a wake-up token of the lanes of the task names
+    ``served`` (none: any lane's), which a pop sent behind it follows at once."""
     tokens = tuple(namespace.lane_key(name, "wakeups") for name in served)
-    return call.after(Wait(tokens or (namespace.key("wakeups:any"),), max(wait, MIN_POP_WAIT)))
+    return Wait(tokens or (namespace.key("wakeups:any"),), max(wait, MIN_POP_WAIT))
 
 
-def _pop_args(
+def pop_args(
     count: int,
     assigned_users: Sequence[str] | None,
     steal_targets: Sequence[str] | None,
@@ -174,15 +178,15 @@ def finish_and_pop(
     (``queue/finish_pop.lua``): the reply parses to the ids whose lease was lost and
     the tasks leased."""
     rows, kept = _finish_args(tasks, results)
-    pop_args = _pop_args(
+    popping = pop_args(
         count, assigned_users, steal_targets, worker_id, lease_seconds, served=checked_names(names)
     )
-    args = (len(tasks), rows, len(kept), *kept, *pop_args)
+    args = (len(tasks), rows, len(kept), *kept, *popping)
     lost_of = _lost_ids(tasks)
     finished = len(tasks)
 
     def parse(reply: list[Any]) -> tuple[list[str], Leased]:
-        return lost_of(reply[:finished]), _parse_leased(reply[finished:])
+        return lost_of(reply[:finished]), parse_leased(reply[finished:])
 
     return namespace.call("queue/finish_pop", args, parse)
 
@@ -345,7 +349,8 @@ class Leased(list[LeasedTask]):
     unreadable: list[Unreadable]
 
 
-def _parse_leased(reply: list[Any]) -> Leased:
+def parse_leased(reply: list[Any]) -> Leased:
+    """A pop's rows (``queue/pop.lua``), as leased tasks."""
     leased = Leased()
     leased.unreadable = []
     try:

@@ -9,7 +9,14 @@ from fairque.engine.calls import Arg, Call, decode, encode
 from fairque.engine.fields import MICROS
 from fairque.engine.keys import Namespace
 from fairque.queue.calls.checks import check_name, check_positive
-from fairque.queue.calls.leases import checked_names
+from fairque.queue.calls.leases import (
+    MAX_POP_WAIT,
+    Leased,
+    checked_names,
+    parse_leased,
+    pop_args,
+    wait_for_work,
+)
 from fairque.queue.models import (
     WorkerInfo,
     WorkerUpkeep,
@@ -30,20 +37,28 @@ def upkeep(
     rewrite: bool,
     longest_wait: float | None,
     names: Sequence[str] | None,
+    round_interval: float | None = None,
 ) -> Call[WorkerUpkeep]:
     """A worker's upkeep (``queue/upkeep.lua``): keeps it registered for ``ttl`` seconds
-    (its record written if it was not registered, or with ``rewrite``), and tells when
-    work comes due, whether a lane of its task ``names`` (None: any) may be served now,
-    and whether a maintenance round is due. The worker then waits until work comes due,
-    ``longest_wait`` seconds at most (None: a busy worker, which does not wait): work
-    added meanwhile that comes due sooner wakes it."""
+    (its record written if it was not registered, or with ``rewrite``), runs the
+    namespace's maintenance round if one is due (rounds ``round_interval`` seconds apart;
+    None: none is run, and ``round_due`` says whether one is due), and tells when work
+    comes due and whether a lane of its task ``names`` (None: any) may be served now. The
+    worker then waits until work comes due, ``longest_wait`` seconds at most (None: a busy
+    worker, which does not wait): work added meanwhile that comes due sooner wakes it.
+    With ``round_interval``, ``round_due`` says that the round run hit its bound (another
+    is due at once)."""
     wait: Arg = ""
     if longest_wait is not None:
         check_positive(longest_wait, "longest_wait", 3600.0)
         wait = int(longest_wait * MICROS)
+    interval: Arg = ""
+    if round_interval is not None:
+        check_positive(round_interval, "round_interval", 3600.0)
+        interval = int(round_interval * MICROS)
     record = _record(worker, ttl)
     args: list[Arg] = [worker.worker_id, record, int(ttl * MICROS), int(rewrite),
-                       wait, *checked_names(names)]  # fmt: skip
+                       wait, interval, *checked_names(names)]  # fmt: skip
 
     def parse(reply: list[int]) -> WorkerUpkeep:
         due = int(reply[1])
@@ -55,6 +70,54 @@ def upkeep(
         )
 
     return namespace.call("queue/upkeep", args, parse)
+
+
+def idle_pop(
+    namespace: Namespace,
+    wait: float,
+    count: int,
+    *,
+    worker_id: str,
+    ttl: float,
+    longest_wait: float,
+    round_interval: float,
+    lease_seconds: float | None,
+    names: Sequence[str] | None,
+) -> Call[tuple[Leased, WorkerUpkeep | None]]:
+    """An idle worker's wait for work, up to ``wait`` seconds, and the call behind it
+    (``queue/idle_pop.lua``): a pop of up to ``count`` tasks of its task ``names`` (None:
+    any) as :func:`~fairque.queue.calls.leases.pop` with a wait, which when it leases
+    nothing is also the worker's :func:`upkeep` for its next wait (its registration's
+    expiry moved to ``ttl`` seconds from now if it is registered; ``longest_wait``
+    seconds at most) and the namespace's maintenance round if one is due (rounds
+    ``round_interval`` seconds apart). Parses to the tasks leased, and the upkeep if it
+    was made: its ``registered`` False says that the worker is not registered (make an
+    :func:`upkeep`), its ``round_due`` that the round hit its bound (another is due at
+    once), and its ``ready`` is False (the pop took any work there was)."""
+    served = checked_names(names)
+    check_positive(wait, "wait", MAX_POP_WAIT)
+    check_positive(ttl, "ttl", 3600.0)
+    check_positive(longest_wait, "longest_wait", 3600.0)
+    check_positive(round_interval, "round_interval", 3600.0)
+    popping = pop_args(count, None, None, worker_id, lease_seconds, served=served)
+    args: list[Arg] = [int(ttl * MICROS), int(longest_wait * MICROS),
+                       int(round_interval * MICROS), *popping]  # fmt: skip
+
+    def parse(reply: list[Any]) -> tuple[Leased, WorkerUpkeep | None]:
+        leased = parse_leased(reply[4:])
+        if not reply[0]:
+            return leased, None
+        due = int(reply[2])
+        upkept = WorkerUpkeep(
+            registered=bool(reply[1]),
+            next_due=None if due < 0 else due / MICROS,
+            ready=False,
+            round_due=bool(reply[3]),
+        )
+        return leased, upkept
+
+    call = namespace.call("queue/idle_pop", args, parse)
+    return call.after(wait_for_work(namespace, served, wait))
 
 
 def _record(worker: WorkerInfo, ttl: float) -> bytes:

@@ -2,7 +2,7 @@
 while a pop is in flight get a second one at once) and starts them, and when idle waits
 for work so a new task is picked up at once rather than at the next poll. A worker whose
 queue is one namespace, and which names no tenants, waits in its pop
-(``pop_after_wait``), which the server runs the moment work arrives; any other waits on
+(``idle_pop``), which the server runs the moment work arrives; any other waits on
 the namespace's wake channel, then pops. Before each wait the worker's upkeep keeps it
 registered, tidies the namespace if due, and says when work comes due without a push
 (a delay, a retry backoff, a lease running out, a rate window opening): the wait ends
@@ -24,7 +24,7 @@ from fairque.engine.sending import async_ended_after
 from fairque.engine.waiting import wait_event
 from fairque.errors import InvalidInput
 from fairque.queue.async_client import AsyncQueue
-from fairque.queue.models import LeasedTask
+from fairque.queue.models import LeasedTask, WorkerUpkeep
 from fairque.runners.fair_worker.acks import Ack, Acknowledgements
 from fairque.runners.fair_worker.config import WAKE_CHECK_SECONDS, WorkerConfig
 from fairque.runners.fair_worker.counts import Counts
@@ -71,6 +71,8 @@ class Fetcher:
         self._idle_pops = False  # the last pop found nothing: the next one waits for work
         self._pops_short = True  # the last pop leased fewer than it asked for
         self._waiting: AsyncQueue | None = None  # the queue of the pop waiting now
+        # What the last idle pop's upkeep found, for the wait that follows it at once.
+        self._upkept: WorkerUpkeep | None = None
         self._stop_wait: asyncio.Future[None] | None = None  # stop_waiting() ending that wait
 
     def waits_in_pop(self, queue: AsyncQueue) -> bool:
@@ -233,28 +235,35 @@ class Fetcher:
 
     async def _pop_when_ready(self, queue: AsyncQueue, free: int) -> list[LeasedTask]:
         """The pop of an idle worker: after its upkeep, it waits in the server until work
-        arrives or comes due (see :meth:`AsyncFairQueue.pop_after_wait`, one namespace
-        only), and :meth:`stop_waiting` ends the wait."""
+        arrives or comes due (see :meth:`AsyncFairQueue.idle_pop`, one namespace only),
+        and :meth:`stop_waiting` ends the wait. A pop that leases nothing is the upkeep
+        of the next wait: a worker that stays idle makes one call a wait."""
         one_namespace = queue.one_namespace
         assert one_namespace is not None, "waits_in_pop: one namespace"
-        wait = self.upkeep.idle_wait(await self.upkeep.before_idle_wait(queue))
+        found, self._upkept = self._upkept, None
+        if found is None:  # the first wait since the worker was busy (or the server away)
+            found = await self.upkeep.before_idle_wait(queue)
+        wait = self.upkeep.idle_wait(found)
         if self.stopping.is_set():
             return []
+        idle = self.upkeep.idle_pop_upkeep()
         # From here nothing is awaited until the executor has noted how many stops it
         # saw: a stop() from then on ends the wait, even before the server has it.
         self._waiting = queue
         started = time.monotonic()
         try:
             async with self._closing_spare_connections(queue, wait):
-                leased = await one_namespace.pop_after_wait(
+                leased, upkept = await one_namespace.idle_pop(
                     max(wait, MIN_IDLE_WAIT_SECONDS),
                     free,
-                    worker_id=self.config.id,
                     lease_seconds=self.config.lease_seconds,
-                    names=self.names,
+                    names=self.names or None,
+                    **idle,
                 )
         finally:
             self._waiting = None
+        if upkept is not None:
+            self._upkept = await self.upkeep.after_idle_pop(queue, upkept)
         if not leased and time.monotonic() - started < MIN_IDLE_WAIT_SECONDS:
             # Nothing, at once: another worker took the work, or the server refused the
             # wait (an ACL without BLPOP). Not again at once: that would spin.

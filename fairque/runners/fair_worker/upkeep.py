@@ -3,10 +3,12 @@ runs extended ahead of their deadline (the heartbeat), its entry in the namespac
 registry of live workers, with the namespace's tidying, and the ``abort`` channels,
 on which ``cancel`` names the running tasks it canceled.
 
-The registry entry and the tidying go in one call (``upkeep``): a busy worker makes it
-every maintenance interval with its record; an idle one, once before each wait for work
-(the fetch loop's), which moves only its entry's expiry. So an idle worker costs the
-server one such call and one wait per poll interval (docs/benchmarks.md).
+The registry entry and the tidying (the namespace's maintenance round, when one is due)
+go in one call (``upkeep``): a busy worker makes it every maintenance interval with its
+record; an idle one, once before each wait for work (the fetch loop's), which moves only
+its entry's expiry. A worker that waits in its pop makes that call only before its first
+wait: each wait's pop that finds nothing is the upkeep of the next (``idle_pop``). So an
+idle worker costs the server one call and one wait per poll interval (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 from fairque.engine.notify import AsyncListener
 from fairque.engine.outage import OUTAGE, SETTLE_SECONDS, Backoff, OutageLog
@@ -82,25 +85,51 @@ class Upkeep:
         self, queue: AsyncQueue, rewrite: bool, longest_wait: float | None = None
     ) -> WorkerUpkeep:
         """One upkeep call (its record written with ``rewrite`` or when its tasks in
-        flight changed; ``longest_wait``: see ``AsyncQueue.upkeep``), then the
-        maintenance round if one is due."""
-        interval = self.config.maintenance_interval_seconds
+        flight changed; ``longest_wait``: see ``AsyncQueue.upkeep``), with the maintenance
+        round if one is due, and the rounds after it if it hit its bound."""
         record = self._record()
         rewrite = rewrite or record.in_flight != self._in_flight_written
         found = await queue.upkeep(
-            record, self.registry_ttl, rewrite=rewrite,
-            longest_wait=longest_wait, names=self.names or None,
+            record, self.registry_ttl, rewrite=rewrite, longest_wait=longest_wait,
+            names=self.names or None, round_interval=self.config.maintenance_interval_seconds,
         )  # fmt: skip
         self._in_flight_written = record.in_flight
         self.outage.answered()  # said now, not after the wait that follows
         if found.round_due:
-            done = await queue.maintain(interval)
-            rounds = 1
-            # A round that hit its bound leaves the next one due at once: go on (each is
-            # short), so a backlog of expired records leaves within seconds.
-            while done.more and rounds < MAINTENANCE_ROUNDS and not self.stopping.is_set():
-                done = await queue.maintain(interval)
-                rounds += 1
+            await self._rounds(queue, 1)
+        return found
+
+    async def _rounds(self, queue: AsyncQueue, made: int) -> None:
+        """Maintenance rounds after ``made`` of them, while each hits its bound (the next
+        is then due at once: each is short, so a backlog of expired records leaves
+        within seconds), :data:`MAINTENANCE_ROUNDS` in all at most."""
+        interval = self.config.maintenance_interval_seconds
+        more = True
+        while more and made < MAINTENANCE_ROUNDS and not self.stopping.is_set():
+            more = (await queue.maintain(interval)).more
+            made += 1
+
+    def idle_pop_upkeep(self) -> dict[str, Any]:
+        """The upkeep an idle pop makes when it leases nothing (the keyword arguments of
+        ``AsyncFairQueue.idle_pop``)."""
+        return {
+            "worker_id": self.config.id,
+            "ttl": self.registry_ttl,
+            "longest_wait": self._longest_wait(),
+            "round_interval": self.config.maintenance_interval_seconds,
+        }
+
+    async def after_idle_pop(self, queue: AsyncQueue, found: WorkerUpkeep) -> WorkerUpkeep | None:
+        """What the upkeep of an idle pop found, for the next wait (:meth:`idle_wait`), after
+        the maintenance rounds that follow the one it ran if that hit its bound; None
+        when the next wait needs an upkeep call of its own: the worker is not registered
+        (the idle pop does not register it), or its record changed (its tasks in
+        flight)."""
+        self.outage.answered()
+        if found.round_due:
+            await self._rounds(queue, 1)
+        if not found.registered or len(self.runs.running) != self._in_flight_written:
+            return None
         return found
 
     async def heartbeat(self, queue: AsyncQueue) -> None:

@@ -2,8 +2,11 @@
 --@include expiry
 
 -- What the checks of a pop's maintenance (maintain) found: whether anything was due, and
--- else the earliest time something will be.
+-- else the earliest time something will be (within QUIET_HORIZON); `heads_read` is set
+-- once it has read every head (false: it read none, or found one due), and
+-- `earliest_head` is the earliest of them (nil: all three sets are empty).
 local found_due, next_due = false, nil
+local heads_read, earliest_head = false, nil
 
 -- How many members of zset `key` a call takes at most: `limit`, or, when nil, the
 -- namespace's maintenance batch if a member is due by `now` and nil if none is. So a pop
@@ -18,6 +21,7 @@ local function due_limit(key, now, limit)
     return setting('maintenance_batch')
   end
   if next_due == nil or due < next_due then next_due = due end
+  if earliest_head == nil or due < earliest_head then earliest_head = due end
   return nil
 end
 
@@ -57,9 +61,19 @@ local function maintain(now)
   if expiring ~= nil then reap_expired(now, expiring) end
   promote_due(now)
   if found_due then return now end
+  heads_read = true
   local expires = math.floor(next_due / 1000) - 1
   if expires * 1000 > now then
     mark_quiet(expires)
   end
   return now
+end
+
+-- After maintain(): nothing was due at its `now` in K.leases, K.scheduled and K.sleeping
+-- (it read their heads and found none due: a round at the same `now` has none of that
+-- work), and the earliest of their heads (nil: none holds anything), as earliest_due
+-- would read them again; false if it did not read them all (the quiet mark, or work due).
+local function maintained_heads()
+  if not heads_read then return false, nil end
+  return true, earliest_head
 end
