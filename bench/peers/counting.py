@@ -10,9 +10,10 @@ server's instructions from the start of the work to its end (a worker's start un
 job ran), less the bare server's own rate (its timers, measured first with nothing
 running) times the window's wall time, for 2N jobs minus that for N jobs, over N: what
 start-up and stop cost cancels. The idle row counts a warmed-up worker for a window of
-wall time instead, per second, less a bare window counted right after the worker stopped
-(the server then holds the data the worker's warm-up left: keys with a time to live cost
-its expiry cycle whoever waits), and lists the commands it sent (``INFO commandstats``).
+wall time instead (from 40 s after its last job), per second, less a bare window counted
+right after the worker stopped (the server then holds the data the worker's warm-up
+left: keys with a time to live cost its expiry cycle whoever waits), and lists the
+commands it sent (``INFO commandstats``).
 A waiting harness polls the jobs' counter every 0.5 s: a ``GET`` (a few thousand
 instructions) twice a second, in every figure's window alike.
 """
@@ -39,6 +40,10 @@ from peers_job import SPREAD_VARIABLE, URL_VARIABLE
 
 TENANTS = 50  # fairque spreads the jobs over this many tenants; the others use one queue
 WARM_JOBS = 3  # jobs an idle worker runs before its window
+# Seconds between an idle worker's last job and its window, for every queue alike: what
+# follows a job (its acknowledgement, the first wait's upkeep; fairque's abort subscription
+# and calls' connection, kept a poll interval, 30 s, after a run) is not idleness.
+IDLE_SETTLE_SECONDS = 40.0
 EVERY = 0.5  # seconds between two polls of the jobs' counter
 Figure = Callable[[], tuple[float, dict[str, float]]]  # a figure, and calls per job or second
 ROWS = ["enqueue", "bulk", "process10", "process1", "life", "idle"]
@@ -87,8 +92,10 @@ class Meter:
         return self.idle
 
     def idle_worker(self, seconds: float) -> Window:
-        """Counts ``seconds`` of wall time of a warmed-up idle worker, whole: :meth:`less_bare`
-        takes the bare servers' rate off once the worker has stopped."""
+        """Counts ``seconds`` of wall time of a warmed-up idle worker, whole, from
+        :data:`IDLE_SETTLE_SECONDS` after its last job: :meth:`less_bare` takes the bare
+        servers' rate off once the worker has stopped."""
+        time.sleep(IDLE_SETTLE_SECONDS)  # the worker settles: not a wait for state
         self.on()
         time.sleep(seconds)  # the window measured, not a wait for state
         return self.off(bare=False)
