@@ -413,6 +413,23 @@ def test_an_idle_pop_that_leases_nothing_is_the_upkeep_of_the_next_wait(queue: F
     assert queue.redis.llen(queue.namespace.lane_key("job", "wakeups")) == 1
 
 
+def test_an_idle_pop_that_leases_nothing_sets_no_quiet_mark(queue: FairQueue) -> None:
+    # The mark spares the pops of the next second their housekeeping; an idle worker's
+    # next pop comes a wait later, so its writing it would be a command for nothing.
+    queue.upkeep(IDLE, 60.0, longest_wait=None, rewrite=False, names=["job"])
+    queue.push(Task(user_id="a", name="job", delay=30))  # a head the mark would last until
+    quiet = queue.namespace.key("maintenance:quiet")
+    queue.redis.delete(quiet)
+    leased, found = queue.idle_pop(
+        0.01, 1, worker_id="idle-1", ttl=60.0, longest_wait=LONG_WAIT, round_interval=2.0,
+        names=["job"],
+    )  # fmt: skip
+    assert leased == []
+    assert found is not None
+    assert found.next_due is not None  # the heads were read
+    assert not queue.redis.exists(quiet)
+
+
 def test_an_idle_pop_does_not_register_a_worker_again(queue: FairQueue) -> None:
     # A stopping worker leaves the registry while its last wait ends: that wait's pop
     # must not bring it back. A worker not registered makes an upkeep call instead.

@@ -82,11 +82,14 @@ CONNECT_TIMEOUT = 10.0
 
 
 def _with_timeouts(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with fairque's timeouts where they name none (the URL's win), and no
-    ``CLIENT SETINFO`` when a connection is made (redis-py sends two, ~10k server
-    instructions: an idle worker makes a connection again at each wait's end)."""
+    """``options`` with fairque's timeouts where they name none (the URL's win), and
+    nothing sent when a connection is made but what it needs (AUTH, SELECT): no
+    ``CLIENT SETINFO`` (redis-py sends two, ~10k server instructions) and no ``HELLO 3``
+    (redis-py 8's default protocol, ~5k: fairque reads RESP2 replies; ``?protocol=3`` in
+    the URL still asks for RESP3). An idle worker makes a connection at each wait's end,
+    and a web process pushing through a new client one a request."""
     return {"socket_timeout": SOCKET_TIMEOUT, "socket_connect_timeout": CONNECT_TIMEOUT,
-            "driver_info": None, **options}  # fmt: skip
+            "driver_info": None, "protocol": 2, **options}  # fmt: skip
 
 
 def socket_timeout(client: Any) -> float | None:

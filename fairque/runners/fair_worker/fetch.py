@@ -36,10 +36,12 @@ log = logging.getLogger("fairque.worker")
 
 MIN_IDLE_WAIT_SECONDS = 0.005  # an idle pop waits at least this long: no busy loop
 # A wait for work lasting this long closes the connections no call holds (its own stays):
-# an open connection costs the server ~3.8k instructions a second (Valkey's per-client
-# cron), making one again ~57k (connect, HELLO, CLIENT SETINFO), as much as ~15 s open.
+# an open connection costs the server ~3k instructions a second (Valkey's per-client
+# cron), making one again ~30k (accept, the client's record made and freed), as much as
+# ~10 s open. A wait that follows one that brought nothing closes them at once: the
+# worker stays idle, and the connection left over is the one that ended that wait.
 SPARE_CONNECTIONS_SECONDS = 5.0
-RECONNECT_SECONDS = 15.0
+RECONNECT_SECONDS = 10.0
 
 
 class Fetcher:
@@ -241,6 +243,7 @@ class Fetcher:
         one_namespace = queue.one_namespace
         assert one_namespace is not None, "waits_in_pop: one namespace"
         found, self._upkept = self._upkept, None
+        still_idle = found is not None  # the wait before this one brought nothing
         if found is None:  # the first wait since the worker was busy (or the server away)
             found = await self.upkeep.before_idle_wait(queue)
         wait = self.upkeep.idle_wait(found)
@@ -252,7 +255,7 @@ class Fetcher:
         self._waiting = queue
         started = time.monotonic()
         try:
-            async with self._closing_spare_connections(queue, wait):
+            async with self._closing_spare_connections(queue, wait, still_idle):
                 leased, upkept = await one_namespace.idle_pop(
                     max(wait, MIN_IDLE_WAIT_SECONDS),
                     free,
@@ -297,14 +300,16 @@ class Fetcher:
 
     @staticmethod
     def _closing_spare_connections(
-        queue: AsyncQueue, wait: float
+        queue: AsyncQueue, wait: float, still_idle: bool = False
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """Closes the connections no call holds once a wait of ``wait`` seconds has lasted
-        :data:`SPARE_CONNECTIONS_SECONDS`, if what is left of it makes up for making one
-        again; the first call after the wait opens the connection its calls go on."""
-        if wait < SPARE_CONNECTIONS_SECONDS + RECONNECT_SECONDS:
+        :data:`SPARE_CONNECTIONS_SECONDS` (at once when ``still_idle``: the wait before
+        it brought nothing), if what is left of it makes up for making one again; the
+        first call after the wait opens the connection its calls go on."""
+        after = 0.0 if still_idle else SPARE_CONNECTIONS_SECONDS
+        if wait < after + RECONNECT_SECONDS:
             return contextlib.nullcontext()
-        return async_ended_after(SPARE_CONNECTIONS_SECONDS, queue.executor.close_idle_connections)
+        return async_ended_after(after, queue.executor.close_idle_connections)
 
     def _serves_lane(self, message: Any) -> bool:
         """Whether a wake message names the lane of a task name this worker serves (a

@@ -51,9 +51,11 @@ end
 -- reaper: skipped while K['maintenance:quiet'] lives (writes.lua), which a round that
 -- found nothing due sets again. The key expires a millisecond before the earliest head
 -- (its expiry has milliseconds; being early only costs a check). `now` may be nil, for
--- a caller that has not read the clock yet: it is read only if the checks run. Returns
--- `now`, or the time read.
-local function maintain(now)
+-- a caller that has not read the clock yet: it is read only if the checks run. With
+-- `quiet_mark` false no mark is set (an idle worker's pop, whose next call comes a wait
+-- later, long after the mark's second: a command for nothing). Returns `now`, or the
+-- time read.
+local function maintain(now, quiet_mark)
   if redis.call('EXISTS', K['maintenance:quiet']) == 1 then return now end
   now = now or clock_now()
   found_due, next_due = false, now + QUIET_HORIZON
@@ -63,7 +65,7 @@ local function maintain(now)
   if found_due then return now end
   heads_read = true
   local expires = math.floor(next_due / 1000) - 1
-  if expires * 1000 > now then
+  if quiet_mark ~= false and expires * 1000 > now then
     mark_quiet(expires)
   end
   return now

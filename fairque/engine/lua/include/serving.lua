@@ -519,10 +519,10 @@ end
 -- of 10 ~6k server instructions a task) and returns it and the time of the pop (nil if
 -- it needed none), leaving the writes to the caller's flush(). What the call did before
 -- (a finish) is applied first, by the housekeeping's flushes, so the pop sees the slots
--- and limits it freed.
-local function pop_tasks(now, first, reply)
+-- and limits it freed. `quiet_mark`: maintain()'s.
+local function pop_tasks(now, first, reply, quiet_mark)
   pop_arguments(now, first)
-  now = maintain(now)
+  now = maintain(now, quiet_mark)
   asked.now = now
   flush_ready(now)
   flush_running(now)

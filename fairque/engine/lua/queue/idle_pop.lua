@@ -22,7 +22,7 @@
 --@include due_times
 --@include rounds
 
-local leased, now = pop_tasks(nil, 5, {0, 0, -1, 0})
+local leased, now = pop_tasks(nil, 5, {0, 0, -1, 0}, false)
 if #leased > 4 then return flush(now, leased) end
 now = now or clock_now() -- an empty pop reads the clock only when housekeeping is due
 local registered = redis.call('ZADD', K['workers:expiry'], 'XX', 'CH', now + tonumber(ARGV[2]),
