@@ -24,6 +24,31 @@ from pathlib import Path
 
 import redis
 
+# Where a server works for its clients: reading and running their commands (the scripts
+# in them), a blocked client's commands run once it is unblocked, accepting connections,
+# and looking at each client ten times a second. Each is called by the event loop itself,
+# none inside another. What the server does for itself is left out: its cron, its expiry
+# cycle, and above all its event loop's turns, whose count a second swings with the
+# phases of its two timers (~8k instructions a second between two windows of one bare
+# server, as much as an idle worker costs).
+CLIENT_WORK = ("connSocketEventHandler", "connSocketAcceptHandler", "processUnblockedClients",
+               "clientsTimeProc")  # fmt: skip
+_ANNOTATED = re.compile(r"^\s*([\d,]+) \(.*?\)\s+\S*?:(\w+)[ \n]", re.M)
+
+
+def client_work(dump: Path) -> int:
+    """The instructions of a callgrind dump under :data:`CLIENT_WORK` (inclusive; of a
+    function listed under more than one file, as inlined code is, the largest)."""
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
+        check=True, capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    found: dict[str, int] = {}
+    for count, function in _ANNOTATED.findall(annotated):
+        if function in CLIENT_WORK:
+            found[function] = max(found.get(function, 0), int(count.replace(",", "")))
+    return sum(found.values())
+
 
 @dataclass(frozen=True)
 class Counted:
@@ -55,15 +80,17 @@ class Counted:
             timeout=120,
         )
 
-    def dumped(self, label: str) -> int:
-        """The instructions of the dump written by ``-d label`` (the file is removed)."""
+    def dumped(self, label: str, clients: bool = False) -> tuple[int, int]:
+        """The instructions of the dump written by ``-d label`` (the file is removed), and
+        with ``clients`` those of its :data:`CLIENT_WORK` (else 0)."""
         for dump in self.folder.glob("callgrind.out.*"):
             text = dump.read_text(errors="replace")
             if re.search(rf"^desc: Trigger: dump {label}$", text, re.M):
                 totals = re.search(r"^totals: (\d+)", text, re.M)
+                work = client_work(dump) if clients else 0
                 dump.unlink()
                 if totals:
-                    return int(totals.group(1))
+                    return int(totals.group(1)), work
         raise RuntimeError(f"callgrind wrote no dump for {label} in {self.folder}")
 
 
@@ -73,6 +100,8 @@ class Counting:
     def __init__(self, servers: Sequence[Counted]) -> None:
         self.servers = list(servers)
         self.started = 0.0
+        self.clients = False  # off() also counts the servers' CLIENT_WORK, in client_work
+        self.client_work = 0
 
     def on(self) -> None:
         for server in self.servers:
@@ -87,7 +116,9 @@ class Counting:
             server.control("-i", "off")
         for server in self.servers:
             server.control("-d", label)
-        return sum(server.dumped(label) for server in self.servers), seconds
+        counts = [server.dumped(label, self.clients) for server in self.servers]
+        self.client_work = sum(work for _, work in counts)
+        return sum(total for total, _ in counts), seconds
 
     def measure(self, label: str, work: Callable[[], object]) -> int:
         """Instructions the servers executed while ``work`` ran."""

@@ -56,6 +56,7 @@ class Window:
     instructions: float  # less the bare servers' own over the same wall time
     seconds: float
     calls: dict[str, int]  # by command (``INFO commandstats``: the scripts' commands too)
+    client_work: float = 0.0  # the instructions of callgrind.CLIENT_WORK, if counted
 
 
 @dataclass
@@ -81,7 +82,8 @@ class Meter:
         for client, earlier in zip(self.clients, self.before, strict=True):
             for name, total in commands(client).items():
                 calls[name] = calls.get(name, 0) + total - earlier.get(name, 0)
-        return Window(count - (self.idle * seconds if bare else 0), seconds, calls)
+        client_work = self.counting.client_work if self.counting.clients else 0.0
+        return Window(count - (self.idle * seconds if bare else 0), seconds, calls, client_work)
 
     def measure_idle(self, seconds: float) -> float:
         """Sets (and returns) the servers' own rate, with nothing running."""
@@ -96,22 +98,29 @@ class Meter:
         :data:`IDLE_SETTLE_SECONDS` after its last job: :meth:`less_bare` takes the bare
         servers' rate off once the worker has stopped."""
         time.sleep(IDLE_SETTLE_SECONDS)  # the worker settles: not a wait for state
+        self.counting.clients = True
         self.on()
         time.sleep(seconds)  # the window measured, not a wait for state
         return self.off(bare=False)
 
     def less_bare(self, worker: Window) -> tuple[float, dict[str, float]]:
-        """An idle worker's instructions per second, and calls per second: its window's
-        rate less the rate of a window as long counted now, the worker stopped. The bare
-        rate is the one next to the worker's, with its data: the server's own rate grows
-        with the keys that have a time to live (the warm-up's ended tasks: 89k a second
-        empty, 95-99k after a warm-up), and drifts with the machine's load."""
+        """An idle worker's instructions per second, and calls per second: the server's
+        work for its clients (``callgrind.CLIENT_WORK``) in the worker's window, less
+        that in a window as long counted now, the worker stopped (the clients' cron runs
+        with no client too). The whole servers' rates of both windows are printed, and
+        their difference: it swings by ~8k a second from one window to the next (the
+        server's event loop turns a second with its timers' phases; its own rate grows
+        with the keys that have a time to live, 89k a second empty, 95-109k after a
+        warm-up), so it is not the figure."""
         self.on()
         time.sleep(worker.seconds)  # the window measured, not a wait for state
         bare = self.off(bare=False)
-        rate = worker.instructions / worker.seconds - bare.instructions / bare.seconds
-        print(f"  idle worker {worker.instructions / worker.seconds:,.0f}/s, "
-              f"then bare {bare.instructions / bare.seconds:,.0f}/s", flush=True)  # fmt: skip
+        self.counting.clients = False
+        whole = worker.instructions / worker.seconds - bare.instructions / bare.seconds
+        rate = worker.client_work / worker.seconds - bare.client_work / bare.seconds
+        print(f"  idle worker {worker.instructions / worker.seconds:,.0f}/s, then bare "
+              f"{bare.instructions / bare.seconds:,.0f}/s (whole servers: {whole:,.0f}/s); "
+              f"their clients' work {rate:,.0f}/s", flush=True)  # fmt: skip
         return rate, per(worker.calls, worker.seconds)
 
 
