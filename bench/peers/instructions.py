@@ -16,10 +16,12 @@ it), and ``counting.py`` counts the rows in the queue's venv. Every figure is:
   counted with nothing running) times the window's wall time;
 - for 2N jobs minus that for N jobs, over N, so that a start-up's and a stop's cost
   cancel (N = ``--jobs``); the idle rows count a warmed-up worker for ``--idle-seconds``
-  of wall time instead (from 40 s after its last job), per second, less a window as long
-  counted right after the worker stopped, with the data it left (their commands per
-  second are printed too, with the commands scripts run counted as ``INFO commandstats``
-  counts them);
+  of wall time instead (from 40 s after its last job), per second: the server's work for
+  its clients (``callgrind.CLIENT_WORK``: their commands, connections and cron) less that
+  of a window as long counted right after the worker stopped, with the data it left (the
+  whole servers' rates are printed too: their difference swings ~8k a second with the
+  event loop's turns; the commands per second are printed, with the commands scripts run
+  counted as ``INFO commandstats`` counts them);
 - counted ``--repeat`` times: every count is printed, and the spread.
 
 fairque spreads the jobs over 50 tenants; BullMQ and Dramatiq use one plain queue. The
