@@ -198,9 +198,10 @@ def one_line(exc: object) -> str:
 def explain(exc: BaseException) -> str:
     """The one line that says what went wrong, for an exception a command let through."""
     text = str(exc)
-    # NOAUTH, or (RESP3) a HELLO refused before authenticating: no password was given.
+    # NOAUTH (redis-py raises it as an AuthenticationError without its code), or (RESP3)
+    # a HELLO refused before authenticating: no password was given.
     if isinstance(exc, (AuthenticationError, ResponseError)) and (
-        text.startswith("NOAUTH") or "already authenticated" in text
+        text.startswith(("NOAUTH", "Authentication required")) or "already authenticated" in text
     ):
         return (
             "the server requires a password: give it in the URL "
