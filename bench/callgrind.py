@@ -15,7 +15,9 @@ and folder (``spec``), counted from whichever process holds it.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +35,8 @@ import redis
 # server, as much as an idle worker costs).
 CLIENT_WORK = ("connSocketEventHandler", "connSocketAcceptHandler", "processUnblockedClients",
                "clientsTimeProc")  # fmt: skip
+# A folder to keep each dump in (as ``<port>-<label>``, for ``callgrind_annotate``), when set.
+KEEP_DUMPS = os.environ.get("FAIRQUE_BENCH_KEEP_DUMPS")
 _ANNOTATED = re.compile(r"^\s*([\d,]+) \(.*?\)\s+\S*?:(\w+)[ \n]", re.M)
 
 
@@ -81,14 +85,18 @@ class Counted:
         )
 
     def dumped(self, label: str, clients: bool = False) -> tuple[int, int]:
-        """The instructions of the dump written by ``-d label`` (the file is removed), and
+        """The instructions of the dump written by ``-d label`` (the file is removed, or
+        kept in :data:`KEEP_DUMPS`), and
         with ``clients`` those of its :data:`CLIENT_WORK` (else 0)."""
         for dump in self.folder.glob("callgrind.out.*"):
             text = dump.read_text(errors="replace")
             if re.search(rf"^desc: Trigger: dump {label}$", text, re.M):
                 totals = re.search(r"^totals: (\d+)", text, re.M)
                 work = client_work(dump) if clients else 0
-                dump.unlink()
+                if KEEP_DUMPS:
+                    shutil.move(dump, Path(KEEP_DUMPS) / f"{self.port}-{label}")
+                else:
+                    dump.unlink()
                 if totals:
                     return int(totals.group(1)), work
         raise RuntimeError(f"callgrind wrote no dump for {label} in {self.folder}")

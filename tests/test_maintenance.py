@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from fairque import AsyncFairQueue, AsyncShardedQueue, FairQueue, QueueSettings, Task, TaskState
+from fairque.queue.models import Maintenance, WorkerInfo
 from fairque.servers.embedded import LocalServer
 from fairque.worker import Registry, Worker, WorkerConfig, task
 from tests.conftest import SCAN_COUNT, Server, until, wait_for
@@ -118,6 +119,66 @@ def test_a_round_is_bounded_and_the_next_one_goes_on(queue: FairQueue) -> None:
         (False, 0, False),
     ]
     assert registry_sizes(queue) == [0, 0, 0]
+
+
+IDLE = WorkerInfo("idle-1", "host", 1, ("noop",), 1, 0, 0.0)
+EVERY_TIME = 1e-6  # a round interval that makes a round due at each call
+
+
+def test_an_idle_workers_round_is_light_until_ten_waits_after_a_full_one(
+    queue: FairQueue,
+) -> None:
+    """The round in an idle worker's wait's upkeep (``upkeep`` with a wait, ``idle_pop``)
+    reads no registry until the last full round is ten of its waits old; a busy worker's
+    round is full."""
+    quick = FairQueue(namespace=queue.namespace.name, settings=QueueSettings(finished_ttl=0.001),
+                      executor=queue.executor)  # fmt: skip
+    assert quick.maintain(interval=EVERY_TIME).ran  # a full round, before any task ended
+    quick.push_many([Task(user_id="u", name="noop") for _ in range(3)])
+    quick.finish_many(quick.pop(count=3))
+    wait_for(lambda: expired_entries(queue) == 3)
+
+    def idle_round(longest_wait: float) -> None:
+        found = queue.upkeep(IDLE, 60.0, longest_wait=longest_wait, round_interval=EVERY_TIME)
+        assert not found.round_due
+
+    idle_round(3600.0)  # ten waits: ten hours
+    leased, upkept = queue.idle_pop(
+        0.001, 1, worker_id="idle-1", ttl=60.0, longest_wait=3600.0, round_interval=EVERY_TIME,
+        lease_seconds=None, names=None,
+    )  # fmt: skip
+    assert not leased
+    assert upkept is not None
+    status = queue.stats().maintenance
+    assert status.rounds == 3  # two light rounds ran
+    assert status.dropped == 0
+    assert status.last == Maintenance(0, 0, 0, 0)
+    assert registry_sizes(queue) == [3, 0, 0]
+    # Ten waits of a millisecond after the full round, the idle worker's round is full.
+    full_at = int(queue.redis.hget(queue.namespace.key("maintenance"), "full_at") or 0)
+    wait_for(lambda: server_now(queue) > full_at + 10_000)
+    idle_round(0.001)
+    assert queue.stats().maintenance.dropped == 3
+    assert registry_sizes(queue) == [0, 0, 0]
+    # A busy worker's round (no wait) is full whenever it is due.
+    quick.push(Task(user_id="u", name="noop"))
+    quick.finish_many(quick.pop(count=1))
+    wait_for(lambda: expired_entries(queue) == 1)
+    found = queue.upkeep(IDLE, 60.0, longest_wait=None, round_interval=EVERY_TIME)
+    assert not found.round_due
+    assert registry_sizes(queue) == [0, 0, 0]
+
+
+def server_now(queue: FairQueue) -> int:
+    """The server's clock (us), on the namespace's node."""
+    seconds, micros = queue.executor.client_for(queue.namespace.key("maintenance")).time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
+def expired_entries(queue: FairQueue) -> int:
+    """How many entries of the finished tasks' registry have expired."""
+    key = queue.namespace.key("state:finished")
+    return int(queue.redis.zcount(key, "-inf", server_now(queue)))
 
 
 async def test_the_sharded_and_async_queues_maintain_every_shard(

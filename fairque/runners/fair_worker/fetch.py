@@ -282,13 +282,14 @@ class Fetcher:
         may not be its tenants')."""
         loop = asyncio.get_running_loop()
         any_tenant = self.config.assigned_users is None and self.config.steal_targets is None
+        still_idle = False  # a wait before this one brought nothing
         while not self.stopping.is_set():
             found = await self.upkeep.before_idle_wait(queue)
             if found.ready and any_tenant:
                 return
             wait = self.upkeep.idle_wait(found)
             deadline = loop.time() + wait
-            async with self._closing_spare_connections(queue, wait):
+            async with self._closing_spare_connections(queue, wait, still_idle):
                 while not self.stopping.is_set() and (left := deadline - loop.time()) > 0:
                     message = await wake.next_message(min(left, WAKE_CHECK_SECONDS))
                     if self._serves_lane(message):
@@ -297,6 +298,7 @@ class Fetcher:
                         return
             if (found.next_due is not None and found.next_due <= wait) or not any_tenant:
                 return  # work came due (the pop makes it ready), or the poll for tenants
+            still_idle = True
 
     @staticmethod
     def _closing_spare_connections(

@@ -9,8 +9,7 @@
 -- orphaned tasks canceled, 1 if work is left for the next round}.
 --@include rounds
 
-local limit = tonumber(ARGV[2]) or 10 * setting('maintenance_batch')
 local now = clock_now()
-local done = maintenance_round(now, limit, tonumber(ARGV[3]))
+local done = maintenance_round(now, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if done[1] == 0 then return done end
 return flush(now, done)

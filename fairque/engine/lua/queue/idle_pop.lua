@@ -30,8 +30,8 @@ local registered = redis.call('ZADD', K['workers:expiry'], 'XX', 'CH', now + ton
 -- The pop's housekeeping read the heads of leases, scheduled and sleeping at `now` (unless
 -- the quiet mark spared it): the round and the due time need not read them again.
 local heads_clear, earliest = maintained_heads()
-local round = maintenance_round(now, 10 * setting('maintenance_batch'), tonumber(ARGV[4]),
-  heads_clear)
+-- Light unless the last full round is ten waits old (include/rounds.lua).
+local round = maintenance_round(now, nil, tonumber(ARGV[4]), heads_clear, 10 * tonumber(ARGV[3]))
 local due = earliest
 if not heads_clear then due = earliest_due(true) end
 note_wait(now, due, tonumber(ARGV[3]))

@@ -29,14 +29,15 @@ local now = clock_now()
 local known = beat(ARGV[2], ARGV[3], tonumber(ARGV[4]), now, ARGV[5] == '1')
 if type(known) == 'table' then return known end
 local interval = tonumber(ARGV[7])
+local longest = tonumber(ARGV[6])
 local round_due
 if interval then
-  round_due = maintenance_round(now, 10 * setting('maintenance_batch'), interval)[6] == 1
+  -- A worker about to wait: light unless the last full round is ten waits old (rounds.lua).
+  round_due = maintenance_round(now, nil, interval, nil, longest and 10 * longest)[6] == 1
 else
   round_due = now >= tonumber(redis.call('HGET', K.maintenance, 'next_at') or 0)
 end
 local due = earliest_due(true)
-local longest = tonumber(ARGV[6])
 if longest then note_wait(now, due, longest) end
 local ready
 if #ARGV < 8 then
