@@ -24,7 +24,7 @@ def test_the_full_example_loads() -> None:
     assert config.id == "worker-001"
     assert config.assigned_users == ["user:1", "user:3", "user:5"]
     assert config.steal_targets == ["user:2", "user:4", "user:6", "user:7"]
-    assert (config.poll_interval_seconds, config.task_timeout_seconds) == (30.0, 300)
+    assert (config.poll_interval_seconds, config.task_timeout_seconds) == (45.0, 300)
     assert config.redis_url == "redis://localhost:6379/0"
 
 

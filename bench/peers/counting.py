@@ -42,8 +42,8 @@ TENANTS = 50  # fairque spreads the jobs over this many tenants; the others use 
 WARM_JOBS = 3  # jobs an idle worker runs before its window
 # Seconds between an idle worker's last job and its window, for every queue alike: what
 # follows a job (its acknowledgement, the first wait's upkeep; fairque's abort subscription
-# and calls' connection, kept a poll interval, 30 s, after a run) is not idleness.
-IDLE_SETTLE_SECONDS = 40.0
+# and calls' connection, kept a poll interval, 45 s, after a run) is not idleness.
+IDLE_SETTLE_SECONDS = 55.0
 EVERY = 0.5  # seconds between two polls of the jobs' counter
 Figure = Callable[[], tuple[float, dict[str, float]]]  # a figure, and calls per job or second
 ROWS = ["enqueue", "bulk", "process10", "process1", "life", "idle"]

@@ -52,8 +52,11 @@ class Upkeep:
         self.stopping = stopping
         self.started_at = time.time()
         interval = config.maintenance_interval_seconds
-        # The registry entry outlives a wait for work (at most half of it: see idle_wait).
-        self.registry_ttl = min(3600.0, max(10.0, 5 * interval, 2 * config.poll_interval_seconds))
+        # The registry entry outlives a wait for work by a third of the wait at least (see
+        # idle_wait): a call that ends a wait late by less keeps it registered, and one
+        # later still finds it gone and registers it again (after_idle_pop).
+        poll = config.poll_interval_seconds
+        self.registry_ttl = min(3600.0, max(10.0, 5 * interval, poll * 4 / 3))
         self.names: tuple[str, ...] = ()  # the task names the worker serves, set by the run
         # Set while the fetch loop waits for work and keeps the worker registered itself
         # (idle); the maintenance loop beats again once it is cleared (busy).
@@ -63,15 +66,15 @@ class Upkeep:
 
     def idle_wait(self, found: WorkerUpkeep) -> float:
         """How long an idle worker may wait after its upkeep found ``found``: the poll
-        interval, less if work comes due sooner, and never as long as its registry
-        entry lives."""
+        interval, less if work comes due sooner, and at most three quarters of its
+        registry entry's time to live."""
         longest = self._longest_wait()
         if self.outage.since is not None:  # back from an outage: say so soon, not a poll later
             longest = min(longest, SETTLE_SECONDS)
         return longest if found.next_due is None else min(longest, found.next_due)
 
     def _longest_wait(self) -> float:
-        return min(self.config.poll_interval_seconds, self.registry_ttl / 2)
+        return min(self.config.poll_interval_seconds, self.registry_ttl * 3 / 4)
 
     async def before_idle_wait(self, queue: AsyncQueue) -> WorkerUpkeep:
         """The upkeep of a worker about to wait for work: keeps it registered (its record
