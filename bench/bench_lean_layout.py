@@ -1,0 +1,303 @@
+"""A lean layout measured beside fairque's: what a data format 3 could cost the server.
+
+    uv run python bench/bench_lean_layout.py [--tenants 50] [--tasks 600]
+
+Issue 48 asks a one-task push to cost the server <= 128k instructions and a worker at
+concurrency 1 (one call that finishes a task and leases the next) <= 257k; format 2
+costs ~188k and ~470k (``bench_instructions.py``). This counts, under callgrind on one
+throwaway embedded Valkey, the same two operations in a sketch of another layout (a Lua
+library of its own, not a queue: one task name, one priority, no shares, limits, groups,
+dependencies or wake-ups), beside fairque's own on the same server:
+
+- a tenant's ready tasks are a list (FIFO by construction: a task needs no tick of its
+  own, and a push takes the clock only when its tenant joins the ring);
+- a task's fixed fields are one MessagePack field (``row``), written once, read once;
+- every counter (pushed, started, finished, per tenant and in all), the ready counts
+  (``ready:total``, ``ready:tenants``) and the fairness figures (starts and their waits)
+  go to one record appended per call, ``log``, folded into their hashes and zsets when it
+  reaches ``FOLD_BYTES`` (the fold's cost is in the counts): a reader adds what is
+  still in the log, as ``fairness:<m>:pending`` is read today;
+- the finish keeps the lease check, the state and time to live, the leases and the
+  finished registry; the pop keeps the fair ring (a tenant back to the end after each
+  task), the tick clock (never behind the server's, never stepping back), the lease and
+  its deadline, the running counts.
+
+Prints server instructions per task (the mean of ``--repeat`` counts) and asserts that
+every task pushed was leased once and finished; never a queue's test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import tempfile
+from pathlib import Path
+
+import msgspec
+import redis
+from bench_instructions import cycles, one_per_call, warm_up
+from callgrind import CountedServer
+
+from fairque.servers.embedded import free_port, valkey_binary
+
+LEAN_LIBRARY = r"""#!lua name=lean
+local FOLD_BYTES = 4096
+local P = 'lean:{l}:'
+
+-- Server time in us, never behind the last tick handed out (the clock is read only when
+-- a tick is taken).
+local function now_us()
+  local t = redis.call('TIME')
+  return t[1] * 1000000 + t[2]
+end
+
+-- Adds the log's records to the counters, ready counts and figures, then drops it. A
+-- record is lines of "<kind> <tenant>[ <wait bucket>]": p pushed, f finished, s started.
+local function fold()
+  local log = redis.call('GET', P .. 'log')
+  if not log then return end
+  local by_kind = {p = {}, f = {}, s = {}}
+  local buckets = {}
+  for kind, tenant, bucket in string.gmatch(log, '(%a) ([^ \n]+) ?(%d*)\n') do
+    local counts = by_kind[kind]
+    counts[tenant] = (counts[tenant] or 0) + 1
+    if bucket ~= '' then
+      local key = tenant .. '|' .. bucket
+      buckets[key] = (buckets[key] or 0) + 1
+    end
+  end
+  local totals = {pushed = 0, finished = 0, started = 0}
+  for kind, name in pairs({p = 'pushed', f = 'finished', s = 'started'}) do
+    for tenant, n in pairs(by_kind[kind]) do
+      redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, n)
+      totals[name] = totals[name] + n
+    end
+  end
+  local ready = {}
+  for tenant, n in pairs(by_kind.p) do ready[tenant] = n end
+  for tenant, n in pairs(by_kind.s) do ready[tenant] = (ready[tenant] or 0) - n end
+  for tenant, n in pairs(ready) do
+    if n ~= 0 then redis.call('ZINCRBY', P .. 'ready:tenants', n, tenant) end
+  end
+  for key, n in pairs(buckets) do redis.call('HINCRBY', P .. 'fig:waits', key, n) end
+  for name, n in pairs(totals) do
+    if n > 0 then redis.call('HINCRBY', P .. 'stats', name, n) end
+  end
+  redis.call('INCRBY', P .. 'ready:total', totals.pushed - totals.started)
+  redis.call('DEL', P .. 'log')
+end
+
+-- LOG false (a variant): the counters and ready counts written by each call, as format 2
+-- does (the starts' figures stay a record, as they are in format 2).
+local LOG = true
+-- ROW (false: a variant): a task's fixed fields in one field, or each in its own as in
+-- format 2.
+local ROW = true
+local function count(name, tenant)
+  redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, 1)
+  redis.call('HINCRBY', P .. 'stats:tenants', name, 1)
+  redis.call('HINCRBY', P .. 'stats', name, 1)
+  redis.call('HINCRBY', P .. 'fig:all', name, 1)
+end
+
+local function note(record)
+  if not LOG then
+    for kind, tenant, bucket in string.gmatch(record, '(%a) ([^ \n]+) ?(%d*)\n') do
+      if kind == 'p' then
+        count('pushed', tenant)
+        redis.call('ZINCRBY', P .. 'ready:tenants', 1, tenant)
+        redis.call('INCRBY', P .. 'ready:total', 1)
+      elseif kind == 'f' then
+        count('finished', tenant)
+      else
+        redis.call('HINCRBY', P .. 'stats', 'started', 1)
+        redis.call('ZINCRBY', P .. 'ready:tenants', -1, tenant)
+        redis.call('DECRBY', P .. 'ready:total', 1)
+        record = 's ' .. tenant .. ' ' .. bucket .. '\n'
+      end
+    end
+    if string.byte(record, 1) ~= 115 then return end -- 's': the starts' record is kept
+  end
+  if redis.call('APPEND', P .. 'log', record) >= FOLD_BYTES then fold() end
+end
+
+-- push(id, tenant, row): one task of the one task name.
+redis.register_function('push', function(keys, args)
+  local id, tenant, row = args[1], args[2], args[3]
+  if #row > tonumber(redis.call('HGET', P .. 'settings', 'payload_limit') or 1048576) then
+    return redis.error_reply('INVALID payload too large')
+  end
+  local now = now_us()
+  local task = P .. 't:' .. id
+  if redis.call('EXISTS', task, P .. 'names:defaults') > 0 then return 0 end -- (+ defaults)
+  if ROW then
+    redis.call('HSET', task, 'row', row, 'tenant', tenant, 'state', 'queued', 'ready_at', now)
+  else
+    redis.call('HSET', task, 'name', 'send_email', 'payload', row, 'priority', 3, 'timeout',
+      300, 'max_retries', 3, 'created_at', now, 'tenant', tenant, 'state', 'queued',
+      'ready_at', now, 'kind', 'fair')
+  end
+  if redis.call('RPUSH', P .. 'q:' .. tenant, id) == 1 then -- the tenant joins the ring
+    local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
+    local next_tick = now > tick and now or tick + 1
+    redis.call('ZADD', P .. 'ring', 'NX', next_tick, tenant)
+    redis.call('INCRBY', P .. 'clock', next_tick - tick)
+    redis.call('SPUBLISH', P .. 'wake', 'send_email') -- its lane's workers wake
+    if redis.call('LLEN', P .. 'wakeups') == 0 then redis.call('RPUSH', P .. 'wakeups', 1) end
+  end
+  note('p ' .. tenant .. '\n')
+  return 1
+end)
+
+-- finish_pop(worker, lease_seconds, [id, lease_token]): finishes the task if the caller
+-- holds its lease, then leases the ring's first tenant's first task.
+redis.register_function('finish_pop', function(keys, args)
+  local worker, lease_us = args[1], tonumber(args[2]) * 1000000
+  local ttl = tonumber(redis.call('HGET', P .. 'settings', 'finished_ttl') or 86400)
+  local now = now_us()
+  -- what a real call would check too: the maintenance's quiet mark, shares and defaults
+  redis.call('EXISTS', P .. 'maintenance:quiet')
+  redis.call('EXISTS', P .. 'shares', P .. 'names:defaults')
+  local record, finished = '', 0
+  if args[3] then
+    local id = args[3]
+    local task = P .. 't:' .. id
+    local held = redis.call('HMGET', task, 'lease_token', 'tenant')
+    if held[1] == args[4] then
+      redis.call('HSET', task, 'state', 'finished', 'finished_at', now)
+      redis.call('EXPIRE', task, ttl)
+      redis.call('ZREM', P .. 'leases', id)
+      redis.call('ZADD', P .. 'finished', now + ttl * 1000000, id)
+      redis.call('HINCRBY', P .. 'running', held[2], -1)
+      record, finished = 'f ' .. held[2] .. '\n', 1
+    end
+  end
+  local ring = P .. 'ring'
+  local first = redis.call('ZRANGE', ring, 0, 0)[1]
+  local reply = {finished}
+  if first then
+    local queue = P .. 'q:' .. first
+    local id = redis.call('LPOP', queue)
+    local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
+    local next_tick = now > tick and now or tick + 1
+    if redis.call('LLEN', queue) > 0 then
+      redis.call('ZADD', ring, 'XX', next_tick, first)
+    else
+      redis.call('ZREM', ring, first)
+    end
+    local task = P .. 't:' .. id
+    local fields
+    if ROW then
+      fields = redis.call('HMGET', task, 'row', 'ready_at', 'attempts')
+    else
+      fields = redis.call('HMGET', task, 'payload', 'ready_at', 'attempts', 'name', 'priority',
+        'timeout', 'max_retries', 'created_at', 'kind', 'tenant')
+    end
+    local token = string.format('%.0f', next_tick)
+    redis.call('HSET', task, 'state', 'started', 'lease_token', token, 'worker_id', worker,
+      'lease_deadline', now + lease_us, 'attempts', (tonumber(fields[3]) or 0) + 1)
+    redis.call('ZADD', P .. 'leases', now + lease_us, id)
+    redis.call('HINCRBY', P .. 'running', first, 1)
+    redis.call('INCRBY', P .. 'clock', next_tick - tick)
+    redis.call('LLEN', P .. 'wakeups') -- the lane's token, passed on or taken
+    local waited = (now - tonumber(fields[2])) / 1000
+    local bucket = waited < 1 and 0 or math.min(47, 1 + math.floor(math.log(waited) / 0.405465))
+    record = record .. 's ' .. first .. ' ' .. bucket .. '\n'
+    reply[2], reply[3], reply[4] = id, fields[1], token
+  end
+  if record ~= '' then note(record) end
+  return reply
+end)
+"""
+PAYLOAD = b"\x81\xa1n\x01"
+# Variants of the library, each one choice of the layout turned back to format 2's:
+# label -> (the flag set false in LEAN_LIBRARY).
+VARIANTS = {
+    "counters and ready counts written by each call": ("LOG", "false"),
+    "a task's fixed fields a field each": ("ROW", "false"),
+}
+
+
+def new_id() -> str:
+    return base64.urlsafe_b64encode(os.urandom(15)).decode()
+
+
+def lean_row(tenant: str) -> bytes:
+    """A task's fixed fields as one MessagePack array, the size of fairque's."""
+    return msgspec.msgpack.encode(["send_email", PAYLOAD, 3, 300.0, 3, 1796673910380360, tenant])
+
+
+def lean_counts(
+    server: CountedServer, tenants: int, tasks: int, library: str = LEAN_LIBRARY
+) -> tuple[float, float]:
+    """One push per call of ``tasks`` tasks, then a worker at concurrency 1 draining them."""
+    client = redis.Redis.from_url(server.url)
+    client.function_load(library, replace=True)
+    rows = [(new_id(), f"tenant-{i % tenants}") for i in range(tasks)]
+    encoded = {tenant: lean_row(tenant) for _, tenant in rows}
+    leased = 0
+
+    def push() -> None:
+        for id_, tenant in rows:
+            client.fcall("push", 1, "lean:{l}:ring", id_, tenant, encoded[tenant])
+
+    def drain() -> None:
+        nonlocal leased
+        held: list[str] = []
+        while True:
+            reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, *held)
+            if len(reply) < 2:
+                return
+            leased += 1
+            held = [reply[1].decode(), reply[3].decode()]
+
+    pushed = server.measure("lean_push", push)
+    cycled = server.measure("lean_cycle", drain)
+    assert leased == tasks, f"every task pushed was leased once ({leased} of {tasks})"
+    # What a reader adds: the folded counters and the records still in the log.
+    log = client.get("lean:{l}:log")
+    lines = log.splitlines() if isinstance(log, bytes) else []
+    for counter, kind in (("pushed", b"p "), ("finished", b"f ")):
+        counted = int(client.hget("lean:{l}:stats", counter) or 0)
+        counted += sum(line.startswith(kind) for line in lines)
+        assert counted == tasks, f"{counter}: {counted} of {tasks}"
+    client.function_delete("lean")
+    client.delete(*client.keys("lean:{l}:*"))
+    client.close()
+    return pushed / tasks, cycled / tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tenants", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=600)
+    parser.add_argument("--repeat", type=int, default=2)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        server = CountedServer(str(valkey_binary()), Path(folder), free_port())
+        try:
+            warm_up(server, options.tenants)
+            lean_counts(server, options.tenants, 100)  # loads and warms the library
+            for run in range(options.repeat):
+                push, cycle = lean_counts(server, options.tenants, options.tasks)
+                c1 = cycles(server, options.tenants, 1, True, names=["send_email"],
+                            tasks=options.tasks)  # fmt: skip
+                single = one_per_call(server, options.tenants, f"named{run}", ["send_email"])
+                print(f"run {run + 1}: push lean {push / 1000:.1f}k, fairque"
+                      f" {single['push'] / 1000:.1f}k; concurrency 1 lean {cycle / 1000:.1f}k,"
+                      f" fairque {c1 / 1000:.1f}k", flush=True)  # fmt: skip
+                for label, (flag, value) in VARIANTS.items():
+                    library = LEAN_LIBRARY.replace(
+                        f"local {flag} = true", f"local {flag} = {value}"
+                    )
+                    assert library != LEAN_LIBRARY, flag
+                    push, cycle = lean_counts(server, options.tenants, options.tasks, library)
+                    print(f"run {run + 1}: lean, {label}: push {push / 1000:.1f}k,"
+                          f" concurrency 1 {cycle / 1000:.1f}k", flush=True)  # fmt: skip
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
