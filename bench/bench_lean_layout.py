@@ -94,6 +94,10 @@ local LOG = true
 -- ROW (false: a variant): a task's fixed fields in one field, or each in its own as in
 -- format 2.
 local ROW = true
+-- REGISTRY, RUNNING (false: variants that drop them, to cost them): the finished
+-- registry (its count and listing) and the tenants' running counts (their limits).
+local REGISTRY = true
+local RUNNING = true
 local function count(name, tenant)
   redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, 1)
   redis.call('HINCRBY', P .. 'stats:tenants', name, 1)
@@ -168,8 +172,8 @@ redis.register_function('finish_pop', function(keys, args)
       redis.call('HSET', task, 'state', 'finished', 'finished_at', now)
       redis.call('EXPIRE', task, ttl)
       redis.call('ZREM', P .. 'leases', id)
-      redis.call('ZADD', P .. 'finished', now + ttl * 1000000, id)
-      redis.call('HINCRBY', P .. 'running', held[2], -1)
+      if REGISTRY then redis.call('ZADD', P .. 'finished', now + ttl * 1000000, id) end
+      if RUNNING then redis.call('HINCRBY', P .. 'running', held[2], -1) end
       record, finished = 'f ' .. held[2] .. '\n', 1
     end
   end
@@ -198,7 +202,7 @@ redis.register_function('finish_pop', function(keys, args)
     redis.call('HSET', task, 'state', 'started', 'lease_token', token, 'worker_id', worker,
       'lease_deadline', now + lease_us, 'attempts', (tonumber(fields[3]) or 0) + 1)
     redis.call('ZADD', P .. 'leases', now + lease_us, id)
-    redis.call('HINCRBY', P .. 'running', first, 1)
+    if RUNNING then redis.call('HINCRBY', P .. 'running', first, 1) end
     redis.call('INCRBY', P .. 'clock', next_tick - tick)
     redis.call('LLEN', P .. 'wakeups') -- the lane's token, passed on or taken
     local waited = (now - tonumber(fields[2])) / 1000
@@ -212,10 +216,12 @@ end)
 """
 PAYLOAD = b"\x81\xa1n\x01"
 # Variants of the library, each one choice of the layout turned back to format 2's:
-# label -> (the flag set false in LEAN_LIBRARY).
+# label -> (the flag set false in LEAN_LIBRARY); the last two cost what the sketch keeps.
 VARIANTS = {
     "counters and ready counts written by each call": ("LOG", "false"),
     "a task's fixed fields a field each": ("ROW", "false"),
+    "no finished registry (less than a queue keeps)": ("REGISTRY", "false"),
+    "no running counts (less than a queue keeps)": ("RUNNING", "false"),
 }
 
 
