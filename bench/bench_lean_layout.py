@@ -1,13 +1,14 @@
 """A lean layout measured beside fairque's: what a data format 3 could cost the server.
 
-    uv run python bench/bench_lean_layout.py [--tenants 50] [--tasks 600]
+    uv run python bench/bench_lean_layout.py [--tenants 50] [--tasks 600] [--repeat 2]
 
 Issue 48 asks a one-task push to cost the server <= 128k instructions and a worker at
 concurrency 1 (one call that finishes a task and leases the next) <= 257k; format 2
 costs ~188k and ~470k (``bench_instructions.py``). This counts, under callgrind on one
 throwaway embedded Valkey, the same two operations in a sketch of another layout (a Lua
-library of its own, not a queue: one task name, one priority, no shares, limits, groups,
-dependencies or wake-ups), beside fairque's own on the same server:
+library of its own, not a queue: one task name, one priority, no shares, limits, groups
+or dependencies; a wake-up only as a tenant joins the ring), beside fairque's own on
+the same server:
 
 - a tenant's ready tasks are a list (FIFO by construction: a task needs no tick of its
   own, and a push takes the clock only when its tenant joins the ring);
@@ -22,8 +23,10 @@ dependencies or wake-ups), beside fairque's own on the same server:
   task), the tick clock (never behind the server's, never stepping back), the lease and
   its deadline, the running counts.
 
-Prints server instructions per task (the mean of ``--repeat`` counts) and asserts that
-every task pushed was leased once and finished; never a queue's test.
+Prints server instructions per task for each of ``--repeat`` runs: the sketch, fairque,
+and the sketch with each of :data:`VARIANTS` (one choice turned back to format 2's, or
+something it keeps dropped, to cost it). Asserts that every task pushed was leased once
+and finished, by the counters a reader would add up; never a queue's test.
 """
 
 from __future__ import annotations
