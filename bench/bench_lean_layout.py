@@ -6,9 +6,9 @@ Issue 48 asks a one-task push to cost the server <= 128k instructions and a work
 concurrency 1 (one call that finishes a task and leases the next) <= 257k; format 2
 costs ~188k and ~470k (``bench_instructions.py``). This counts, under callgrind on one
 throwaway embedded Valkey, the same two operations in a sketch of another layout (a Lua
-library of its own, not a queue: one task name, one priority, no shares, limits, groups
-or dependencies; a wake-up only as a tenant joins the ring), beside fairque's own on
-the same server:
+library of its own, not a queue: one task name, one priority (two variants add
+priority levels), no shares, limits, groups or dependencies; a wake-up only as a tenant
+joins the ring), beside fairque's own on the same server:
 
 - a tenant's ready tasks are a list (FIFO by construction: a task needs no tick of its
   own, and a push takes the clock only when its tenant joins the ring);
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -101,6 +102,14 @@ local ROW = true
 -- registry (its count and listing) and the tenants' running counts (their limits).
 local REGISTRY = true
 local RUNNING = true
+-- PRIORITIES (true: a variant): a tenant's ready tasks in a list per priority level, and
+-- its ready entry (count * 64 + a bit per level holding tasks) in `ready`, which the pop
+-- reads to find the highest level, as format 2's ready entries do.
+local PRIORITIES = false
+-- ORDERED (true: a variant): priorities kept instead in one zset per tenant, scored by
+-- level then tick (so every push takes a tick), popped by ZPOPMIN: no ready entry.
+local ORDERED = false
+local LEVEL = 3 -- the benches' tasks are all of the default priority
 local function count(name, tenant)
   redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, 1)
   redis.call('HINCRBY', P .. 'stats:tenants', name, 1)
@@ -145,7 +154,25 @@ redis.register_function('push', function(keys, args)
       300, 'max_retries', 3, 'created_at', now, 'tenant', tenant, 'state', 'queued',
       'ready_at', now, 'kind', 'fair')
   end
-  if redis.call('RPUSH', P .. 'q:' .. tenant, id) == 1 then -- the tenant joins the ring
+  local joins
+  if ORDERED then
+    local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
+    local next_tick = now > tick and now or tick + 1
+    redis.call('INCRBY', P .. 'clock', next_tick - tick)
+    local queue = P .. 'q:' .. tenant
+    -- Higher levels first: (6 - level) above the tick. A real layout would count ticks
+    -- from a recent epoch (2^47 us is 4.5 years), so that the score stays exact below
+    -- 2^53; the cost is the same.
+    redis.call('ZADD', queue, (6 - LEVEL) * 2 ^ 51 + next_tick % 2 ^ 51, id)
+    joins = redis.call('ZCARD', queue) == 1
+  elseif PRIORITIES then
+    local bit = 2 ^ LEVEL
+    local added = redis.call('RPUSH', P .. 'q:' .. tenant .. ':' .. LEVEL, id) == 1 and bit or 0
+    joins = tonumber(redis.call('ZINCRBY', P .. 'ready', 64 + added, tenant)) < 128
+  else
+    joins = redis.call('RPUSH', P .. 'q:' .. tenant, id) == 1
+  end
+  if joins then -- the tenant joins the ring
     local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
     local next_tick = now > tick and now or tick + 1
     redis.call('ZADD', P .. 'ring', 'NX', next_tick, tenant)
@@ -184,11 +211,33 @@ redis.register_function('finish_pop', function(keys, args)
   local first = redis.call('ZRANGE', ring, 0, 0)[1]
   local reply = {finished}
   if first then
-    local queue = P .. 'q:' .. first
-    local id = redis.call('LPOP', queue)
+    local id, more
+    if ORDERED then
+      local queue = P .. 'q:' .. first
+      id = redis.call('ZPOPMIN', queue)[1]
+      more = redis.call('ZCARD', queue) > 0
+    elseif PRIORITIES then
+      local entry = tonumber(redis.call('ZSCORE', P .. 'ready', first))
+      local levels, level = entry % 64, 5
+      while level > 0 and levels % (2 ^ (level + 1)) < 2 ^ level do level = level - 1 end
+      local queue = P .. 'q:' .. first .. ':' .. level
+      id = redis.call('LPOP', queue)
+      entry = entry - 64
+      if redis.call('LLEN', queue) == 0 then entry = entry - 2 ^ level end
+      more = entry >= 64
+      if more then
+        redis.call('ZADD', P .. 'ready', entry, first)
+      else
+        redis.call('ZREM', P .. 'ready', first)
+      end
+    else
+      local queue = P .. 'q:' .. first
+      id = redis.call('LPOP', queue)
+      more = redis.call('LLEN', queue) > 0
+    end
     local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
     local next_tick = now > tick and now or tick + 1
-    if redis.call('LLEN', queue) > 0 then
+    if more then
       redis.call('ZADD', ring, 'XX', next_tick, first)
     else
       redis.call('ZREM', ring, first)
@@ -218,13 +267,16 @@ redis.register_function('finish_pop', function(keys, args)
 end)
 """
 PAYLOAD = b"\x81\xa1n\x01"
-# Variants of the library, each one choice of the layout turned back to format 2's:
-# label -> (the flag set false in LEAN_LIBRARY); the last two cost what the sketch keeps.
+# Variants of the library: label -> (a flag of LEAN_LIBRARY, the value it takes). The
+# first two turn one choice back to format 2's, the next two cost what the sketch keeps by
+# dropping it, the last adds what it leaves out.
 VARIANTS = {
     "counters and ready counts written by each call": ("LOG", "false"),
     "a task's fixed fields a field each": ("ROW", "false"),
     "no finished registry (less than a queue keeps)": ("REGISTRY", "false"),
     "no running counts (less than a queue keeps)": ("RUNNING", "false"),
+    "with priority levels (a list per level, a ready entry)": ("PRIORITIES", "true"),
+    "with priority levels (one zset per tenant by level and tick)": ("ORDERED", "true"),
 }
 
 
@@ -297,9 +349,10 @@ def main() -> None:
                       f" {single['push'] / 1000:.1f}k; concurrency 1 lean {cycle / 1000:.1f}k,"
                       f" fairque {c1 / 1000:.1f}k", flush=True)  # fmt: skip
                 for label, (flag, value) in VARIANTS.items():
-                    library = LEAN_LIBRARY.replace(
-                        f"local {flag} = true", f"local {flag} = {value}"
-                    )
+                    library = re.sub(
+                        rf"^local {flag} = \w+$", f"local {flag} = {value}", LEAN_LIBRARY,
+                        flags=re.M,
+                    )  # fmt: skip
                     assert library != LEAN_LIBRARY, flag
                     push, cycle = lean_counts(server, options.tenants, options.tasks, library)
                     print(f"run {run + 1}: lean, {label}: push {push / 1000:.1f}k,"
