@@ -23,8 +23,9 @@ joins the ring), beside fairque's own on the same server:
   task), the tick clock (never behind the server's, never stepping back), the lease and
   its deadline, the running counts.
 
-Prints server instructions per task for each of ``--repeat`` runs: the sketch, fairque,
-and the sketch with each of :data:`VARIANTS` (one choice turned back to format 2's, or
+Prints server instructions per task for each of ``--repeat`` runs: the sketch and
+fairque, at concurrency 1 and finishing and leasing 10 a call, and the sketch with each of
+:data:`VARIANTS` (one choice turned back to format 2's, or
 something it keeps dropped, to cost it). Asserts that every task pushed was leased once
 and finished, by the counters a reader would add up; never a queue's test.
 """
@@ -184,33 +185,36 @@ redis.register_function('push', function(keys, args)
   return 1
 end)
 
--- finish_pop(worker, lease_seconds, [id, lease_token]): finishes the task if the caller
--- holds its lease, then leases the ring's first tenant's first task.
+-- finish_pop(worker, lease_seconds, count, [id, lease_token]...): finishes the tasks the
+-- caller holds the lease of, then leases up to `count`, each the ring's first tenant's
+-- first task (a tenant goes to the back after each).
 redis.register_function('finish_pop', function(keys, args)
-  local worker, lease_us = args[1], tonumber(args[2]) * 1000000
+  local worker, lease_us, wanted = args[1], tonumber(args[2]) * 1000000, tonumber(args[3])
   local ttl = tonumber(redis.call('HGET', P .. 'settings', 'finished_ttl') or 86400)
   local now = now_us()
   -- what a real call would check too: the maintenance's quiet mark, shares and defaults
   redis.call('EXISTS', P .. 'maintenance:quiet')
   redis.call('EXISTS', P .. 'shares', P .. 'names:defaults')
   local record, finished = '', 0
-  if args[3] then
-    local id = args[3]
+  for i = 4, #args, 2 do
+    local id = args[i]
     local task = P .. 't:' .. id
     local held = redis.call('HMGET', task, 'lease_token', 'tenant')
-    if held[1] == args[4] then
+    if held[1] == args[i + 1] then
       redis.call('HSET', task, 'state', 'finished', 'finished_at', now)
       redis.call('EXPIRE', task, ttl)
       redis.call('ZREM', P .. 'leases', id)
       if REGISTRY then redis.call('ZADD', P .. 'finished', now + ttl * 1000000, id) end
       if RUNNING then redis.call('HINCRBY', P .. 'running', held[2], -1) end
-      record, finished = 'f ' .. held[2] .. '\n', 1
+      record, finished = record .. 'f ' .. held[2] .. '\n', finished + 1
     end
   end
   local ring = P .. 'ring'
-  local first = redis.call('ZRANGE', ring, 0, 0)[1]
   local reply = {finished}
-  if first then
+  local tick, tick0 = nil, nil
+  for _ = 1, wanted do
+    local first = redis.call('ZRANGE', ring, 0, 0)[1]
+    if not first then break end
     local id, more
     if ORDERED then
       local queue = P .. 'q:' .. first
@@ -235,7 +239,7 @@ redis.register_function('finish_pop', function(keys, args)
       id = redis.call('LPOP', queue)
       more = redis.call('LLEN', queue) > 0
     end
-    local tick = tonumber(redis.call('GET', P .. 'clock') or '0')
+    if tick == nil then tick = tonumber(redis.call('GET', P .. 'clock') or '0') end
     local next_tick = now > tick and now or tick + 1
     if more then
       redis.call('ZADD', ring, 'XX', next_tick, first)
@@ -255,12 +259,16 @@ redis.register_function('finish_pop', function(keys, args)
       'lease_deadline', now + lease_us, 'attempts', (tonumber(fields[3]) or 0) + 1)
     redis.call('ZADD', P .. 'leases', now + lease_us, id)
     if RUNNING then redis.call('HINCRBY', P .. 'running', first, 1) end
-    redis.call('INCRBY', P .. 'clock', next_tick - tick)
-    redis.call('LLEN', P .. 'wakeups') -- the lane's token, passed on or taken
     local waited = (now - tonumber(fields[2])) / 1000
     local bucket = waited < 1 and 0 or math.min(47, 1 + math.floor(math.log(waited) / 0.405465))
     record = record .. 's ' .. first .. ' ' .. bucket .. '\n'
-    reply[2], reply[3], reply[4] = id, fields[1], token
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = id, fields[1], token
+    if tick0 == nil then tick0 = tick end
+    tick = next_tick
+  end
+  if tick0 then
+    redis.call('INCRBY', P .. 'clock', tick - tick0)
+    redis.call('LLEN', P .. 'wakeups') -- the lane's token, passed on or taken
   end
   if record ~= '' then note(record) end
   return reply
@@ -290,9 +298,10 @@ def lean_row(tenant: str) -> bytes:
 
 
 def lean_counts(
-    server: CountedServer, tenants: int, tasks: int, library: str = LEAN_LIBRARY
+    server: CountedServer, tenants: int, tasks: int, library: str = LEAN_LIBRARY, count: int = 1
 ) -> tuple[float, float]:
-    """One push per call of ``tasks`` tasks, then a worker at concurrency 1 draining them."""
+    """One push per call of ``tasks`` tasks, then a worker draining them ``count`` a call,
+    each call finishing what the one before leased (``count`` 1: concurrency 1)."""
     client = redis.Redis.from_url(server.url)
     client.function_load(library, replace=True)
     rows = [(new_id(), f"tenant-{i % tenants}") for i in range(tasks)]
@@ -307,11 +316,13 @@ def lean_counts(
         nonlocal leased
         held: list[str] = []
         while True:
-            reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, *held)
+            reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, count, *held)
             if len(reply) < 2:
                 return
-            leased += 1
-            held = [reply[1].decode(), reply[3].decode()]
+            leased += (len(reply) - 1) // 3
+            held = []
+            for i in range(1, len(reply), 3):
+                held += [reply[i].decode(), reply[i + 2].decode()]
 
     pushed = server.measure("lean_push", push)
     cycled = server.measure("lean_cycle", drain)
@@ -344,6 +355,11 @@ def main() -> None:
                 push, cycle = lean_counts(server, options.tenants, options.tasks)
                 c1 = cycles(server, options.tenants, 1, True, names=["send_email"],
                             tasks=options.tasks)  # fmt: skip
+                _, cycle10 = lean_counts(server, options.tenants, options.tasks, count=10)
+                c10 = cycles(server, options.tenants, 10, True, names=["send_email"],
+                             tasks=options.tasks)  # fmt: skip
+                print(f"run {run + 1}: finish + pop 10 a call: lean {cycle10 / 1000:.1f}k,"
+                      f" fairque {c10 / 1000:.1f}k", flush=True)  # fmt: skip
                 single = one_per_call(server, options.tenants, f"named{run}", ["send_email"])
                 print(f"run {run + 1}: push lean {push / 1000:.1f}k, fairque"
                       f" {single['push'] / 1000:.1f}k; concurrency 1 lean {cycle / 1000:.1f}k,"
