@@ -6,7 +6,7 @@ Issue 48 asks a one-task push to cost the server <= 128k instructions and a work
 concurrency 1 (one call that finishes a task and leases the next) <= 257k; format 2
 costs ~188k and ~470k (``bench_instructions.py``). This counts, under callgrind on one
 throwaway embedded Valkey, the same two operations in a sketch of another layout (a Lua
-library of its own, not a queue: one task name, one priority (two variants add
+library of its own, not a queue: one task name, one priority (three variants add
 priority levels), no shares, limits, groups or dependencies; a wake-up only as a tenant
 joins the ring), beside fairque's own on the same server:
 
@@ -24,10 +24,13 @@ joins the ring), beside fairque's own on the same server:
   its deadline, the running counts.
 
 Prints server instructions per task for each of ``--repeat`` runs: the sketch and
-fairque, at concurrency 1 and finishing and leasing 10 a call, and the sketch with each of
-:data:`VARIANTS` (one choice turned back to format 2's, or
-something it keeps dropped, to cost it). Asserts that every task pushed was leased once
-and finished, by the counters a reader would add up; never a queue's test.
+fairque, at concurrency 1 and finishing and leasing 10 a call; a job's life one job at a
+time (a push whose tenant joins the ring, the worker's wait ending on its wake-up token
+with the pop behind it, the finish whose pop finds nothing: the peers' life row, whose
+target is <= 385k); and the sketch with each of :data:`VARIANTS` (one choice turned back
+to format 2's, something it keeps dropped, or priority levels added, to cost it), life
+included. Asserts that every task pushed was leased once and finished, by the counters a
+reader would add up; never a queue's test.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ from pathlib import Path
 
 import msgspec
 import redis
-from bench_instructions import cycles, one_per_call, warm_up
+from bench_instructions import cycles, one_per_call, task, warm_up
 from callgrind import CountedServer
 
+from fairque import FairQueue
 from fairque.servers.embedded import free_port, valkey_binary
 
 LEAN_LIBRARY = r"""#!lua name=lean
@@ -110,6 +114,11 @@ local PRIORITIES = false
 -- ORDERED (true: a variant): priorities kept instead in one zset per tenant, scored by
 -- level then tick (so every push takes a tick), popped by ZPOPMIN: no ready entry.
 local ORDERED = false
+-- URGENCY (true: a variant, with ORDERED): the pop takes the task design.md section 5
+-- asks for, the head of highest urgency (p / 5) * (now - ready tick) over the levels
+-- holding tasks, not the highest level's: it reads the zset's first and last entries, and
+-- when they are of two levels, the head of each level between (ZRANGE BYSCORE).
+local URGENCY = false
 local LEVEL = 3 -- the benches' tasks are all of the default priority
 local function count(name, tenant)
   redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, 1)
@@ -216,7 +225,30 @@ redis.register_function('finish_pop', function(keys, args)
     local first = redis.call('ZRANGE', ring, 0, 0)[1]
     if not first then break end
     local id, more
-    if ORDERED then
+    if ORDERED and URGENCY then
+      local queue = P .. 'q:' .. first
+      -- The head of the highest level is taken, and put back if the last entry's level
+      -- differs and another level's head is more urgent (never in the bench).
+      local head = redis.call('ZPOPMIN', queue)
+      local tail = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+      id, more = head[1], tail[1] ~= nil
+      local top = math.floor(tonumber(head[2]) / 2 ^ 51)
+      if more and math.floor(tonumber(tail[2]) / 2 ^ 51) ~= top then
+        local best, best_score = (6 - top) / 5 * (now - tonumber(head[2]) % 2 ^ 51), nil
+        for slot = top + 1, math.floor(tonumber(tail[2]) / 2 ^ 51) do
+          local level_head = redis.call('ZRANGE', queue, slot * 2 ^ 51, '(' .. (slot + 1) * 2 ^ 51,
+            'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+          if level_head[1] then
+            local urgency = (6 - slot) / 5 * (now - tonumber(level_head[2]) % 2 ^ 51)
+            if urgency > best then id, best, best_score = level_head[1], urgency, level_head[2] end
+          end
+        end
+        if best_score then
+          redis.call('ZADD', queue, head[2], head[1])
+          redis.call('ZREM', queue, id)
+        end
+      end
+    elseif ORDERED then
       local queue = P .. 'q:' .. first
       id = redis.call('ZPOPMIN', queue)[1]
       more = redis.call('ZCARD', queue) > 0
@@ -275,17 +307,39 @@ redis.register_function('finish_pop', function(keys, args)
 end)
 """
 PAYLOAD = b"\x81\xa1n\x01"
-# Variants of the library: label -> (a flag of LEAN_LIBRARY, the value it takes). The
-# first two turn one choice back to format 2's, the next two cost what the sketch keeps by
-# dropping it, the last adds what it leaves out.
-VARIANTS = {
-    "counters and ready counts written by each call": ("LOG", "false"),
-    "a task's fixed fields a field each": ("ROW", "false"),
-    "no finished registry (less than a queue keeps)": ("REGISTRY", "false"),
-    "no running counts (less than a queue keeps)": ("RUNNING", "false"),
-    "with priority levels (a list per level, a ready entry)": ("PRIORITIES", "true"),
-    "with priority levels (one zset per tenant by level and tick)": ("ORDERED", "true"),
+# Variants of the library: label -> the flags of LEAN_LIBRARY it sets, with their values.
+# The first two turn one choice back to format 2's, the next two cost what the sketch
+# keeps by dropping it, the next three add priority levels (the last as design.md section
+# 5 takes them: by urgency), and the last is that one with the running counts left to
+# the counters (a tenant's running tasks as its starts less its ends, which the log
+# counts anyway; a concurrency limit would still need them counted).
+VARIANTS: dict[str, dict[str, str]] = {
+    "counters and ready counts written by each call": {"LOG": "false"},
+    "a task's fixed fields a field each": {"ROW": "false"},
+    "no finished registry (less than a queue keeps)": {"REGISTRY": "false"},
+    "no running counts (less than a queue keeps)": {"RUNNING": "false"},
+    "with priority levels (a list per level, a ready entry)": {"PRIORITIES": "true"},
+    "with priority levels (one zset per tenant by level and tick)": {"ORDERED": "true"},
+    "with priority levels (one zset per tenant, popped by urgency)": {
+        "ORDERED": "true",
+        "URGENCY": "true",
+    },
+    "popped by urgency, running counts from the counters": {
+        "ORDERED": "true",
+        "URGENCY": "true",
+        "RUNNING": "false",
+    },
 }
+
+
+def variant(flags: dict[str, str]) -> str:
+    """LEAN_LIBRARY with ``flags`` set to their values."""
+    library = LEAN_LIBRARY
+    for flag, value in flags.items():
+        library, changed = re.subn(rf"^local {flag} = \w+$", f"local {flag} = {value}", library,
+                                   flags=re.M)  # fmt: skip
+        assert changed == 1, flag
+    return library
 
 
 def new_id() -> str:
@@ -340,6 +394,65 @@ def lean_counts(
     return pushed / tasks, cycled / tasks
 
 
+def lean_life(
+    server: CountedServer, tenants: int, tasks: int, library: str = LEAN_LIBRARY
+) -> float:
+    """A job's life as the peers' life row has it, one job at a time: a push (its tenant
+    joins the ring, a wake-up token is left), the worker's wait ending on the token and
+    the pop behind it in one pipeline, then its finish, whose pop finds nothing."""
+    client = redis.Redis.from_url(server.url)
+    client.function_load(library, replace=True)
+    rows = [(new_id(), f"tenant-{i % tenants}") for i in range(tasks)]
+    encoded = {tenant: lean_row(tenant) for _, tenant in rows}
+    finished = 0
+
+    def lives() -> None:
+        nonlocal finished
+        for id_, tenant in rows:
+            client.fcall("push", 1, "lean:{l}:ring", id_, tenant, encoded[tenant])
+            pipe = client.pipeline(transaction=False)
+            pipe.blpop(["lean:{l}:wakeups"], timeout=1)
+            pipe.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1)
+            _, reply = pipe.execute()
+            reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1,
+                                 reply[1].decode(), reply[3].decode())  # fmt: skip
+            assert len(reply) == 1, "nothing is left to lease"
+            finished += reply[0]
+
+    counted = server.measure("lean_life", lives)
+    assert finished == tasks, f"every task finished ({finished} of {tasks})"
+    client.function_delete("lean")
+    client.delete(*client.keys("lean:{l}:*"))
+    client.close()
+    return counted / tasks
+
+
+def fairque_life(server: CountedServer, tenants: int, tasks: int, namespace: str) -> float:
+    """The same life in fairque: a push, an idle worker's wait and pop (``idle_pop``: its
+    wake-up token's ``BLPOP`` and the call behind it, one pipeline), a finish whose pop
+    finds nothing (``finish_and_pop``), as its worker makes them."""
+    queue = FairQueue(server.url, namespace)
+    finished = 0
+
+    def lives(count: int) -> None:
+        nonlocal finished
+        for i in range(count):
+            queue.push(task(i, tenants))
+            leased, _ = queue.idle_pop(1.0, 1, worker_id="bench", ttl=60, longest_wait=45,
+                                       round_interval=30, names=["send_email"])  # fmt: skip
+            lost, more = queue.finish_and_pop(leased, count=1, worker_id="bench",
+                                              names=["send_email"])  # fmt: skip
+            assert not lost, "the task finished"
+            assert not more, "nothing is left to lease"
+            finished += len(leased)
+
+    lives(1)  # outside the count: the namespace's first call writes its settings
+    counted = server.measure(f"{namespace}_life", lambda: lives(tasks))
+    assert finished == tasks + 1, f"every task finished ({finished - 1} of {tasks})"
+    queue.close()
+    return counted / tasks
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=50)
@@ -364,15 +477,17 @@ def main() -> None:
                 print(f"run {run + 1}: push lean {push / 1000:.1f}k, fairque"
                       f" {single['push'] / 1000:.1f}k; concurrency 1 lean {cycle / 1000:.1f}k,"
                       f" fairque {c1 / 1000:.1f}k", flush=True)  # fmt: skip
-                for label, (flag, value) in VARIANTS.items():
-                    library = re.sub(
-                        rf"^local {flag} = \w+$", f"local {flag} = {value}", LEAN_LIBRARY,
-                        flags=re.M,
-                    )  # fmt: skip
-                    assert library != LEAN_LIBRARY, flag
+                lean = lean_life(server, options.tenants, options.tasks)
+                ours = fairque_life(server, options.tenants, options.tasks, f"life{run}")
+                print(f"run {run + 1}: a job's life, one at a time: lean {lean / 1000:.1f}k,"
+                      f" fairque {ours / 1000:.1f}k", flush=True)  # fmt: skip
+                for label, flags in VARIANTS.items():
+                    library = variant(flags)
                     push, cycle = lean_counts(server, options.tenants, options.tasks, library)
+                    life = lean_life(server, options.tenants, options.tasks, library)
                     print(f"run {run + 1}: lean, {label}: push {push / 1000:.1f}k,"
-                          f" concurrency 1 {cycle / 1000:.1f}k", flush=True)  # fmt: skip
+                          f" concurrency 1 {cycle / 1000:.1f}k, life {life / 1000:.1f}k",
+                          flush=True)  # fmt: skip
         finally:
             server.stop()
 
