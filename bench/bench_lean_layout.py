@@ -40,6 +40,8 @@ import base64
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -351,20 +353,43 @@ def lean_row(tenant: str) -> bytes:
     return msgspec.msgpack.encode(["send_email", PAYLOAD, 3, 300.0, 3, 1796673910380360, tenant])
 
 
+@contextmanager
+def loaded(
+    server: CountedServer, tenants: int, tasks: int, library: str
+) -> Iterator[tuple[redis.Redis, list[tuple[str, str, bytes]]]]:
+    """A client of ``server`` with ``library`` loaded, and ``tasks`` tasks' push arguments
+    (id, tenant, row) over ``tenants``; the library and its keys go at the end."""
+    client = redis.Redis.from_url(server.url)
+    client.function_load(library, replace=True)
+    rows = {tenant: lean_row(tenant) for tenant in (f"tenant-{i}" for i in range(tenants))}
+    try:
+        yield client, [(new_id(), f"tenant-{i % tenants}", rows[f"tenant-{i % tenants}"])
+                       for i in range(tasks)]  # fmt: skip
+    finally:
+        client.function_delete("lean")
+        client.delete(*client.keys("lean:{l}:*"))
+        client.close()
+
+
 def lean_counts(
     server: CountedServer, tenants: int, tasks: int, library: str = LEAN_LIBRARY, count: int = 1
 ) -> tuple[float, float]:
     """One push per call of ``tasks`` tasks, then a worker draining them ``count`` a call,
     each call finishing what the one before leased (``count`` 1: concurrency 1)."""
-    client = redis.Redis.from_url(server.url)
-    client.function_load(library, replace=True)
-    rows = [(new_id(), f"tenant-{i % tenants}") for i in range(tasks)]
-    encoded = {tenant: lean_row(tenant) for _, tenant in rows}
+    with loaded(server, tenants, tasks, library) as (client, rows):
+        return lean_drain(server, client, rows, count)
+
+
+def lean_drain(
+    server: CountedServer, client: redis.Redis, rows: list[tuple[str, str, bytes]], count: int
+) -> tuple[float, float]:
+    """``rows`` pushed one a call, then drained ``count`` a call: each counted per task."""
+    tasks = len(rows)
     leased = 0
 
     def push() -> None:
-        for id_, tenant in rows:
-            client.fcall("push", 1, "lean:{l}:ring", id_, tenant, encoded[tenant])
+        for id_, tenant, row in rows:
+            client.fcall("push", 1, "lean:{l}:ring", id_, tenant, row)
 
     def drain() -> None:
         nonlocal leased
@@ -388,9 +413,6 @@ def lean_counts(
         counted = int(client.hget("lean:{l}:stats", counter) or 0)
         counted += sum(line.startswith(kind) for line in lines)
         assert counted == tasks, f"{counter}: {counted} of {tasks}"
-    client.function_delete("lean")
-    client.delete(*client.keys("lean:{l}:*"))
-    client.close()
     return pushed / tasks, cycled / tasks
 
 
@@ -400,30 +422,24 @@ def lean_life(
     """A job's life as the peers' life row has it, one job at a time: a push (its tenant
     joins the ring, a wake-up token is left), the worker's wait ending on the token and
     the pop behind it in one pipeline, then its finish, whose pop finds nothing."""
-    client = redis.Redis.from_url(server.url)
-    client.function_load(library, replace=True)
-    rows = [(new_id(), f"tenant-{i % tenants}") for i in range(tasks)]
-    encoded = {tenant: lean_row(tenant) for _, tenant in rows}
     finished = 0
+    with loaded(server, tenants, tasks, library) as (client, rows):
 
-    def lives() -> None:
-        nonlocal finished
-        for id_, tenant in rows:
-            client.fcall("push", 1, "lean:{l}:ring", id_, tenant, encoded[tenant])
-            pipe = client.pipeline(transaction=False)
-            pipe.blpop(["lean:{l}:wakeups"], timeout=1)
-            pipe.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1)
-            _, reply = pipe.execute()
-            reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1,
-                                 reply[1].decode(), reply[3].decode())  # fmt: skip
-            assert len(reply) == 1, "nothing is left to lease"
-            finished += reply[0]
+        def lives() -> None:
+            nonlocal finished
+            for id_, tenant, row in rows:
+                client.fcall("push", 1, "lean:{l}:ring", id_, tenant, row)
+                pipe = client.pipeline(transaction=False)
+                pipe.blpop(["lean:{l}:wakeups"], timeout=1)
+                pipe.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1)
+                _, reply = pipe.execute()
+                reply = client.fcall("finish_pop", 1, "lean:{l}:ring", "w", 300, 1,
+                                     reply[1].decode(), reply[3].decode())  # fmt: skip
+                assert len(reply) == 1, "nothing is left to lease"
+                finished += reply[0]
 
-    counted = server.measure("lean_life", lives)
+        counted = server.measure("lean_life", lives)
     assert finished == tasks, f"every task finished ({finished} of {tasks})"
-    client.function_delete("lean")
-    client.delete(*client.keys("lean:{l}:*"))
-    client.close()
     return counted / tasks
 
 
