@@ -122,6 +122,11 @@ local ORDERED = false
 -- when they are of two levels, the head of each level between (ZRANGE BYSCORE).
 local URGENCY = false
 local LEVEL = 3 -- the benches' tasks are all of the default priority
+-- LANES (true: a variant): what format 2 does as a tenant joins or leaves a lane besides
+-- its ring: the sets of a tenant's lanes and of the lanes with ready tasks (SADD as it
+-- joins; SREM, and the lane's SREM once its ring is empty, as it leaves), and the shares'
+-- HLEN that tells whether a joining tenant's shares must be read.
+local LANES = false
 local function count(name, tenant)
   redis.call('HINCRBY', P .. 'stats:tenants', name .. ':' .. tenant, 1)
   redis.call('HINCRBY', P .. 'stats:tenants', name, 1)
@@ -189,6 +194,11 @@ redis.register_function('push', function(keys, args)
     local next_tick = now > tick and now or tick + 1
     redis.call('ZADD', P .. 'ring', 'NX', next_tick, tenant)
     redis.call('INCRBY', P .. 'clock', next_tick - tick)
+    if LANES then
+      redis.call('SADD', P .. 'lanes:of:' .. tenant, 'send_email')
+      redis.call('SADD', P .. 'lanes', 'send_email')
+      redis.call('HLEN', P .. 'shares')
+    end
     redis.call('SPUBLISH', P .. 'wake', 'send_email') -- its lane's workers wake
     if redis.call('LLEN', P .. 'wakeups') == 0 then redis.call('RPUSH', P .. 'wakeups', 1) end
   end
@@ -279,6 +289,10 @@ redis.register_function('finish_pop', function(keys, args)
       redis.call('ZADD', ring, 'XX', next_tick, first)
     else
       redis.call('ZREM', ring, first)
+      if LANES then
+        redis.call('SREM', P .. 'lanes:of:' .. first, 'send_email')
+        if redis.call('EXISTS', ring) == 0 then redis.call('SREM', P .. 'lanes', 'send_email') end
+      end
     end
     local task = P .. 't:' .. id
     local fields
@@ -312,9 +326,10 @@ PAYLOAD = b"\x81\xa1n\x01"
 # Variants of the library: label -> the flags of LEAN_LIBRARY it sets, with their values.
 # The first two turn one choice back to format 2's, the next two cost what the sketch
 # keeps by dropping it, the next three add priority levels (the last as design.md section
-# 5 takes them: by urgency), and the last is that one with the running counts left to
-# the counters (a tenant's running tasks as its starts less its ends, which the log
-# counts anyway; a concurrency limit would still need them counted).
+# 5 takes them: by urgency), the next is that one with the running counts left to the
+# counters (a tenant's running tasks as its starts less its ends, which the log counts
+# anyway; a concurrency limit would still need them counted), and the last adds to it
+# format 2's sets of lanes.
 VARIANTS: dict[str, dict[str, str]] = {
     "counters and ready counts written by each call": {"LOG": "false"},
     "a task's fixed fields a field each": {"ROW": "false"},
@@ -330,6 +345,11 @@ VARIANTS: dict[str, dict[str, str]] = {
         "ORDERED": "true",
         "URGENCY": "true",
         "RUNNING": "false",
+    },
+    "popped by urgency, with format 2's lane sets": {
+        "ORDERED": "true",
+        "URGENCY": "true",
+        "LANES": "true",
     },
 }
 
