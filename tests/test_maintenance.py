@@ -41,10 +41,13 @@ async def test_a_lone_worker_keeps_its_namespace_bounded(
         await queue.push_many(
             [noop.build(user_id=f"tenant-{n % 20}", max_retries=0) for n in range(2000)]
         )
-        # An idle worker's round comes with its upkeep, once a poll interval: 1 s here.
+        # An idle worker's round comes with its upkeep, once a poll interval, and is a
+        # full one (the one that drops expired ids from the registries) once ten waits
+        # since the last (rounds.lua): a 0.2 s poll makes that 2 s, not the 10 s of a
+        # 1 s poll, which this test spent waiting with nothing left to do.
         config = WorkerConfig(redis_url=server.url, namespace=namespace, concurrency=50,
                               maintenance_interval_seconds=0.2,
-                              poll_interval_seconds=1.0)  # fmt: skip
+                              poll_interval_seconds=0.2)  # fmt: skip
         worker = Worker(config, functions)  # it applies the settings the pusher wrote
         running = asyncio.create_task(worker.run_async())
 
