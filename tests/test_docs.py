@@ -270,9 +270,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--no-emit-project", "--quiet", "--output-file", constraints)  # fmt: skip
     run("uv", "venv", "--quiet", "--python", sys.executable, venv)
     wheel = next(folder.glob("fairque-*.whl"))
-    run("uv", "pip", "install", "--quiet", "--python", venv / "bin" / "python",
-        "--constraints", constraints, f"fairque[otel] @ {wheel.as_uri()}",
-        "pytest", "pytest-asyncio")  # fmt: skip
+    # Compiled to bytecode once here, as .ci/run does for the checkout: the pages start
+    # dozens of fairque processes, and where PYTHONDONTWRITEBYTECODE is set (CI) each would
+    # compile every module it imports from source again.
+    run("uv", "pip", "install", "--quiet", "--compile-bytecode", "--python",
+        venv / "bin" / "python", "--constraints", constraints,
+        f"fairque[otel] @ {wheel.as_uri()}", "pytest", "pytest-asyncio")  # fmt: skip
     return venv / "bin"
 
 
