@@ -261,6 +261,9 @@ def test_a_worker_waits_for_its_server_says_where_it_runs_and_how_it_stopped(
 
 # Commands that call the server on their own (the dashboard waits for a request).
 CALLING = ("worker", "scheduler run", "master", "storage-worker", "storage-manager")
+# The manager calls the server once a round, 5 s apart by default: it would see the
+# outage, then the server back, only at its next rounds (10 s of this test's 12).
+ROUNDS = {"storage-manager": ["--interval", "0.5"]}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -271,7 +274,8 @@ def test_every_long_running_command_waits_out_an_outage_and_stops_with_status_ze
     (home / "queues.yaml").write_text("queues: [{id: 3, name: jobs, fields: {}}]\n")
     port = free_port()
     server = LocalServer(port=port).start()
-    started = Running([*COMMANDS[command], "--url", server.url], env, home)
+    started = Running([*COMMANDS[command], *ROUNDS.get(command, []), "--url", server.url],
+                      env, home)  # fmt: skip
     running.append(started)
     try:
         started.says("(Ctrl-C stops)")
