@@ -67,15 +67,17 @@ class Pusher:
 
 class Drill:
     """A pusher and a worker on the queue at ``url`` (``shards`` > 1: a sharded one), run
-    by :meth:`start` until :meth:`finish`. The worker polls every 30 s only: an idle
-    worker hears of new tasks by its wait or its wake channel."""
+    by :meth:`start` until :meth:`finish`. The worker polls every 10 minutes only, past
+    every wait of the drill: an idle worker hears of new tasks by its wait or its wake
+    channel, which must survive every failover (a wake subscription lost to one once
+    left the worker to its poll)."""
 
     def __init__(self, url: str, namespace: str, shards: int = 1) -> None:
         settings = QueueSettings(retry_backoff_base=0.01)
         self.pusher = Pusher(open_async_queue(url, namespace, shards, settings=settings))
         config = WorkerConfig(
             redis_url=url, namespace=namespace, shards=shards, lease_seconds=2,
-            poll_interval_seconds=30, concurrency=20,
+            poll_interval_seconds=600, concurrency=20,
         )  # fmt: skip
         self.worker = Worker(config, functions)
         self.tasks: list[asyncio.Task[None]] = []

@@ -23,7 +23,9 @@ from fairque import (
     TaskFailed,
     TaskNotFound,
 )
-from fairque.engine.notify import Listener
+from fairque.engine.notify import AsyncListener, Listener
+from fairque.engine.outage import OUTAGE
+from fairque.servers.embedded import LocalServer, free_port
 from tests.conftest import Server, wait_for
 
 
@@ -245,3 +247,37 @@ def test_a_listener_reads_only_the_messages_of_its_channel(
         [leased] = other.pop()
         other.finish(leased)
         assert listener.wait_for(task_id, 10)
+
+
+async def test_a_listener_whose_reopening_met_an_outage_says_so_until_it_is_open_again() -> None:
+    # A worker reopens its wake subscription when it failed; a reopening during the
+    # outage (its node not yet replaced) must leave it failed, or the worker would wait
+    # for wake-ups with no subscription, hearing of work only at its poll.
+    port = free_port()
+    server = LocalServer(port=port).start()
+    try:
+        async with AsyncShardedQueue(server.url, "listened", shards=2) as queue:
+            listener = await AsyncListener(queue.executor, *queue.wake_channels).open()
+
+            def failed() -> bool:
+                return listener.failed
+
+            try:
+                assert not failed()
+                server.stop()
+                await asyncio.to_thread(wait_for, failed, 30)
+                with pytest.raises(OUTAGE):
+                    await listener.reopen()
+                assert failed()
+                server.start()  # back, on the same port
+                await listener.reopen()
+                assert not failed()
+                channel = queue.wake_channels[1]
+                await queue.executor.client.execute_command("SPUBLISH", channel, "lane")
+                message = await listener.next_message(10)
+                assert message is not None
+                assert message["channel"] in (channel, channel.encode())
+            finally:
+                await listener.close()
+    finally:
+        server.close()

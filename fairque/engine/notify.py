@@ -110,6 +110,7 @@ class AsyncListener(AsyncCloseable):
         self._readers: list[asyncio.Task[None]] = []
         self._messages: deque[Any] = deque()  # messages and errors, as the readers met them
         self._arrived = asyncio.Event()  # set when one is added
+        self._subscribed = False  # every channel's subscription confirmed, by open()
 
     async def open(self) -> AsyncListener:
         """Subscribes and waits for the server to confirm it."""
@@ -129,16 +130,21 @@ class AsyncListener(AsyncCloseable):
         except BaseException:  # `async with` closes only what opened
             await self.close()
             raise
+        self._subscribed = True
         return self
 
     @property
     def failed(self) -> bool:
-        """True once a subscription failed (its error is, or was, raised by a read)."""
-        return any(reader.done() for reader in self._readers)
+        """True once a subscription failed (its error is, or was, raised by a read), and
+        while an opening that failed left none (a reopen during an outage): a caller
+        reopens until every channel has one again, or it would wait for wake-ups that no
+        subscription can bring."""
+        return not self._subscribed or any(reader.done() for reader in self._readers)
 
     async def reopen(self) -> None:
         """Subscribes again, where the executor's route says now (after a failure)."""
         await self.close()
+        self._subscribed = False
         self._subscriptions, self._readers = [], []
         self._messages.clear()
         await self.open()
